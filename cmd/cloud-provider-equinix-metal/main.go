@@ -1,0 +1,91 @@
+// Command cloud-provider-equinix-metal is the Kubernetes cloud controller
+// manager for Equinix Metal: the standard cloud-controller-manager command
+// with the equinixmetal provider and this CCM's own flags.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/app"
+	appconfig "k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	"k8s.io/component-base/cli"
+	cliflag "k8s.io/component-base/cli/flag"
+	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
+	"k8s.io/component-base/version/verflag"
+	"k8s.io/klog/v2"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/provider"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	opts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		return 1
+	}
+	// One provider lives in this binary, so --cloud-provider need not be given.
+	opts.KubeCloudShared.CloudProvider.Name = provider.ProviderName
+
+	fss := cliflag.NamedFlagSets{}
+	metalFlags := fss.FlagSet(config.FlagSetName)
+	config.AddFlags(metalFlags)
+
+	var cfg *config.Config
+	initCloud := func(*appconfig.CompletedConfig) cloudprovider.Interface {
+		cloud, err := provider.New(cfg)
+		if err != nil {
+			klog.Fatalf("Equinix Metal provider: %v", err)
+		}
+		return cloud
+	}
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, app.DefaultInitFuncConstructors,
+		names.CCMControllerAliases(), fss, wait.NeverStop)
+	cmd.Use = "cloud-provider-equinix-metal"
+
+	// Load and validate our configuration before the standard command builds
+	// clients and servers, so a bad setting fails fast with one message
+	// naming every problem, instead of a stack trace after leader election.
+	standard := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		verflag.PrintAndExitIfRequested()
+		if name := opts.KubeCloudShared.CloudProvider.Name; name != provider.ProviderName {
+			return exitError(fmt.Errorf("--cloud-provider is %q, but this binary provides only %q; drop the flag or set it to %s", name, provider.ProviderName, provider.ProviderName))
+		}
+		path := opts.KubeCloudShared.CloudProvider.CloudConfigFile
+		b, err := config.ReadCloudConfig(path)
+		if err != nil {
+			return exitError(err)
+		}
+		cfg, err = config.Load(config.Sources{Flags: metalFlags, CloudConfig: b, CloudConfigPath: path})
+		if err != nil {
+			return exitError(err)
+		}
+		for _, w := range cfg.Warnings {
+			klog.Warning(w)
+		}
+		klog.V(1).InfoS("Equinix Metal configuration", "config", cfg, "loadbalancer", cfg.LB.String())
+		return standard(c, args)
+	}
+	return cli.Run(cmd)
+}
+
+// exitError prints a configuration error plainly (no log decoration, no
+// usage text) and exits, because the message is meant for a person.
+func exitError(err error) error {
+	fmt.Fprintf(os.Stderr, "error: %v\n", err)
+	os.Exit(1)
+	return err
+}

@@ -1,0 +1,177 @@
+// Package config loads the CCM's settings from four layers — command-line
+// flag, METAL_* environment variable, field of the JSON cloud-config file
+// (the cloud-sa.json key of the Secret), built-in default — and validates
+// them in one pass.
+//
+// The names are those of the upstream cloud-provider-equinix-metal, so an
+// existing Secret and Deployment keep working: JSON field names match
+// case-insensitively (projectID and projectId are the same field) and an
+// empty environment variable counts as unset. Secrets have no flag: a key on
+// a command line ends up in shell history and `ps`.
+package config
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Config is the validated configuration. Derived fields (LB, NodeSelector)
+// are parsed once here so that no other package re-parses or re-validates.
+type Config struct {
+	APIKey    Secret `key:"apiKey"`
+	ProjectID string `key:"projectID"`
+	Metro     string `key:"metro"`
+	Facility  string `key:"facility"`
+	BaseURL   string `key:"base-url"`
+
+	LoadBalancer string `key:"loadbalancer"`
+	// LB is LoadBalancer parsed; Kind is LBNone when load balancing is off.
+	LB LoadBalancer
+
+	LocalASN uint32 `key:"localASN"`
+	BGPPass  Secret `key:"bgpPass"`
+
+	AnnotationLocalASN           string `key:"annotationLocalASN"`
+	AnnotationPeerASN            string `key:"annotationPeerASN"`
+	AnnotationPeerIP             string `key:"annotationPeerIP"`
+	AnnotationSrcIP              string `key:"annotationSrcIP"`
+	AnnotationBGPPass            string `key:"annotationBGPPass"`
+	AnnotationNetworkIPv4Private string `key:"annotationNetworkIPv4Private"`
+	AnnotationEIPMetro           string `key:"annotationEIPMetro"`
+	AnnotationEIPFacility        string `key:"annotationEIPFacility"`
+
+	EIPTag                  string `key:"eipTag"`
+	APIServerPort           int    `key:"apiServerPort"`
+	BGPNodeSelector         string `key:"bgpNodeSelector"`
+	EIPHealthCheckUseHostIP bool   `key:"eipHealthCheckUseHostIP"`
+	// NodeSelector is BGPNodeSelector parsed; labels.Everything() when empty.
+	NodeSelector labels.Selector
+
+	// Options below are new in this CCM; upstream has no equivalent.
+
+	PolicyDir             string        `key:"policyDir"`
+	ModuleCacheDir        string        `key:"moduleCacheDir"`
+	ModuleMemoryLimitMiB  int           `key:"moduleMemoryLimitMiB"`
+	ModuleTimeout         time.Duration `key:"moduleTimeout"`
+	APITimeout            time.Duration `key:"apiTimeout"`
+	APIRetries            int           `key:"apiRetries"`
+	APIQPS                float64       `key:"apiQPS"`
+	APIBurst              int           `key:"apiBurst"`
+	CacheRefreshPeriod    time.Duration `key:"cacheRefreshPeriod"`
+	HealthCheckInterval   time.Duration `key:"healthCheckInterval"`
+	HealthCheckTimeout    time.Duration `key:"healthCheckTimeout"`
+	HealthCheckFailures   int           `key:"healthCheckFailures"`
+	BGPMaxPrefixes        int           `key:"bgpMaxPrefixes"`
+
+	// Warnings are problems that do not stop the CCM (unknown fields in the
+	// cloud-config file); the caller logs them.
+	Warnings []string
+}
+
+// DefaultBaseURL is the production Equinix Metal API.
+const DefaultBaseURL = "https://api.equinix.com/metal/v1"
+
+// option describes one setting in every layer. The table below is the single
+// place where names and defaults live: flags, env lookup, JSON lookup, the
+// README table and the defaults layer are all derived from it.
+type option struct {
+	key   string // JSON field name in cloud-sa.json, and the koanf key
+	env   string // environment variable; "" when there is none
+	flag  string // command-line flag; "" for secrets
+	def   string // default in the same text form a user would write
+	usage string
+	// secret options never have their value echoed, not even in errors.
+	secret bool
+	// required options have no default; leaving them unset is an error.
+	required bool
+}
+
+// Annotation templates: {{n}} is replaced with the peer's index.
+const (
+	DefaultAnnotationLocalASN = "metal.equinix.com/bgp-peers-{{n}}-node-asn"
+	DefaultAnnotationPeerASN  = "metal.equinix.com/bgp-peers-{{n}}-peer-asn"
+	DefaultAnnotationPeerIP   = "metal.equinix.com/bgp-peers-{{n}}-peer-ip"
+	DefaultAnnotationSrcIP    = "metal.equinix.com/bgp-peers-{{n}}-src-ip"
+	DefaultAnnotationBGPPass  = "metal.equinix.com/bgp-peers-{{n}}-bgp-pass"
+)
+
+var options = []option{
+	{key: "apiKey", env: "METAL_API_KEY", secret: true, required: true,
+		usage: "Equinix Metal API key"},
+	{key: "projectID", env: "METAL_PROJECT_ID", flag: "metal-project-id", required: true,
+		usage: "Equinix Metal project ID"},
+	{key: "metro", env: "METAL_METRO_NAME", flag: "metal-metro",
+		usage: "metro in which to request Service Elastic IPs (wins over the Service annotation)"},
+	{key: "facility", env: "METAL_FACILITY_NAME", flag: "metal-facility",
+		usage: "facility in which to request Service Elastic IPs (wins over metro and the Service annotations)"},
+	{key: "base-url", env: "METAL_BASE_URL", flag: "metal-base-url", def: DefaultBaseURL,
+		usage: "base URL of the Equinix Metal API"},
+	{key: "loadbalancer", env: "METAL_LOAD_BALANCER", flag: "metal-load-balancer",
+		usage: "load-balancer integration: metallb:///<ns>, metallb:///<ns>/<configmap>, kube-vip://, empty:// or wasm:///<path>.wasm; empty disables load balancing"},
+	{key: "localASN", env: "METAL_LOCAL_ASN", flag: "metal-local-asn", def: "65000",
+		usage: "BGP ASN of the nodes when this CCM enables BGP on the project (an existing project ASN wins)"},
+	{key: "bgpPass", env: "METAL_BGP_PASS", secret: true,
+		usage: "BGP MD5 password when this CCM enables BGP on the project (an existing project password wins)"},
+	{key: "annotationLocalASN", env: "METAL_ANNOTATION_LOCAL_ASN", flag: "metal-annotation-local-asn", def: DefaultAnnotationLocalASN,
+		usage: "node annotation for the node's BGP ASN; {{n}} is the peer index"},
+	{key: "annotationPeerASN", env: "METAL_ANNOTATION_PEER_ASN", flag: "metal-annotation-peer-asn", def: DefaultAnnotationPeerASN,
+		usage: "node annotation for the BGP peer's ASN; {{n}} is the peer index"},
+	{key: "annotationPeerIP", env: "METAL_ANNOTATION_PEER_IP", flag: "metal-annotation-peer-ip", def: DefaultAnnotationPeerIP,
+		usage: "node annotation for the BGP peer's IP; {{n}} is the peer index"},
+	{key: "annotationSrcIP", env: "METAL_ANNOTATION_SRC_IP", flag: "metal-annotation-src-ip", def: DefaultAnnotationSrcIP,
+		usage: "node annotation for the BGP source IP; {{n}} is the peer index"},
+	{key: "annotationBGPPass", env: "METAL_ANNOTATION_BGP_PASS", flag: "metal-annotation-bgp-pass", def: DefaultAnnotationBGPPass,
+		usage: "node annotation for the base64 BGP password; {{n}} is the peer index"},
+	{key: "annotationNetworkIPv4Private", env: "METAL_ANNOTATION_NETWORK_IPV4_PRIVATE", flag: "metal-annotation-network-ipv4-private", def: "metal.equinix.com/network-4-private",
+		usage: "node annotation for the CIDR of the node's private IPv4 network"},
+	{key: "annotationEIPMetro", env: "METAL_ANNOTATION_EIP_METRO", flag: "metal-annotation-eip-metro", def: "metal.equinix.com/eip-metro",
+		usage: "Service annotation that picks the metro of its Elastic IP"},
+	{key: "annotationEIPFacility", env: "METAL_ANNOTATION_EIP_FACILITY", flag: "metal-annotation-eip-facility", def: "metal.equinix.com/eip-facility",
+		usage: "Service annotation that picks the facility of its Elastic IP"},
+	{key: "eipTag", env: "METAL_EIP_TAG", flag: "metal-eip-tag",
+		usage: "tag of the control-plane Elastic IP; empty disables control-plane EIP management"},
+	{key: "apiServerPort", env: "METAL_API_SERVER_PORT", flag: "metal-api-server-port", def: "0",
+		usage: "port of the control-plane EIP; 0 uses the kube-apiserver's port from default/kubernetes"},
+	{key: "bgpNodeSelector", env: "METAL_BGP_NODE_SELECTOR", flag: "metal-bgp-node-selector",
+		usage: "label selector of the nodes that get BGP (for example key1=value1,key2 in (a,b)); empty selects all nodes"},
+	{key: "eipHealthCheckUseHostIP", env: "METAL_EIP_HEALTH_CHECK_USE_HOST_IP", flag: "metal-eip-health-check-use-host-ip", def: "false",
+		usage: "probe each control-plane node's own address instead of the EIP"},
+
+	{key: "policyDir", env: "METAL_POLICY_DIR", flag: "metal-policy-dir",
+		usage: "directory of Rego policies replacing the built-in placement and BGP-selection policies; empty uses the built-ins"},
+	{key: "moduleCacheDir", env: "METAL_MODULE_CACHE_DIR", flag: "metal-module-cache-dir",
+		usage: "directory for compiled load-balancer modules; empty keeps them in memory only"},
+	{key: "moduleMemoryLimitMiB", env: "METAL_MODULE_MEMORY_LIMIT_MIB", flag: "metal-module-memory-limit-mib", def: "64",
+		usage: "memory limit of one load-balancer module call, in MiB"},
+	{key: "moduleTimeout", env: "METAL_MODULE_TIMEOUT", flag: "metal-module-timeout", def: "5s",
+		usage: "deadline of one load-balancer module call"},
+	{key: "apiTimeout", env: "METAL_API_TIMEOUT", flag: "metal-api-timeout", def: "30s",
+		usage: "timeout of one Equinix Metal API request"},
+	{key: "apiRetries", env: "METAL_API_RETRIES", flag: "metal-api-retries", def: "4",
+		usage: "retries of a failed idempotent Equinix Metal API request"},
+	{key: "apiQPS", env: "METAL_API_QPS", flag: "metal-api-qps", def: "10",
+		usage: "sustained Equinix Metal API requests per second for the whole process"},
+	{key: "apiBurst", env: "METAL_API_BURST", flag: "metal-api-burst", def: "20",
+		usage: "Equinix Metal API request burst above --metal-api-qps"},
+	{key: "cacheRefreshPeriod", env: "METAL_CACHE_REFRESH_PERIOD", flag: "metal-cache-refresh-period", def: "5m",
+		usage: "how often the device and IP-reservation caches are re-read in full"},
+	{key: "healthCheckInterval", env: "METAL_HEALTH_CHECK_INTERVAL", flag: "metal-health-check-interval", def: "2s",
+		usage: "period of the control-plane EIP health probe"},
+	{key: "healthCheckTimeout", env: "METAL_HEALTH_CHECK_TIMEOUT", flag: "metal-health-check-timeout", def: "1s",
+		usage: "timeout of one control-plane health probe"},
+	{key: "healthCheckFailures", env: "METAL_HEALTH_CHECK_FAILURES", flag: "metal-health-check-failures", def: "3",
+		usage: "consecutive failed probes before the control-plane EIP moves"},
+	{key: "bgpMaxPrefixes", env: "METAL_BGP_MAX_PREFIXES", flag: "metal-bgp-max-prefixes", def: "10",
+		usage: "prefixes a BGP session may announce before the CCM warns (Equinix's default session limit is 10)"},
+}
+
+// optionByKey finds an option by its canonical key.
+func optionByKey(key string) (option, bool) {
+	for _, o := range options {
+		if o.key == key {
+			return o, true
+		}
+	}
+	return option{}, false
+}

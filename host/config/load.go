@@ -1,0 +1,307 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	kjson "github.com/knadh/koanf/parsers/json"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+// FlagSetName is the section under which --help lists this CCM's own flags.
+const FlagSetName = "equinix metal"
+
+// AddFlags registers a flag for every non-secret option, with the option's
+// default, so --help shows what applies when nothing else is set.
+func AddFlags(fs *pflag.FlagSet) {
+	for _, o := range options {
+		if o.flag == "" {
+			continue
+		}
+		help := o.usage
+		if o.env != "" {
+			help += " (env " + o.env + ")"
+		}
+		fs.String(o.flag, o.def, help)
+	}
+}
+
+// Sources are the inputs of Load. Everything is explicit so that tests can
+// run in parallel without touching the process environment.
+type Sources struct {
+	// Flags is the parsed flag set that AddFlags registered into; nil means
+	// no flags were given.
+	Flags *pflag.FlagSet
+	// Environ lists KEY=VALUE pairs; nil means os.Environ().
+	Environ []string
+	// CloudConfig is the content of the --cloud-config file; nil means none.
+	CloudConfig []byte
+	// CloudConfigPath names the file in messages.
+	CloudConfigPath string
+}
+
+// ReadCloudConfig reads the --cloud-config file. An empty path is allowed:
+// everything can come from env and flags.
+func ReadCloudConfig(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the cloud-config file: %w; check --cloud-config and that the Secret is mounted", err)
+	}
+	return b, nil
+}
+
+// layer names where a value came from, for error messages.
+type layer int
+
+const (
+	fromDefault layer = iota
+	fromFile
+	fromEnv
+	fromFlag
+)
+
+// Load merges the four layers (flag > env > file > default) and validates
+// the result. The error, if any, is a *ValidationError naming every problem.
+func Load(src Sources) (*Config, error) {
+	var problems, warnings []string
+	k := koanf.New("\x00") // keys are flat; no delimiter may split "base-url"
+
+	defaults := map[string]any{}
+	for _, o := range options {
+		defaults[o.key] = o.def
+	}
+	_ = k.Load(confmap.Provider(defaults, ""), nil) // a map provider cannot fail
+
+	fileKeys := map[string]bool{}
+	if src.CloudConfig != nil {
+		m, unknown, err := parseCloudConfig(src.CloudConfig)
+		if err != nil {
+			where := "the cloud-config file"
+			if src.CloudConfigPath != "" {
+				where = fmt.Sprintf("the cloud-config file %s", src.CloudConfigPath)
+			}
+			problems = append(problems, fmt.Sprintf("%s is not a JSON object: %v", where, err))
+		} else {
+			for key := range m {
+				fileKeys[key] = true
+			}
+			_ = k.Load(confmap.Provider(m, ""), nil)
+			if len(unknown) > 0 {
+				// Upstream ignored unknown fields; a Secret written for it may
+				// carry some, so this warns instead of refusing to start.
+				warnings = append(warnings, fmt.Sprintf("the cloud-config file has unknown field(s) %s, which are ignored; the known fields are listed in the README's configuration table", strings.Join(unknown, ", ")))
+			}
+		}
+	}
+
+	environ := src.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	envKeys := map[string]string{} // key -> env name
+	envToKey := map[string]string{}
+	for _, o := range options {
+		if o.env != "" {
+			envToKey[o.env] = o.key
+		}
+	}
+	_ = k.Load(env.Provider("\x00", env.Opt{
+		Prefix:      "METAL_",
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, value string) (string, any) {
+			key, ok := envToKey[name]
+			if !ok || value == "" { // upstream treats an empty variable as unset
+				return "", nil
+			}
+			envKeys[key] = name
+			return key, value
+		},
+	}), nil)
+
+	flagKeys := map[string]string{} // key -> flag name
+	if src.Flags != nil {
+		flagToKey := map[string]string{}
+		for _, o := range options {
+			if o.flag != "" {
+				flagToKey[o.flag] = o.key
+			}
+		}
+		_ = k.Load(posflag.ProviderWithFlag(src.Flags, "\x00", k, func(f *pflag.Flag) (string, any) {
+			key, ok := flagToKey[f.Name]
+			if !ok {
+				return "", nil
+			}
+			if f.Changed {
+				flagKeys[key] = f.Name
+			}
+			return key, f.Value.String()
+		}), nil)
+	}
+
+	source := func(o option) string {
+		switch {
+		case flagKeys[o.key] != "":
+			return "flag --" + flagKeys[o.key]
+		case envKeys[o.key] != "":
+			return "env " + envKeys[o.key]
+		case fileKeys[o.key]:
+			return fmt.Sprintf("cloud-config field %q", o.key)
+		default:
+			return "default"
+		}
+	}
+
+	cfg := &Config{}
+	failed := map[string]bool{} // keys whose value did not parse: no second complaint
+	rv := reflect.ValueOf(cfg).Elem()
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		key := rt.Field(i).Tag.Get("key")
+		if key == "" {
+			continue
+		}
+		o, ok := optionByKey(key)
+		if !ok {
+			panic("config: field " + rt.Field(i).Name + " has no option " + key)
+		}
+		raw := k.Get(key)
+		if err := assign(rv.Field(i), raw); err != nil {
+			shown := fmt.Sprintf("%v", raw)
+			if o.secret {
+				shown = redacted
+			}
+			problems = append(problems, fmt.Sprintf("%s (%s): %q %v", o.key, source(o), shown, err))
+			failed[o.key] = true
+		}
+	}
+
+	problems = append(problems, validate(cfg, source, failed)...)
+	if len(problems) > 0 {
+		return nil, &ValidationError{Problems: problems}
+	}
+	cfg.Warnings = warnings
+	return cfg, nil
+}
+
+// parseCloudConfig decodes cloud-sa.json and maps its field names onto the
+// canonical keys case-insensitively, as upstream's encoding/json did.
+func parseCloudConfig(b []byte) (map[string]any, []string, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return map[string]any{}, nil, nil
+	}
+	raw, err := kjson.Parser().Unmarshal(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string]any{}
+	var unknown []string
+	for name, v := range raw {
+		matched := false
+		for _, o := range options {
+			if strings.EqualFold(name, o.key) {
+				out[o.key] = v
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			unknown = append(unknown, strconv.Quote(name))
+		}
+	}
+	sort.Strings(unknown)
+	return out, unknown, nil
+}
+
+// assign converts one layered value (a string from env/flag/default, or a
+// JSON scalar from the file) into the field's type.
+func assign(f reflect.Value, raw any) error {
+	s, isString := raw.(string)
+	if !isString {
+		switch v := raw.(type) {
+		case nil:
+			s = ""
+		case float64: // JSON numbers
+			if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+				s = strconv.FormatInt(int64(v), 10)
+			} else {
+				s = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+		case bool:
+			s = strconv.FormatBool(v)
+		default:
+			return fmt.Errorf("must be a string, number or boolean, not %T", raw)
+		}
+	}
+	s = strings.TrimSpace(s)
+
+	switch f.Interface().(type) {
+	case Secret:
+		f.Set(reflect.ValueOf(Secret(s)))
+	case string:
+		f.SetString(s)
+	case bool:
+		if s == "" {
+			f.SetBool(false)
+			return nil
+		}
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("is not a boolean; use true or false")
+		}
+		f.SetBool(b)
+	case time.Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("is not a duration; use a number with a unit, for example 500ms, 2s or 5m")
+		}
+		f.SetInt(int64(d))
+	case uint32:
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return fmt.Errorf("is not a whole number between 0 and %d", uint32(math.MaxUint32))
+		}
+		f.SetUint(n)
+	case int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("is not a whole number")
+		}
+		f.SetInt(int64(n))
+	case float64:
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+			return fmt.Errorf("is not a number")
+		}
+		f.SetFloat(n)
+	default:
+		panic("config: unsupported field type " + f.Type().String())
+	}
+	return nil
+}
+
+// ValidationError lists every problem found, so a user fixes them all in
+// one round instead of one restart per mistake.
+type ValidationError struct {
+	Problems []string
+}
+
+func (e *ValidationError) Error() string {
+	if len(e.Problems) == 1 {
+		return "invalid configuration: " + e.Problems[0]
+	}
+	return fmt.Sprintf("invalid configuration, %d problems: %s", len(e.Problems), strings.Join(e.Problems, "; "))
+}

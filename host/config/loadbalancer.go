@@ -1,0 +1,193 @@
+package config
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/validate/content"
+)
+
+// LBKind is the load-balancer integration picked by the loadbalancer setting.
+type LBKind string
+
+const (
+	LBNone             LBKind = ""
+	LBMetalLBCRD       LBKind = "metallb-crd"       // MetalLB >= 0.13 custom resources
+	LBMetalLBConfigMap LBKind = "metallb-configmap" // MetalLB <= 0.12 ConfigMap
+	LBKubeVIP          LBKind = "kube-vip"
+	LBEmpty            LBKind = "empty"
+	LBWasm             LBKind = "wasm" // a user's module file
+)
+
+// Defaults of the MetalLB forms, as upstream documents them.
+const (
+	DefaultMetalLBNamespace = "metallb-system"
+	DefaultMetalLBConfigMap = "config"
+)
+
+// LoadBalancer is the parsed loadbalancer URL.
+type LoadBalancer struct {
+	Kind      LBKind
+	Namespace string // MetalLB modes
+	ConfigMap string // legacy MetalLB mode
+	Path      string // LBWasm: the module file
+	SHA256    string // LBWasm: optional pin, lower-case hex
+	// Options are the query parameters the module receives (all but
+	// crdConfiguration, which selects the built-in, and sha256, which pins
+	// the file).
+	Options map[string]string
+}
+
+// ParseLoadBalancer accepts both upstream README versions' forms:
+//
+//	metallb:///                         CRD mode in metallb-system
+//	metallb:///<ns>                     CRD mode in <ns>
+//	metallb:///<ns>?crdConfiguration=true
+//	metallb:///<ns>/<configmap>         legacy ConfigMap mode
+//	metallb:///<ns>?crdConfiguration=false   legacy, ConfigMap "config"
+//	kube-vip://   empty://
+//	wasm:///abs/path/module.wasm[?sha256=<hex>&key=value]
+//
+// CRD mode is the default for the bare forms because MetalLB <= 0.12, the
+// only consumer of the ConfigMap, has long been out of support.
+func ParseLoadBalancer(raw string) (LoadBalancer, error) {
+	if raw == "" {
+		return LoadBalancer{Kind: LBNone}, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return LoadBalancer{}, fmt.Errorf("is not a URL (%v); use the form <type>:///<detail>, for example metallb:///metallb-system", unwrapURLError(err))
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return LoadBalancer{}, fmt.Errorf("has a malformed query string: %v", err)
+	}
+	opts := map[string]string{}
+	for key, vals := range q {
+		if len(vals) > 1 {
+			return LoadBalancer{}, fmt.Errorf("repeats the query parameter %q; give it once", key)
+		}
+		opts[key] = vals[0]
+	}
+
+	switch u.Scheme {
+	case "metallb":
+		if u.Host != "" {
+			return LoadBalancer{}, fmt.Errorf("puts %q in the host part; MetalLB takes the namespace in the path, with three slashes: metallb:///%s", u.Host, strings.TrimPrefix(u.Host+u.Path, "/"))
+		}
+		lb := LoadBalancer{Kind: LBMetalLBCRD, Namespace: DefaultMetalLBNamespace}
+		parts := splitPath(u.Path)
+		switch len(parts) {
+		case 0:
+		case 1:
+			lb.Namespace = parts[0]
+		case 2:
+			lb.Kind, lb.Namespace, lb.ConfigMap = LBMetalLBConfigMap, parts[0], parts[1]
+		default:
+			return LoadBalancer{}, fmt.Errorf("has too many path segments; use metallb:///<namespace> (MetalLB CRDs) or metallb:///<namespace>/<configmap> (MetalLB <= 0.12 ConfigMap)")
+		}
+		if v, ok := opts["crdConfiguration"]; ok {
+			delete(opts, "crdConfiguration")
+			crd, err := strconv.ParseBool(v)
+			if err != nil {
+				return LoadBalancer{}, fmt.Errorf("has crdConfiguration=%q; use true (MetalLB CRDs) or false (MetalLB <= 0.12 ConfigMap)", v)
+			}
+			switch {
+			case crd && lb.Kind == LBMetalLBConfigMap:
+				return LoadBalancer{}, fmt.Errorf("names a ConfigMap (%s) and asks for crdConfiguration=true; drop the ConfigMap name for CRD mode, or drop crdConfiguration for ConfigMap mode", lb.ConfigMap)
+			case !crd && lb.Kind == LBMetalLBCRD:
+				lb.Kind, lb.ConfigMap = LBMetalLBConfigMap, DefaultMetalLBConfigMap
+			}
+		}
+		if errs := content.IsDNS1123Label(lb.Namespace); len(errs) > 0 {
+			return LoadBalancer{}, fmt.Errorf("names the namespace %q, which is not a valid namespace name: %s", lb.Namespace, errs[0])
+		}
+		if lb.ConfigMap != "" {
+			if errs := content.IsDNS1123Subdomain(lb.ConfigMap); len(errs) > 0 {
+				return LoadBalancer{}, fmt.Errorf("names the ConfigMap %q, which is not a valid object name: %s", lb.ConfigMap, errs[0])
+			}
+		}
+		lb.Options = opts
+		return lb, nil
+	case "kube-vip", "empty":
+		return LoadBalancer{Kind: LBKind(u.Scheme), Options: opts}, nil
+	case "wasm":
+		if u.Host != "" {
+			return LoadBalancer{}, fmt.Errorf("puts %q in the host part; a module is named by its absolute path, with three slashes: wasm:///etc/ccm/modules/mine.wasm", u.Host)
+		}
+		p := path.Clean(u.Path)
+		if u.Path == "" || p == "/" || !strings.HasSuffix(p, ".wasm") {
+			return LoadBalancer{}, fmt.Errorf("does not name a .wasm file; use wasm:///<absolute path>.wasm, for example wasm:///etc/ccm/modules/mine.wasm")
+		}
+		lb := LoadBalancer{Kind: LBWasm, Path: p}
+		if v, ok := opts["sha256"]; ok {
+			delete(opts, "sha256")
+			b, err := hex.DecodeString(v)
+			if err != nil || len(b) != 32 {
+				return LoadBalancer{}, fmt.Errorf("has sha256=%q, which is not 64 hexadecimal digits; use the output of sha256sum <module>.wasm", v)
+			}
+			lb.SHA256 = strings.ToLower(v)
+		}
+		lb.Options = opts
+		return lb, nil
+	case "emlb":
+		return LoadBalancer{}, fmt.Errorf("uses emlb://, the Equinix Metal Load Balancer, which this CCM does not support; use metallb:///, kube-vip://, empty:// or a wasm:/// module")
+	case "":
+		return LoadBalancer{}, fmt.Errorf("has no type; use <type>:///<detail> with type metallb, kube-vip, empty or wasm")
+	default:
+		return LoadBalancer{}, fmt.Errorf("has the unknown type %q; use metallb, kube-vip, empty or wasm", u.Scheme)
+	}
+}
+
+// String is the canonical form, for logs.
+func (lb LoadBalancer) String() string {
+	var b strings.Builder
+	switch lb.Kind {
+	case LBNone:
+		return "none"
+	case LBMetalLBCRD:
+		fmt.Fprintf(&b, "metallb:///%s?crdConfiguration=true", lb.Namespace)
+	case LBMetalLBConfigMap:
+		fmt.Fprintf(&b, "metallb:///%s/%s", lb.Namespace, lb.ConfigMap)
+	case LBWasm:
+		fmt.Fprintf(&b, "wasm://%s", lb.Path)
+	default:
+		fmt.Fprintf(&b, "%s://", lb.Kind)
+	}
+	keys := make([]string, 0, len(lb.Options))
+	for k := range lb.Options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	sep := "?"
+	if strings.Contains(b.String(), "?") {
+		sep = "&"
+	}
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s%s=%s", sep, url.QueryEscape(k), url.QueryEscape(lb.Options[k]))
+		sep = "&"
+	}
+	return b.String()
+}
+
+func splitPath(p string) []string {
+	var parts []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return parts
+}
+
+func unwrapURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}

@@ -1,0 +1,84 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseLoadBalancer(t *testing.T) {
+	cases := []struct {
+		in   string
+		want LoadBalancer
+		err  string
+	}{
+		{in: "", want: LoadBalancer{Kind: LBNone}},
+		{in: "metallb:///", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "metallb-system", Options: map[string]string{}}},
+		{in: "metallb:///lb", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "lb", Options: map[string]string{}}},
+		{in: "metallb:///lb?crdConfiguration=true", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "lb", Options: map[string]string{}}},
+		{in: "metallb:///lb?crdConfiguration=false", want: LoadBalancer{Kind: LBMetalLBConfigMap, Namespace: "lb", ConfigMap: "config", Options: map[string]string{}}},
+		{in: "metallb:///?crdConfiguration=false", want: LoadBalancer{Kind: LBMetalLBConfigMap, Namespace: "metallb-system", ConfigMap: "config", Options: map[string]string{}}},
+		{in: "metallb:///foo/myconfig", want: LoadBalancer{Kind: LBMetalLBConfigMap, Namespace: "foo", ConfigMap: "myconfig", Options: map[string]string{}}},
+		{in: "metallb:///foo/myconfig?crdConfiguration=false", want: LoadBalancer{Kind: LBMetalLBConfigMap, Namespace: "foo", ConfigMap: "myconfig", Options: map[string]string{}}},
+		{in: "metallb:///lb?crdConfiguration=true&community=65000:1", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "lb", Options: map[string]string{"community": "65000:1"}}},
+		{in: "kube-vip://", want: LoadBalancer{Kind: LBKubeVIP, Options: map[string]string{}}},
+		{in: "empty://", want: LoadBalancer{Kind: LBEmpty, Options: map[string]string{}}},
+		{in: "wasm:///etc/ccm/modules/mine.wasm?asn=1", want: LoadBalancer{Kind: LBWasm, Path: "/etc/ccm/modules/mine.wasm", Options: map[string]string{"asn": "1"}}},
+		{in: "wasm:///m.wasm?sha256=" + strings.Repeat("AB", 32), want: LoadBalancer{Kind: LBWasm, Path: "/m.wasm", SHA256: strings.Repeat("ab", 32), Options: map[string]string{}}},
+
+		{in: "metallb:///a/b/c", err: "too many path segments"},
+		{in: "metallb:///foo/cm?crdConfiguration=true", err: "drop the ConfigMap name"},
+		{in: "metallb:///foo?crdConfiguration=maybe", err: `crdConfiguration="maybe"`},
+		{in: "metallb:///Bad_NS", err: "not a valid namespace name"},
+		{in: "metallb:///ns/Bad_CM", err: "not a valid object name"},
+		{in: "metallb://metallb-system", err: "three slashes"},
+		{in: "metallb:///ns?a=1&a=2", err: "repeats the query parameter"},
+		{in: "wasm://etc/x.wasm", err: "three slashes"},
+		{in: "wasm:///etc/x", err: "does not name a .wasm file"},
+		{in: "wasm:///x.wasm?sha256=abc", err: "not 64 hexadecimal digits"},
+		{in: "kubevip://", err: `unknown type "kubevip"`},
+		{in: "metallb", err: "has no type"},
+		{in: "emlb:///da", err: "does not support"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseLoadBalancer(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzParseLoadBalancer: never panics, and the canonical String() form of
+// anything accepted parses back to the same value.
+func FuzzParseLoadBalancer(f *testing.F) {
+	for _, s := range []string{"", "metallb:///", "metallb:///ns/cm", "metallb:///ns?crdConfiguration=false&x=y", "kube-vip://", "empty://?a=b", "wasm:///a/b.wasm?sha256=" + strings.Repeat("0", 64), "metallb://x", "%"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		lb, err := ParseLoadBalancer(in)
+		if err != nil || lb.Kind == LBNone {
+			return
+		}
+		again, err := ParseLoadBalancer(lb.String())
+		if err != nil {
+			t.Fatalf("canonical form %q of %q does not parse: %v", lb.String(), in, err)
+		}
+		if lb.SHA256 != "" { // String() leaves the pin out on purpose
+			again.SHA256 = lb.SHA256
+		}
+		if !reflect.DeepEqual(lb, again) {
+			t.Fatalf("%q -> %#v -> %q -> %#v", in, lb, lb.String(), again)
+		}
+	})
+}
