@@ -50,19 +50,19 @@ type Config struct {
 
 	// Options below are new in this CCM; upstream has no equivalent.
 
-	PolicyDir             string        `key:"policyDir"`
-	ModuleCacheDir        string        `key:"moduleCacheDir"`
-	ModuleMemoryLimitMiB  int           `key:"moduleMemoryLimitMiB"`
-	ModuleTimeout         time.Duration `key:"moduleTimeout"`
-	APITimeout            time.Duration `key:"apiTimeout"`
-	APIRetries            int           `key:"apiRetries"`
-	APIQPS                float64       `key:"apiQPS"`
-	APIBurst              int           `key:"apiBurst"`
-	CacheRefreshPeriod    time.Duration `key:"cacheRefreshPeriod"`
-	HealthCheckInterval   time.Duration `key:"healthCheckInterval"`
-	HealthCheckTimeout    time.Duration `key:"healthCheckTimeout"`
-	HealthCheckFailures   int           `key:"healthCheckFailures"`
-	BGPMaxPrefixes        int           `key:"bgpMaxPrefixes"`
+	PolicyDir            string        `key:"policyDir"`
+	ModuleCacheDir       string        `key:"moduleCacheDir"`
+	ModuleMemoryLimitMiB int           `key:"moduleMemoryLimitMiB"`
+	ModuleTimeout        time.Duration `key:"moduleTimeout"`
+	APITimeout           time.Duration `key:"apiTimeout"`
+	APIRetries           int           `key:"apiRetries"`
+	APIQPS               float64       `key:"apiQPS"`
+	APIBurst             int           `key:"apiBurst"`
+	CacheRefreshPeriod   time.Duration `key:"cacheRefreshPeriod"`
+	HealthCheckInterval  time.Duration `key:"healthCheckInterval"`
+	HealthCheckTimeout   time.Duration `key:"healthCheckTimeout"`
+	HealthCheckFailures  int           `key:"healthCheckFailures"`
+	BGPMaxPrefixes       int           `key:"bgpMaxPrefixes"`
 
 	// Warnings are problems that do not stop the CCM (unknown fields in the
 	// cloud-config file); the caller logs them.
