@@ -1,0 +1,345 @@
+package bgp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
+)
+
+// NodeAPI is what the per-node work needs from Equinix Metal.
+type NodeAPI interface {
+	Device(ctx context.Context, id string) (*metalv1.Device, error)
+	EnsureDeviceBGPSession(ctx context.Context, deviceID string) error
+	DeviceBGPNeighbors(ctx context.Context, deviceID string) ([]metalv1.BgpNeighborData, error)
+}
+
+// Selector decides which nodes get BGP, in one evaluation over all nodes.
+type Selector interface {
+	SelectNodes(ctx context.Context, nodes []*v1.Node) (map[string]bool, error)
+}
+
+// LabelSelector is the documented default: the bgpNodeSelector setting.
+type LabelSelector struct{ Selector labels.Selector }
+
+// SelectNodes picks every node whose labels match.
+func (s LabelSelector) SelectNodes(_ context.Context, nodes []*v1.Node) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, n := range nodes {
+		if s.Selector.Matches(labels.Set(n.Labels)) {
+			out[n.Name] = true
+		}
+	}
+	return out, nil
+}
+
+// Options configure the controller.
+type Options struct {
+	Templates Templates
+	// Refresh is how often a node's neighbour data is re-read.
+	Refresh time.Duration
+	// OnChange is called when the set of BGP nodes or their peer data
+	// changes, so the load-balancer config is regenerated.
+	OnChange func()
+}
+
+type nodeState struct {
+	node      Node
+	fetchedAt time.Time
+	session   bool // the device's BGP session is known to exist
+}
+
+// selectionKey is the queue item that re-evaluates selection for all nodes.
+const selectionKey = "\x00selection"
+
+// Controller keeps BGP sessions, neighbour data and node annotations for the
+// selected nodes.
+type Controller struct {
+	api      NodeAPI
+	kube     kubernetes.Interface
+	lister   corelisters.NodeLister
+	synced   cache.InformerSynced
+	selector Selector
+	opts     Options
+	recorder record.EventRecorder
+	queue    workqueue.TypedRateLimitingInterface[string]
+	now      func() time.Time
+
+	mu       sync.RWMutex
+	selected map[string]bool
+	state    map[string]*nodeState
+}
+
+// NewController watches nodes through the informer.
+func NewController(api NodeAPI, kube kubernetes.Interface, informer coreinformers.NodeInformer, selector Selector, recorder record.EventRecorder, opts Options) *Controller {
+	if opts.OnChange == nil {
+		opts.OnChange = func() {}
+	}
+	c := &Controller{
+		api: api, kube: kube, lister: informer.Lister(), synced: informer.Informer().HasSynced,
+		selector: selector, opts: opts, recorder: recorder, now: time.Now,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bgp-nodes"}),
+		selected: map[string]bool{},
+		state:    map[string]*nodeState{},
+	}
+	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.queue.Add(selectionKey) },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, n := oldObj.(*v1.Node), newObj.(*v1.Node)
+			if !reflect.DeepEqual(o.Labels, n.Labels) || o.Spec.ProviderID != n.Spec.ProviderID {
+				c.queue.Add(selectionKey)
+			}
+			if !c.annotationsMatch(n) {
+				c.queue.Add(n.Name) // someone edited our annotations: put them back
+			}
+		},
+		DeleteFunc: func(obj any) { c.queue.Add(selectionKey) },
+	})
+	return c
+}
+
+// Run processes nodes until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		return
+	}
+	c.queue.Add(selectionKey)
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for {
+		key, quit := c.queue.Get()
+		if quit {
+			return
+		}
+		err := c.sync(ctx, key)
+		c.queue.Done(key)
+		if err != nil {
+			klog.ErrorS(err, "BGP sync failed; retrying", "node", key)
+			c.queue.AddRateLimited(key)
+			continue
+		}
+		c.queue.Forget(key)
+	}
+}
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	if key == selectionKey {
+		return c.syncSelection(ctx)
+	}
+	return c.syncNode(ctx, key)
+}
+
+// syncSelection evaluates selection once for all nodes and queues those
+// whose selection changed or whose data is missing.
+func (c *Controller) syncSelection(ctx context.Context) error {
+	nodes, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	sel, err := c.selector.SelectNodes(ctx, nodes)
+	if err != nil {
+		return fmt.Errorf("BGP node selection: %w", err)
+	}
+	c.mu.Lock()
+	prev := c.selected
+	c.selected = sel
+	var changed bool
+	for name := range c.state {
+		if !sel[name] {
+			delete(c.state, name)
+			changed = true
+		}
+	}
+	c.mu.Unlock()
+	for _, n := range nodes {
+		if sel[n.Name] != prev[n.Name] || sel[n.Name] {
+			c.queue.Add(n.Name)
+		}
+	}
+	if changed {
+		c.opts.OnChange()
+	}
+	return nil
+}
+
+func (c *Controller) syncNode(ctx context.Context, name string) error {
+	node, err := c.lister.Get(name)
+	if errors.IsNotFound(err) {
+		c.forget(name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.RLock()
+	selected := c.selected[name]
+	st := c.state[name]
+	c.mu.RUnlock()
+
+	if !selected {
+		// Not (or no longer) a BGP node: take our annotations off.
+		return c.writeAnnotations(ctx, node, map[string]string{})
+	}
+	if node.Spec.ProviderID == "" {
+		return nil // the node controller sets it; that update brings us back
+	}
+	deviceID, err := instances.DeviceID(node.Spec.ProviderID)
+	if err != nil {
+		return nil // not an Equinix Metal node; nothing to do
+	}
+
+	if st == nil || st.node.DeviceID != deviceID || c.now().Sub(st.fetchedAt) >= c.opts.Refresh {
+		next, err := c.fetch(ctx, node, deviceID, st)
+		if err != nil {
+			c.recorder.Eventf(node, v1.EventTypeWarning, "BGPSetupFailed", "BGP setup of the node's device failed: %v", err)
+			return err
+		}
+		c.mu.Lock()
+		changed := st == nil || !reflect.DeepEqual(st.node, next.node)
+		if c.selected[name] {
+			c.state[name] = next
+		}
+		c.mu.Unlock()
+		if changed {
+			c.opts.OnChange()
+		}
+		st = next
+		c.queue.AddAfter(name, c.opts.Refresh)
+	}
+	return c.writeAnnotations(ctx, node, Annotations(c.opts.Templates, st.node))
+}
+
+// fetch makes sure the device has a BGP session and reads its neighbours:
+// at most three API calls for a new node, one on a refresh.
+func (c *Controller) fetch(ctx context.Context, node *v1.Node, deviceID string, prev *nodeState) (*nodeState, error) {
+	session := prev != nil && prev.session && prev.node.DeviceID == deviceID
+	if !session {
+		if err := c.api.EnsureDeviceBGPSession(ctx, deviceID); err != nil {
+			return nil, fmt.Errorf("creating the BGP session of device %s: %w", deviceID, err)
+		}
+	}
+	neighbours, err := c.api.DeviceBGPNeighbors(ctx, deviceID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the BGP neighbours of device %s: %w", deviceID, err)
+	}
+	device, err := c.api.Device(ctx, deviceID)
+	if err != nil {
+		return nil, fmt.Errorf("reading device %s: %w", deviceID, err)
+	}
+	n := NodeFrom(node, deviceID, device, neighbours)
+	return &nodeState{node: n, fetchedAt: c.now(), session: true}, nil
+}
+
+// NodeFrom combines a node, its device and the device's IPv4 neighbours.
+func NodeFrom(node *v1.Node, deviceID string, device *metalv1.Device, neighbours []metalv1.BgpNeighborData) Node {
+	n := Node{Name: node.Name, Labels: copyMap(node.Labels), DeviceID: deviceID}
+	n.PrivateNetwork, _ = instances.PrivateIPv4Network(device)
+	n.SourceIP, _ = instances.PrivateIPv4(device)
+	for _, nb := range neighbours {
+		if nb.GetAddressFamily() != 4 {
+			continue
+		}
+		n.LocalASN = uint32(nb.GetCustomerAs())
+		if ip := nb.GetCustomerIp(); ip != "" {
+			n.SourceIP = ip
+		}
+		for _, ip := range nb.PeerIps {
+			n.Peers = append(n.Peers, Peer{ASN: uint32(nb.GetPeerAs()), IP: ip, Password: config.Secret(nb.GetMd5Password())})
+		}
+		break
+	}
+	sort.Slice(n.Peers, func(i, j int) bool { return n.Peers[i].IP < n.Peers[j].IP })
+	return n
+}
+
+func (c *Controller) annotationsMatch(node *v1.Node) bool {
+	c.mu.RLock()
+	st, selected := c.state[node.Name], c.selected[node.Name]
+	c.mu.RUnlock()
+	want := map[string]string{}
+	if selected && st != nil {
+		want = Annotations(c.opts.Templates, st.node)
+	} else if selected {
+		return true // not fetched yet
+	}
+	return len(AnnotationPatch(c.opts.Templates, node.Annotations, want)) == 0
+}
+
+// writeAnnotations patches only what differs; a resync with nothing new
+// writes nothing.
+func (c *Controller) writeAnnotations(ctx context.Context, node *v1.Node, want map[string]string) error {
+	patch := AnnotationPatch(c.opts.Templates, node.Annotations, want)
+	if len(patch) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": patch}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, body, metav1PatchOptions); err != nil {
+		return fmt.Errorf("annotating node %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+func (c *Controller) forget(name string) {
+	c.mu.Lock()
+	_, had := c.state[name]
+	delete(c.state, name)
+	c.mu.Unlock()
+	if had {
+		c.opts.OnChange()
+	}
+}
+
+// Nodes returns the selected nodes whose peer data is known, sorted by name.
+func (c *Controller) Nodes() []Node {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]Node, 0, len(c.state))
+	for _, st := range c.state {
+		out = append(out, st.node)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+var metav1PatchOptions = metav1.PatchOptions{FieldManager: "cloud-provider-equinix-metal"}

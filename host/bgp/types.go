@@ -1,0 +1,32 @@
+// Package bgp enables BGP on the Equinix Metal project and on the devices of
+// the nodes that BGP selection picks, and publishes each node's peer data:
+// as node annotations (for kube-vip and anything else that reads them) and
+// as the node list handed to the load-balancer module.
+//
+// Per-node data is fetched once per node and refreshed on a period, never
+// per Service: upstream made two API calls per node for every Service on
+// every sync, which grew as Services × nodes.
+package bgp
+
+import "github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+
+// Peer is one BGP neighbour of a device (an Equinix router).
+type Peer struct {
+	ASN      uint32
+	IP       string
+	Password config.Secret
+}
+
+// Node is a BGP-selected node with everything a load balancer needs to peer
+// from it.
+type Node struct {
+	Name     string
+	Labels   map[string]string
+	DeviceID string
+	LocalASN uint32
+	// SourceIP is the device's private IPv4: the routers drop sessions from
+	// the public address.
+	SourceIP       string
+	PrivateNetwork string
+	Peers          []Peer
+}
