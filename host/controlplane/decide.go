@@ -1,0 +1,257 @@
+package controlplane
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Health is the probe history of one target, reduced to what the decision
+// needs: how many probes in a row have passed or failed. Hysteresis lives
+// in these counters: one slow answer resets Successes but leaves Failures
+// at 1, far from the threshold.
+type Health struct {
+	// Probed is false until the first probe of this target has finished.
+	Probed bool
+	// Successes and Failures are the lengths of the current run; at most one
+	// of them is non-zero.
+	Successes int
+	Failures  int
+}
+
+// Record returns h after one more probe result.
+func (h Health) Record(ok bool) Health {
+	h.Probed = true
+	if ok {
+		h.Successes++
+		h.Failures = 0
+	} else {
+		h.Failures++
+		h.Successes = 0
+	}
+	return h
+}
+
+// Healthy reports whether the last probe passed.
+func (h Health) Healthy() bool { return h.Probed && h.Failures == 0 && h.Successes > 0 }
+
+// Assignment is one assignment of the control-plane EIP to a device.
+type Assignment struct {
+	// ID is the assignment's UUID: DELETE /ips/{ID} unassigns it.
+	ID string
+	// DeviceID is the device the EIP is routed to.
+	DeviceID string
+}
+
+// NodeState is what the decision knows about one control-plane node.
+type NodeState struct {
+	Name string
+	// DeviceID comes from spec.providerID; "" while the node has none, and
+	// such a node can never receive the EIP.
+	DeviceID      string
+	Unschedulable bool
+	// Deleting is true once the node has a deletionTimestamp.
+	Deleting bool
+	// Health is the history of probes of the node's own addresses.
+	Health Health
+}
+
+// Policy holds the thresholds of the decision.
+type Policy struct {
+	// Failures is how many consecutive failed probes of the holder move the
+	// EIP (healthCheckFailures).
+	Failures int
+	// Rise is how many consecutive passed probes a node needs before it may
+	// receive the EIP from a holder that still has it. A node that answered
+	// once after an outage is not trusted yet: this is what stops the EIP
+	// from bouncing between two flapping nodes.
+	Rise int
+	// Grace is how long after the holder changed its failed probes do not
+	// count. Routing an EIP to a new device takes a moment; without a grace
+	// the probes of the EIP during that moment would move it again.
+	Grace time.Duration
+}
+
+// Input is everything the decision looks at, captured at one instant.
+type Input struct {
+	Now time.Time
+	// Assignments are the EIP's current assignments, as Equinix reports them.
+	Assignments []Assignment
+	// HolderHealth is the probe history of the holder: of the EIP itself, or
+	// with eipHealthCheckUseHostIP of the holder node's own address. It is
+	// used only when there is exactly one assignment.
+	HolderHealth Health
+	// HolderSince is when the current holder was first seen.
+	HolderSince time.Time
+	// Nodes are the cluster's control-plane nodes, in any order.
+	Nodes  []NodeState
+	Policy Policy
+}
+
+// ActionKind says what the manager should do.
+type ActionKind int
+
+const (
+	// Keep: the EIP stays where it is.
+	Keep ActionKind = iota
+	// Move: unassign Unassign, then assign to Target.
+	Move
+	// Assign: the EIP has no assignment (a move was interrupted, or someone
+	// unassigned it); assign it to Target.
+	Assign
+	// Trim: the EIP has more than one assignment; remove Unassign and keep
+	// the rest.
+	Trim
+	// Stuck: the holder should be replaced but no control-plane node is
+	// eligible; the EIP stays and Reason says why.
+	Stuck
+)
+
+func (k ActionKind) String() string {
+	switch k {
+	case Keep:
+		return "keep"
+	case Move:
+		return "move"
+	case Assign:
+		return "assign"
+	case Trim:
+		return "trim"
+	case Stuck:
+		return "stuck"
+	}
+	return fmt.Sprintf("ActionKind(%d)", int(k))
+}
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	Kind ActionKind
+	// Unassign lists the assignments to delete, before Target is assigned.
+	Unassign []Assignment
+	// Target is the node to assign the EIP to (Move and Assign).
+	Target NodeState
+	// Reason is a short human sentence for logs and Events.
+	Reason string
+}
+
+// Decide is the whole control-plane EIP policy as a pure function: the same
+// input always gives the same decision, so every case is a table test and
+// the I/O loop around it only gathers facts and carries the decision out.
+//
+// The EIP is moved only to a node that answers, and never left unassigned
+// when such a node exists. Candidates are taken in node-name order so that
+// two managers (or two rounds) looking at the same facts pick the same node.
+func Decide(in Input) Decision {
+	nodes := slices.Clone(in.Nodes)
+	slices.SortFunc(nodes, func(a, b NodeState) int { return strings.Compare(a.Name, b.Name) })
+	byDevice := make(map[string]NodeState, len(nodes))
+	for _, n := range nodes {
+		if n.DeviceID != "" {
+			byDevice[n.DeviceID] = n
+		}
+	}
+	pol := in.Policy
+	if pol.Failures < 1 {
+		pol.Failures = 1
+	}
+	if pol.Rise < 1 {
+		pol.Rise = 1
+	}
+
+	switch len(in.Assignments) {
+	case 0:
+		// Anything that answers is better than no endpoint at all, so the
+		// rise requirement is waived here.
+		if t, ok := pick(nodes, "", 1); ok {
+			return Decision{Kind: Assign, Target: t, Reason: "the EIP has no assignment"}
+		}
+		return Decision{Kind: Stuck, Reason: "the EIP has no assignment and " + noneHealthy(nodes)}
+	case 1:
+		// handled below
+	default:
+		return trim(in.Assignments, byDevice)
+	}
+
+	holder := in.Assignments[0]
+	hn, known := byDevice[holder.DeviceID]
+	var why string
+	switch {
+	case !known:
+		why = fmt.Sprintf("holder device %s is not a control-plane node of this cluster (node deleted?)", holder.DeviceID)
+	case hn.Deleting:
+		why = fmt.Sprintf("holder node %s is being deleted", hn.Name)
+	case hn.Unschedulable:
+		why = fmt.Sprintf("holder node %s is cordoned", hn.Name)
+	case in.HolderHealth.Failures >= pol.Failures && in.Now.Sub(in.HolderSince) >= pol.Grace:
+		why = fmt.Sprintf("holder node %s failed %d health checks in a row", hn.Name, in.HolderHealth.Failures)
+	default:
+		return Decision{Kind: Keep, Reason: "holder is healthy"}
+	}
+	unassign := []Assignment{holder}
+	if t, ok := pick(nodes, holder.DeviceID, pol.Rise); ok {
+		return Decision{Kind: Move, Unassign: unassign, Target: t, Reason: why}
+	}
+	return Decision{Kind: Stuck, Reason: why + "; " + noneHealthy(nodes) + ", so the EIP stays"}
+}
+
+// pick returns the first node, in name order, that may receive the EIP:
+// not the current holder, with a device, not being deleted, and with at
+// least rise passed probes in a row. Schedulable nodes come first; a
+// cordoned node is used only when nothing else answers, because a cordoned
+// apiserver still serves.
+func pick(sorted []NodeState, holderDevice string, rise int) (NodeState, bool) {
+	for _, cordonedToo := range []bool{false, true} {
+		for _, n := range sorted {
+			if n.DeviceID == "" || n.DeviceID == holderDevice || n.Deleting {
+				continue
+			}
+			if n.Unschedulable && !cordonedToo {
+				continue
+			}
+			if n.Health.Healthy() && n.Health.Successes >= rise {
+				return n, true
+			}
+		}
+	}
+	return NodeState{}, false
+}
+
+// trim keeps one of several assignments: the first, in node-name order,
+// whose node answers; else the first on a known node; else the first.
+func trim(as []Assignment, byDevice map[string]NodeState) Decision {
+	sorted := slices.Clone(as)
+	rank := func(a Assignment) (int, string) {
+		n, ok := byDevice[a.DeviceID]
+		switch {
+		case ok && !n.Deleting && !n.Unschedulable && n.Health.Healthy():
+			return 0, n.Name
+		case ok && !n.Deleting && n.Health.Healthy():
+			return 1, n.Name
+		case ok:
+			return 2, n.Name
+		}
+		return 3, a.ID
+	}
+	slices.SortFunc(sorted, func(a, b Assignment) int {
+		ra, na := rank(a)
+		rb, nb := rank(b)
+		if ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(na, nb)
+	})
+	return Decision{
+		Kind:     Trim,
+		Unassign: sorted[1:],
+		Reason:   fmt.Sprintf("the EIP has %d assignments; keeping the one on device %s", len(as), sorted[0].DeviceID),
+	}
+}
+
+// noneHealthy describes why no node was eligible, for the report.
+func noneHealthy(nodes []NodeState) string {
+	if len(nodes) == 0 {
+		return "there are no control-plane nodes"
+	}
+	return fmt.Sprintf("none of the %d control-plane nodes is eligible (healthy, with a provider ID, not being deleted)", len(nodes))
+}
