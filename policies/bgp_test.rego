@@ -1,0 +1,48 @@
+package equinix.bgp_test
+
+import data.equinix.bgp
+
+nodes := [
+	{"name": "cp-1", "labels": {"node-role.kubernetes.io/control-plane": "", "zone": "da11"}},
+	{"name": "worker-1", "labels": {"bgp": "yes", "zone": "da11"}},
+	{"name": "worker-2", "labels": {"bgp": "yes", "zone": "ny5"}},
+	{"name": "bare"},
+]
+
+test_empty_selector_selects_every_node if {
+	got := bgp.selected_nodes with input as {"nodes": nodes, "bgpNodeSelector": []}
+	got == {"cp-1", "worker-1", "worker-2", "bare"}
+}
+
+test_selector_selects_matching_nodes if {
+	got := bgp.selected_nodes with input as {"nodes": nodes, "bgpNodeSelector": [
+		{"key": "bgp", "operator": "=", "values": ["yes"]},
+		{"key": "zone", "operator": "in", "values": ["da11"]},
+	]}
+	got == {"worker-1"}
+}
+
+test_node_without_labels_matches_negative_requirements if {
+	got := bgp.selected_nodes with input as {"nodes": nodes, "bgpNodeSelector": [
+		{"key": "node-role.kubernetes.io/control-plane", "operator": "!", "values": []},
+		{"key": "zone", "operator": "notin", "values": ["ny5"]},
+	]}
+	got == {"worker-1", "bare"}
+}
+
+test_no_match_is_empty_set if {
+	got := bgp.selected_nodes with input as {"nodes": nodes, "bgpNodeSelector": [{"key": "nope", "operator": "exists", "values": []}]}
+	got == set()
+}
+
+test_no_deny_for_known_operators if {
+	count(bgp.deny) == 0 with input as {"nodes": nodes, "bgpNodeSelector": [{"key": "zone", "operator": "!=", "values": ["x"]}]}
+}
+
+test_unknown_operator_is_denied if {
+	msgs := bgp.deny with input as {"nodes": nodes, "bgpNodeSelector": [{"key": "zone", "operator": "~=", "values": ["x"]}]}
+	count(msgs) == 1
+	some msg in msgs
+	contains(msg, `operator "~="`)
+	contains(msg, `on "zone"`)
+}
