@@ -1,0 +1,174 @@
+package eip
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudapi "k8s.io/cloud-provider/api"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+)
+
+// API is what the EIP lifecycle needs from Equinix Metal. Lookups by tags
+// are answered from the client's cache, so a Service with nothing to change
+// costs no API call.
+type API interface {
+	ReservationsWithTags(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error)
+	// RequestReservation must be idempotent by tags: it looks them up (fresh)
+	// before creating, so a retry after a lost response reserves nothing twice.
+	RequestReservation(ctx context.Context, loc Location, tags []string, details string) (*metalv1.IPReservation, error)
+	Reservation(ctx context.Context, id string) (*metalv1.IPReservation, error)
+	DeleteIP(ctx context.Context, id string) error
+}
+
+// Event reasons, one per step of an Elastic IP's life.
+const (
+	ReasonRequested = "ElasticIPRequested"
+	ReasonReserved  = "ElasticIPReserved"
+	ReasonPending   = "ElasticIPPending"
+	ReasonAssigned  = "ElasticIPAssigned"
+	ReasonReleased  = "ElasticIPReleased"
+	ReasonFailed    = "ElasticIPFailed"
+	ReasonDuplicate = "ElasticIPDuplicate"
+)
+
+// Manager runs the lifecycle.
+type Manager struct {
+	api       API
+	kube      kubernetes.Interface
+	placer    Placer
+	recorder  record.EventRecorder
+	clusterID string
+	// PendingRetry is how soon the service controller retries a Service
+	// whose reservation Equinix has not approved yet.
+	PendingRetry time.Duration
+}
+
+// NewManager returns a Manager for the cluster whose kube-system namespace
+// has the UID clusterID.
+func NewManager(api API, kube kubernetes.Interface, placer Placer, recorder record.EventRecorder, clusterID string) *Manager {
+	return &Manager{api: api, kube: kube, placer: placer, recorder: recorder, clusterID: clusterID, PendingRetry: 10 * time.Second}
+}
+
+// Ensure returns the Service's address, reserving one if needed.
+//
+// A Service with spec.loadBalancerIP set to an address that is not its own
+// reservation brings its own IP: nothing is reserved.
+func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) (string, error) {
+	tags := Tags(m.clusterID, svc.Namespace, svc.Name)
+	own, err := m.api.ReservationsWithTags(ctx, tags...)
+	if err != nil {
+		return "", m.fail(svc, fmt.Errorf("looking up the Service's Elastic IP: %w", err))
+	}
+	res := m.pick(svc, own)
+	if byo := svc.Spec.LoadBalancerIP; byo != "" && (res == nil || res.GetAddress() != byo) {
+		return byo, nil
+	}
+
+	if res == nil {
+		loc, err := m.placer.Place(ctx, svc)
+		if err != nil {
+			return "", m.fail(svc, err)
+		}
+		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonRequested, "Requesting a public IPv4 Elastic IP in %s", loc)
+		res, err = m.api.RequestReservation(ctx, loc, tags, Details)
+		if err != nil {
+			return "", m.fail(svc, fmt.Errorf("requesting an Elastic IP in %s: %w", loc, err))
+		}
+		if !pending(res) {
+			m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonReserved, "Reserved Elastic IP %s in %s", res.GetAddress(), loc)
+		}
+	}
+	if pending(res) {
+		fresh, err := m.api.Reservation(ctx, res.GetId())
+		if err != nil {
+			return "", m.fail(svc, fmt.Errorf("reading Elastic IP reservation %s: %w", res.GetId(), err))
+		}
+		if pending(fresh) {
+			m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonPending, "Elastic IP reservation %s is requested and waits for Equinix Metal's approval", res.GetId())
+			return "", cloudapi.NewRetryError(fmt.Sprintf("Elastic IP reservation %s is still pending approval", res.GetId()), m.PendingRetry)
+		}
+		res = fresh
+		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonReserved, "Reserved Elastic IP %s", res.GetAddress())
+	}
+
+	ip := res.GetAddress()
+	if svc.Spec.LoadBalancerIP != ip {
+		// spec.loadBalancerIP is deprecated, but load balancers written for
+		// upstream (kube-vip, older MetalLB setups) read it.
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"loadBalancerIP": ip}})
+		if _, err := m.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "cloud-provider-equinix-metal"}); err != nil {
+			return "", m.fail(svc, fmt.Errorf("setting spec.loadBalancerIP to %s: %w", ip, err))
+		}
+		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned Elastic IP %s to the Service", ip)
+	}
+	return ip, nil
+}
+
+// Current returns the Service's own reserved address, if any, for
+// GetLoadBalancer.
+func (m *Manager) Current(ctx context.Context, svc *v1.Service) (string, bool, error) {
+	own, err := m.api.ReservationsWithTags(ctx, Tags(m.clusterID, svc.Namespace, svc.Name)...)
+	if err != nil {
+		return "", false, err
+	}
+	if res := m.pick(nil, own); res != nil && !pending(res) {
+		return res.GetAddress(), true, nil
+	}
+	if ip := svc.Spec.LoadBalancerIP; ip != "" {
+		return ip, true, nil
+	}
+	return "", false, nil
+}
+
+// Release deletes every reservation tagged for the Service.
+func (m *Manager) Release(ctx context.Context, svc *v1.Service) error {
+	own, err := m.api.ReservationsWithTags(ctx, Tags(m.clusterID, svc.Namespace, svc.Name)...)
+	if err != nil {
+		return m.fail(svc, fmt.Errorf("looking up the Service's Elastic IP: %w", err))
+	}
+	for _, r := range own {
+		if err := m.api.DeleteIP(ctx, r.GetId()); err != nil {
+			return m.fail(svc, fmt.Errorf("releasing Elastic IP %s: %w", r.GetAddress(), err))
+		}
+		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonReleased, "Released Elastic IP %s", r.GetAddress())
+	}
+	return nil
+}
+
+// pick chooses one reservation deterministically (the oldest) when several
+// carry the Service's tags, which only happens when something outside this
+// CCM created one; they are reported, not deleted.
+func (m *Manager) pick(svc *v1.Service, own []metalv1.IPReservation) *metalv1.IPReservation {
+	if len(own) == 0 {
+		return nil
+	}
+	sorted := append([]metalv1.IPReservation(nil), own...)
+	sort.Slice(sorted, func(i, j int) bool {
+		ti, tj := sorted[i].GetCreatedAt(), sorted[j].GetCreatedAt()
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return sorted[i].GetId() < sorted[j].GetId()
+	})
+	if len(sorted) > 1 && svc != nil {
+		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonDuplicate, "%d Elastic IP reservations carry this Service's tags; using %s, the oldest; release the others in the Equinix Metal console", len(sorted), sorted[0].GetAddress())
+	}
+	return &sorted[0]
+}
+
+func (m *Manager) fail(svc *v1.Service, err error) error {
+	m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFailed, "%v", err)
+	return err
+}
+
+func pending(r *metalv1.IPReservation) bool {
+	return r.GetState() == "pending" || r.GetAddress() == ""
+}
