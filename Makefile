@@ -37,8 +37,18 @@ test: lint k8s-bins modules policy-test
 	$(GO) test ./...
 
 # --- load-balancer modules (owned by the module work) ---
-modules:
-	@true
+# Each modules/<name>/ main package becomes modules/wasm/<name>.wasm, which
+# the CCM embeds. A module is rebuilt when any Go file of the SDK or the
+# modules changed.
+MODULE_NAMES := metallb-crd metallb-configmap kube-vip empty
+MODULE_WASM := $(MODULE_NAMES:%=modules/wasm/%.wasm)
+MODULE_SRCS := $(shell find sdk modules -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod
+modules: $(MODULE_WASM)
+
+modules/wasm/%.wasm: $(MODULE_SRCS)
+	@echo ">> building load-balancer module $*"
+	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $@.tmp ./modules/$*
+	@mv $@.tmp $@
 
 # --- Rego policy tests (owned by the policy work) ---
 policy-test:

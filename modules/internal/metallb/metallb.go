@@ -1,0 +1,212 @@
+// Package metallb holds what the two MetalLB built-ins (CRD mode and the
+// legacy ConfigMap mode) agree on: which Services share an address pool, and
+// which BGP sessions each node needs. It is pure: data in, data out.
+package metallb
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+)
+
+// DefaultNamespace is where MetalLB lives unless the URL says otherwise.
+const DefaultNamespace = "metallb-system"
+
+// HostnameLabel is the node label BGP peers are restricted by.
+const HostnameLabel = "kubernetes.io/hostname"
+
+// Pool is one address pool: the addresses of one Service, or of several
+// Services that share their address.
+type Pool struct {
+	// Services are "<namespace>/<name>", sorted.
+	Services []string
+	// CIDRs are "<ip>/32" (or /128), sorted.
+	CIDRs []string
+	// SharingKey is set when every Service of the pool has the same
+	// metallb.universe.tf/allow-shared-ip key.
+	SharingKey string
+}
+
+// Shared reports whether the pool serves more than one Service.
+func (p Pool) Shared() bool { return len(p.Services) > 1 }
+
+// Pools groups Services into pools. Services that have an address in common
+// end up in one pool: MetalLB refuses two pools with the same address, so
+// one pool per Service would break the whole configuration. When Services
+// share an address without a common allow-shared-ip key the pool is still
+// merged, and a warning says that MetalLB will serve only one of them.
+func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
+	type entry struct {
+		id   string
+		svc  sdk.Service
+		cidr []string
+	}
+	entries := make([]entry, 0, len(services))
+	for _, s := range services {
+		e := entry{id: s.Namespace + "/" + s.Name, svc: s}
+		for _, ip := range s.IPs {
+			cidr, err := hostCIDR(ip)
+			if err != nil {
+				warnings = append(warnings, fmt.Sprintf("Service %s has the address %q, which is not an IP address; it gets no pool", e.id, ip))
+				continue
+			}
+			e.cidr = append(e.cidr, cidr)
+		}
+		if len(e.cidr) == 0 {
+			continue
+		}
+		entries = append(entries, e)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
+
+	// Union-find over entries connected by a common address.
+	parent := make([]int, len(entries))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		if parent[i] != i {
+			parent[i] = find(parent[i])
+		}
+		return parent[i]
+	}
+	owner := map[string]int{}
+	for i, e := range entries {
+		for _, c := range e.cidr {
+			if j, ok := owner[c]; ok {
+				a, b := find(i), find(j)
+				if a < b {
+					a, b = b, a
+				}
+				parent[a] = b
+			} else {
+				owner[c] = i
+			}
+		}
+	}
+	groups := map[int][]int{}
+	var roots []int
+	for i := range entries {
+		r := find(i)
+		if _, ok := groups[r]; !ok {
+			roots = append(roots, r)
+		}
+		groups[r] = append(groups[r], i)
+	}
+	sort.Ints(roots)
+	for _, r := range roots {
+		var p Pool
+		cidrs := map[string]bool{}
+		keys := map[string]bool{}
+		for _, i := range groups[r] {
+			p.Services = append(p.Services, entries[i].id)
+			keys[entries[i].svc.SharingKey] = true
+			for _, c := range entries[i].cidr {
+				cidrs[c] = true
+			}
+		}
+		for c := range cidrs {
+			p.CIDRs = append(p.CIDRs, c)
+		}
+		sort.Strings(p.CIDRs)
+		if len(keys) == 1 {
+			for k := range keys {
+				p.SharingKey = k
+			}
+		}
+		if p.Shared() && p.SharingKey == "" {
+			warnings = append(warnings, fmt.Sprintf("Services %s share an address without a common metallb.universe.tf/allow-shared-ip annotation; MetalLB will serve only one of them; give them the same allow-shared-ip value or separate addresses", strings.Join(p.Services, ", ")))
+		}
+		pools = append(pools, p)
+	}
+	return pools, warnings
+}
+
+func hostCIDR(ip string) (string, error) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "", err
+	}
+	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()).String(), nil
+}
+
+// Session is one BGP session: a node and one of its peers.
+type Session struct {
+	Node     string
+	Hostname string // the node's kubernetes.io/hostname label, else its name
+	Index    int    // the peer's index in the node's peers sorted by IP
+	LocalASN uint32
+	SourceIP string
+	Peer     sdk.Peer
+}
+
+// Sessions lists every node × peer, by node name then peer IP, so that Index
+// matches the {{n}} of the node annotations.
+func Sessions(nodes []sdk.Node) []Session {
+	nodes = append([]sdk.Node(nil), nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	var out []Session
+	for _, n := range nodes {
+		peers := append([]sdk.Peer(nil), n.Peers...)
+		sort.SliceStable(peers, func(i, j int) bool { return peers[i].IP < peers[j].IP })
+		host := n.Labels[HostnameLabel]
+		if host == "" {
+			host = n.Name
+		}
+		for i, p := range peers {
+			out = append(out, Session{Node: n.Name, Hostname: host, Index: i, LocalASN: n.LocalASN, SourceIP: n.SourceIP, Peer: p})
+		}
+	}
+	return out
+}
+
+// ObjectName makes a valid object name (DNS-1123 subdomain) from parts
+// joined by sep. Kubernetes names are already valid, so normally the result
+// is the plain join; anything that had to be changed or shortened gets a
+// short hash of the original, so two different inputs never share a name.
+func ObjectName(sep string, parts ...string) string {
+	orig := strings.Join(parts, sep)
+	var b strings.Builder
+	for _, r := range strings.ToLower(orig) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	name := strings.Trim(b.String(), "-.")
+	if name == orig && len(name) <= 253 && name != "" {
+		return name
+	}
+	sum := sha256.Sum256([]byte(orig))
+	suffix := hex.EncodeToString(sum[:])[:8]
+	if max := 253 - len(suffix) - 1; len(name) > max {
+		name = strings.TrimRight(name[:max], "-.")
+	}
+	if name == "" {
+		return "x-" + suffix
+	}
+	return name + "-" + suffix
+}
+
+// PeerName names the BGP session of node's peer number index, upstream's
+// "<node>-<index>".
+func PeerName(node string, index int) string {
+	return ObjectName("-", node, strconv.Itoa(index))
+}
+
+// Namespace is the MetalLB namespace from the options.
+func Namespace(o sdk.Options) string {
+	if o.Namespace == "" {
+		return DefaultNamespace
+	}
+	return o.Namespace
+}

@@ -1,0 +1,14 @@
+package main
+
+import "github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+
+// Module is the kube-vip built-in. It emits nothing: the CCM core writes the BGP
+// node annotations (the {{n}} templates and network-4-private) for every
+// load-balancer mode, and kube-vip reads them.
+var Module = sdk.Module{Name: "kube-vip", Version: "1.0.0", Describe: describe, Generate: generate}
+
+func describe(sdk.Options) (sdk.Description, error) { return sdk.Description{}, nil }
+
+func generate(sdk.GenerateRequest) (sdk.GenerateResponse, error) {
+	return sdk.GenerateResponse{}, nil
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/modules/internal/metallb"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+)
+
+// Module is the MetalLB <= 0.12 built-in: the CCM's peers and pools merged
+// into the user's MetalLB ConfigMap.
+var Module = sdk.Module{Name: "metallb-configmap", Version: "1.0.0", Describe: describe, Generate: generate}
+
+const (
+	defaultConfigMap = "config"
+	configKey        = "config"
+	// nomatchPrefix marks the CCM's own peers, as upstream does: a node
+	// selector on labels no node carries is ignored by MetalLB (selectors
+	// are ORed) but tells the CCM which peers it wrote.
+	nomatchPrefix = "nomatch.metal.equinix.com/"
+	managedBy     = nomatchPrefix + "managed-by"
+	bgpPort       = 179
+)
+
+func target(o sdk.Options) (ns, name string) {
+	name = o.ConfigMap
+	if name == "" {
+		name = defaultConfigMap
+	}
+	return metallb.Namespace(o), name
+}
+
+func describe(o sdk.Options) (sdk.Description, error) {
+	ns, name := target(o)
+	return sdk.Description{
+		Emits: []sdk.ObjectKind{{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns}},
+		Reads: []sdk.ObjectRead{{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name}},
+	}, nil
+}
+
+// generate merges into the existing ConfigMap: the user's peers, pools and
+// other settings stay as they are (in their order), the CCM's are replaced
+// by the current ones and appended. If the ConfigMap does not exist it emits
+// nothing, as upstream leaves it absent; MetalLB <= 0.12 creates it at
+// install time.
+func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
+	ns, name := target(req.Options)
+	var cm sdk.Object
+	for _, o := range req.Existing {
+		if o.Kind() == "ConfigMap" && o.Namespace() == ns && o.Name() == name {
+			cm = o
+		}
+	}
+	pools, warnings := metallb.Pools(req.Services)
+	resp := sdk.GenerateResponse{Warnings: warnings}
+	if cm == nil {
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the MetalLB ConfigMap %s/%s does not exist, so MetalLB gets no peers or pools; install MetalLB <= 0.12, or use metallb:///%s for MetalLB >= 0.13", ns, name, ns))
+		return resp, nil
+	}
+	data, _ := cm["data"].(map[string]any)
+	raw, _ := data[configKey].(string)
+	cfg := map[string]any{}
+	if strings.TrimSpace(raw) != "" {
+		if err := yaml.Unmarshal([]byte(raw), &cfg); err != nil {
+			return resp, fmt.Errorf("the %q key of ConfigMap %s/%s is not valid YAML (%v); fix it or empty it, the CCM merges its entries into it", configKey, ns, name, err)
+		}
+		if cfg == nil {
+			cfg = map[string]any{}
+		}
+	}
+
+	userPeers := keep(cfg["peers"], func(m map[string]any) bool { return !ownPeer(m) })
+	userPools := keep(cfg["address-pools"], func(m map[string]any) bool { return !ownPool(m) })
+
+	var peers []any
+	if len(pools) > 0 {
+		for _, s := range metallb.Sessions(req.Nodes) {
+			p := map[string]any{
+				"my-asn":       s.LocalASN,
+				"peer-asn":     s.Peer.ASN,
+				"peer-address": s.Peer.IP,
+				"peer-port":    bgpPort,
+				"node-selectors": []any{
+					map[string]any{"match-labels": map[string]any{metallb.HostnameLabel: s.Hostname}},
+					map[string]any{"match-labels": map[string]any{managedBy: "cloud-provider-equinix-metal"}},
+				},
+			}
+			if s.SourceIP != "" {
+				p["source-address"] = s.SourceIP
+			}
+			if s.Peer.Password != "" {
+				p["password"] = string(s.Peer.Password)
+			}
+			peers = append(peers, p)
+		}
+	}
+	var own []any
+	for _, p := range pools {
+		addrs := make([]any, len(p.CIDRs))
+		for i, c := range p.CIDRs {
+			addrs[i] = c
+		}
+		own = append(own, map[string]any{
+			"name":        strings.Join(p.Services, ","),
+			"protocol":    "bgp",
+			"addresses":   addrs,
+			"auto-assign": false,
+		})
+	}
+	setList(cfg, "peers", append(userPeers, peers...))
+	setList(cfg, "address-pools", append(userPools, own...))
+
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return resp, err
+	}
+	// Only data.config is emitted: the host applies it with server-side
+	// apply, so the ConfigMap's other keys and metadata stay the user's.
+	resp.Objects = []sdk.Object{{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"data":     map[string]any{configKey: string(out)},
+	}}
+	return resp, nil
+}
+
+func keep(v any, pred func(map[string]any) bool) []any {
+	list, _ := v.([]any)
+	var out []any
+	for _, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok || pred(m) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func setList(cfg map[string]any, key string, list []any) {
+	if len(list) == 0 {
+		delete(cfg, key)
+		return
+	}
+	cfg[key] = list
+}
+
+// ownPeer: a peer with a node selector on a nomatch.metal.equinix.com/ label
+// was written by a CCM (this one, or upstream's service bookkeeping).
+func ownPeer(m map[string]any) bool {
+	sels, _ := m["node-selectors"].([]any)
+	for _, s := range sels {
+		sm, _ := s.(map[string]any)
+		labels, _ := sm["match-labels"].(map[string]any)
+		for k := range labels {
+			if strings.HasPrefix(k, nomatchPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ownPool: the CCM names its pools "<namespace>/<service>", comma-joined when
+// Services share one, as upstream does; a user's pool name has no slash.
+func ownPool(m map[string]any) bool {
+	name, _ := m["name"].(string)
+	if name == "" {
+		return false
+	}
+	parts := strings.Split(name, ",")
+	sort.Strings(parts)
+	for _, p := range parts {
+		ns, svc, ok := strings.Cut(p, "/")
+		if !ok || ns == "" || svc == "" || strings.Contains(svc, "/") {
+			return false
+		}
+	}
+	return true
+}

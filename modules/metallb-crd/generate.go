@@ -1,0 +1,138 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/modules/internal/metallb"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+)
+
+// Module is the MetalLB >= 0.13 built-in: custom resources in the MetalLB
+// namespace.
+var Module = sdk.Module{Name: "metallb-crd", Version: "1.0.0", Describe: describe, Generate: generate}
+
+const (
+	poolAPI    = "metallb.io/v1beta1"
+	peerAPI    = "metallb.io/v1beta2" // the version MetalLB 0.16 stores
+	advAPI     = "metallb.io/v1beta1"
+	advName    = "equinix-metal-bgp-adv"
+	cpLabel    = "cloud-provider"
+	cpValue    = "equinix-metal"
+	servicesAn = "metal.equinix.com/services"
+	bgpPort    = 179
+)
+
+func describe(o sdk.Options) (sdk.Description, error) {
+	ns := metallb.Namespace(o)
+	return sdk.Description{
+		Emits: []sdk.ObjectKind{
+			{APIVersion: poolAPI, Kind: "IPAddressPool", Namespace: ns},
+			{APIVersion: peerAPI, Kind: "BGPPeer", Namespace: ns},
+			{APIVersion: advAPI, Kind: "BGPAdvertisement", Namespace: ns},
+		},
+		// The user's own advertisement, which suppresses the default one.
+		Reads: []sdk.ObjectRead{{APIVersion: advAPI, Kind: "BGPAdvertisement", Namespace: ns, LabelSelector: cpLabel + "=" + cpValue}},
+	}, nil
+}
+
+// generate follows upstream: a pool per Service (autoAssign false), a peer
+// per node and peer restricted to the node, and the default advertisement
+// unless the user has labelled one of their own. With no Service there is
+// nothing to announce, so it emits nothing (upstream deletes the peers and
+// the advertisement when the last Service goes).
+func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
+	ns := metallb.Namespace(req.Options)
+	pools, warnings := metallb.Pools(req.Services)
+	resp := sdk.GenerateResponse{Warnings: warnings}
+	if len(pools) == 0 {
+		return resp, nil
+	}
+	var poolNames []string
+	for _, p := range pools {
+		name := poolName(p)
+		poolNames = append(poolNames, name)
+		addrs := make([]any, len(p.CIDRs))
+		for i, c := range p.CIDRs {
+			addrs[i] = c
+		}
+		resp.Objects = append(resp.Objects, sdk.Object{
+			"apiVersion": poolAPI, "kind": "IPAddressPool",
+			"metadata": meta(name, ns, map[string]any{servicesAn: strings.Join(p.Services, ",")}),
+			"spec":     map[string]any{"addresses": addrs, "autoAssign": false},
+		})
+	}
+	for _, s := range metallb.Sessions(req.Nodes) {
+		spec := map[string]any{
+			"myASN":       s.LocalASN,
+			"peerASN":     s.Peer.ASN,
+			"peerAddress": s.Peer.IP,
+			"peerPort":    bgpPort,
+			"nodeSelectors": []any{map[string]any{
+				"matchLabels": map[string]any{metallb.HostnameLabel: s.Hostname},
+			}},
+		}
+		if s.SourceIP != "" {
+			spec["sourceAddress"] = s.SourceIP
+		}
+		if s.Peer.Password != "" {
+			spec["password"] = string(s.Peer.Password)
+		}
+		resp.Objects = append(resp.Objects, sdk.Object{
+			"apiVersion": peerAPI, "kind": "BGPPeer",
+			"metadata": meta(metallb.PeerName(s.Node, s.Index), ns, nil),
+			"spec":     spec,
+		})
+	}
+	if !userAdvertisement(req.Existing, ns) {
+		names := make([]any, len(poolNames))
+		for i, n := range poolNames {
+			names[i] = n
+		}
+		resp.Objects = append(resp.Objects, sdk.Object{
+			"apiVersion": advAPI, "kind": "BGPAdvertisement",
+			"metadata": meta(advName, ns, nil),
+			"spec":     map[string]any{"ipAddressPools": names},
+		})
+	}
+	return resp, nil
+}
+
+// poolName is "<namespace>.<service>" for one Service: the dot cannot occur
+// in either part, so, unlike upstream's stripped "<ns><svc>", two Services
+// never collide. A shared pool is named after its first address, which
+// stays put while Services join and leave it.
+func poolName(p metallb.Pool) string {
+	if !p.Shared() {
+		ns, name, _ := strings.Cut(p.Services[0], "/")
+		return metallb.ObjectName(".", ns, name)
+	}
+	ip, _, _ := strings.Cut(p.CIDRs[0], "/")
+	return metallb.ObjectName(".", "shared", strings.ReplaceAll(ip, ":", "-"))
+}
+
+// userAdvertisement reports whether a BGPAdvertisement labelled
+// cloud-provider=equinix-metal exists that the CCM did not create.
+func userAdvertisement(existing []sdk.Object, ns string) bool {
+	for _, o := range existing {
+		if o.Kind() != "BGPAdvertisement" || o.Namespace() != ns {
+			continue
+		}
+		l := o.Labels()
+		if l[cpLabel] == cpValue && l[sdk.OwnedLabel] == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func meta(name, ns string, annotations map[string]any) map[string]any {
+	m := map[string]any{
+		"name":      name,
+		"namespace": ns,
+		"labels":    map[string]any{cpLabel: cpValue},
+	}
+	if len(annotations) > 0 {
+		m["annotations"] = annotations
+	}
+	return m
+}

@@ -1,0 +1,129 @@
+package sdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Module is what a module registers: its identity, what it declares, and its
+// generate handler.
+type Module struct {
+	Name    string
+	Version string
+	// Describe declares, for the given options, the kinds the module emits
+	// and the objects it reads. Name, Version, APIVersion and Kind are
+	// filled in for you.
+	Describe func(Options) (Description, error)
+	// Generate returns the complete desired state for a snapshot. It must be
+	// pure: no clock, no randomness, no state kept between calls. Objects are
+	// sorted for you; sort anything inside them yourself.
+	Generate func(GenerateRequest) (GenerateResponse, error)
+}
+
+var registered *Module
+
+// Register makes m the module that ccm_lb_describe and ccm_lb_generate run.
+// Call it once, from an init function of the main package:
+//
+//	func init() { sdk.Register(sdk.Module{Name: "mine", Version: "0.1.0", Describe: describe, Generate: generate}) }
+func Register(m Module) {
+	if m.Describe == nil || m.Generate == nil || m.Name == "" {
+		panic("sdk.Register: Module needs Name, Describe and Generate")
+	}
+	registered = &m
+}
+
+// Registered returns the registered module, or nil; tests use it to call the
+// handlers natively.
+func Registered() *Module { return registered }
+
+// HandleDescribe runs m.Describe on a JSON DescribeRequest and returns the
+// JSON Description. The wasip1 glue calls it; it is exported so that tests
+// exercise exactly the code path the host does, minus the Wasm boundary.
+func (m Module) HandleDescribe(input []byte) (out []byte, err error) {
+	defer recoverInto(&err)
+	var req DescribeRequest
+	if err := decode(input, &req); err != nil {
+		return nil, err
+	}
+	if err := checkEnvelope(req.APIVersion, req.Kind, KindDescribeRequest); err != nil {
+		return nil, err
+	}
+	d, err := m.Describe(req.Options)
+	if err != nil {
+		return nil, err
+	}
+	d.APIVersion, d.Kind, d.Name, d.Version = APIVersion, KindDescribeResponse, m.Name, m.Version
+	return json.Marshal(d)
+}
+
+// HandleGenerate runs m.Generate on a JSON GenerateRequest and returns the
+// JSON GenerateResponse with its objects sorted by apiVersion, kind,
+// namespace and name, so equal inputs give byte-identical outputs.
+func (m Module) HandleGenerate(input []byte) (out []byte, err error) {
+	defer recoverInto(&err)
+	var req GenerateRequest
+	if err := decode(input, &req); err != nil {
+		return nil, err
+	}
+	if err := checkEnvelope(req.APIVersion, req.Kind, KindGenerateRequest); err != nil {
+		return nil, err
+	}
+	resp, err := m.Generate(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.APIVersion, resp.Kind = APIVersion, KindGenerateResponse
+	if resp.Objects == nil {
+		resp.Objects = []Object{}
+	}
+	SortObjects(resp.Objects)
+	return json.Marshal(resp)
+}
+
+// SortObjects sorts objects by apiVersion, kind, namespace and name.
+func SortObjects(objs []Object) {
+	sort.SliceStable(objs, func(i, j int) bool {
+		a, b := objs[i], objs[j]
+		if a.APIVersion() != b.APIVersion() {
+			return a.APIVersion() < b.APIVersion()
+		}
+		if a.Kind() != b.Kind() {
+			return a.Kind() < b.Kind()
+		}
+		if a.Namespace() != b.Namespace() {
+			return a.Namespace() < b.Namespace()
+		}
+		return a.Name() < b.Name()
+	})
+}
+
+// decode is strict about trailing data and keeps numbers exact (json.Number)
+// so that large integers in existing objects survive a round trip.
+func decode(input []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decoding the host's request: %w", err)
+	}
+	if dec.More() {
+		return errors.New("decoding the host's request: trailing data after the JSON document")
+	}
+	return nil
+}
+
+func checkEnvelope(apiVersion, kind, want string) error {
+	if apiVersion != APIVersion || kind != want {
+		return fmt.Errorf("the host sent %s %s, this module understands %s %s; rebuild the module with the SDK that matches the CCM", apiVersion, kind, APIVersion, want)
+	}
+	return nil
+}
+
+func recoverInto(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("module panicked: %v", r)
+	}
+}

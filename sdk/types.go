@@ -1,0 +1,240 @@
+// Package sdk is what a load-balancer module for the Equinix Metal cloud
+// controller manager is written with (ABI ccm_lb_v1).
+//
+// A module is a pure function: the host hands it a snapshot of the cluster
+// (Services with addresses, BGP nodes with peers, the objects it asked to
+// read) and it returns the complete desired set of Kubernetes objects plus
+// node annotations. The host, never the module, talks to Kubernetes: it
+// validates the output, applies it with server-side apply and prunes what is
+// no longer desired. Because the module only transforms data, authors test
+// it with plain `go test`; the wasip1 glue in this package is compiled only
+// for GOOS=wasip1.
+//
+// The types here import nothing from k8s.io on purpose: it keeps modules
+// small and keeps the payload a plain, versioned JSON document that any
+// language could produce.
+package sdk
+
+import "encoding/json"
+
+// APIVersion versions the JSON payloads, apart from the ABI (the import
+// module name ccm_lb_v1). Additive fields keep it; breaking changes get a new
+// one.
+const APIVersion = "lb.metal.equinix.com/v1alpha1"
+
+// ABIVersion is what ccm_abi_version returns; the host refuses any other.
+const ABIVersion = 1
+
+// Payload kinds.
+const (
+	KindDescribeRequest  = "DescribeRequest"
+	KindDescribeResponse = "DescribeResponse"
+	KindGenerateRequest  = "GenerateRequest"
+	KindGenerateResponse = "GenerateResponse"
+)
+
+// Options are the module's settings from the loadbalancer URL.
+//
+// For metallb:///<ns>/<configmap>?a=b, Namespace is <ns>, ConfigMap is
+// <configmap> and Params is {"a": "b"}. crdConfiguration (it selects the
+// built-in) and sha256 (it pins the file) are not passed.
+type Options struct {
+	Namespace string            `json:"namespace,omitempty"`
+	ConfigMap string            `json:"configMap,omitempty"`
+	Params    map[string]string `json:"params,omitempty"`
+}
+
+// DescribeRequest is the input of ccm_lb_describe: the module's options, so
+// that what it declares (for example which ConfigMap it reads) may depend on
+// them.
+type DescribeRequest struct {
+	APIVersion string  `json:"apiVersion"`
+	Kind       string  `json:"kind"`
+	Options    Options `json:"options"`
+}
+
+// Description is the output of ccm_lb_describe. The host enforces it: an
+// object of a kind not listed in Emits, or in another namespace, fails the
+// whole generate call and changes nothing in the cluster.
+type Description struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Name and Version identify the module in logs, events and metrics.
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Emits lists every kind of object the module may return. The host prunes
+	// owned objects of exactly these kinds, so a kind missing here is never
+	// cleaned up.
+	Emits []ObjectKind `json:"emits,omitempty"`
+	// Reads lists the existing objects the host fetches before each generate
+	// call and passes in GenerateRequest.Existing.
+	Reads []ObjectRead `json:"reads,omitempty"`
+	// NodeAnnotations says whether the module returns node annotations.
+	NodeAnnotations bool `json:"nodeAnnotations,omitempty"`
+}
+
+// ObjectKind is one kind a module may emit. Namespace is where objects of a
+// namespaced kind must be; empty means the kind is cluster-scoped.
+type ObjectKind struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+}
+
+// ObjectRead asks the host for existing objects: one object by Name, or
+// every object matching LabelSelector (Kubernetes selector syntax, for
+// example "cloud-provider=equinix-metal") in Namespace.
+//
+// An object read by Name and also emitted is a merge target, owned by the
+// user: the host applies the fields the module returns, but never labels it
+// as owned and never deletes it.
+type ObjectRead struct {
+	APIVersion    string `json:"apiVersion"`
+	Kind          string `json:"kind"`
+	Namespace     string `json:"namespace,omitempty"`
+	Name          string `json:"name,omitempty"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+}
+
+// GenerateRequest is the input of ccm_lb_generate: the whole snapshot, not a
+// delta, so the module never needs memory between calls.
+type GenerateRequest struct {
+	APIVersion string  `json:"apiVersion"`
+	Kind       string  `json:"kind"`
+	Options    Options `json:"options"`
+	// Services are the Services that have an address, sorted by namespace
+	// and name.
+	Services []Service `json:"services"`
+	// Nodes are the BGP-selected nodes, sorted by name.
+	Nodes []Node `json:"nodes"`
+	// Annotations are the node annotation name templates; {{n}} stands for
+	// the peer's index.
+	Annotations AnnotationTemplates `json:"annotations"`
+	// Existing holds the current state of the objects asked for in
+	// Description.Reads, sorted; an object that does not exist is absent.
+	Existing []Object `json:"existing,omitempty"`
+}
+
+// Service is a Service of type LoadBalancer that has an address.
+type Service struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	// IPs are plain addresses such as 145.40.1.5.
+	IPs         []string          `json:"ips"`
+	Ports       []Port            `json:"ports,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// SharingKey is the metallb.universe.tf/allow-shared-ip value, if any.
+	SharingKey string `json:"sharingKey,omitempty"`
+}
+
+// Port is one Service port.
+type Port struct {
+	Name     string `json:"name,omitempty"`
+	Protocol string `json:"protocol"`
+	Port     int32  `json:"port"`
+}
+
+// Node is a BGP-selected node with its BGP session data.
+type Node struct {
+	Name     string            `json:"name"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	LocalASN uint32            `json:"localASN"`
+	SourceIP string            `json:"sourceIP"`
+	Peers    []Peer            `json:"peers"`
+}
+
+// Peer is one BGP neighbour of a node.
+type Peer struct {
+	ASN      uint32 `json:"asn"`
+	IP       string `json:"ip"`
+	Password Secret `json:"password,omitempty"`
+}
+
+// Secret is a string that formats as "[redacted]" with fmt (%v, %s, %+v,
+// %#v), so a BGP password never reaches a log line by accident, while JSON
+// still carries the real value across the ABI.
+type Secret string
+
+// String implements fmt.Stringer.
+func (Secret) String() string { return "[redacted]" }
+
+// GoString implements fmt.GoStringer.
+func (Secret) GoString() string { return `"[redacted]"` }
+
+// AnnotationTemplates are the node annotation names, as configured in the
+// CCM (annotationLocalASN and the like). {{n}} is the peer's index.
+type AnnotationTemplates struct {
+	LocalASN string `json:"localASN"`
+	PeerASN  string `json:"peerASN"`
+	PeerIP   string `json:"peerIP"`
+	SrcIP    string `json:"srcIP"`
+	BGPPass  string `json:"bgpPass"`
+}
+
+// GenerateResponse is the output of ccm_lb_generate: the complete desired
+// state. An object the module owned before and no longer returns is deleted.
+type GenerateResponse struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Objects    []Object `json:"objects"`
+	// NodeAnnotations maps node name to the annotations the module wants on
+	// it, beyond the BGP annotations the CCM core always writes.
+	NodeAnnotations map[string]map[string]string `json:"nodeAnnotations,omitempty"`
+	// Warnings are shown as Events and logs; they do not fail the call.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Object is a Kubernetes object as JSON: apiVersion, kind, metadata (name,
+// namespace, labels, annotations) and its content (spec, data, ...).
+// encoding/json writes map keys sorted, so an Object encodes the same way
+// every time.
+type Object map[string]any
+
+// ObjectFrom turns any JSON-encodable value (a typed struct, for example)
+// into an Object.
+func ObjectFrom(v any) (Object, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var o Object
+	if err := json.Unmarshal(b, &o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// APIVersion returns the object's apiVersion, or "".
+func (o Object) APIVersion() string { s, _ := o["apiVersion"].(string); return s }
+
+// Kind returns the object's kind, or "".
+func (o Object) Kind() string { s, _ := o["kind"].(string); return s }
+
+func (o Object) metadata() map[string]any { m, _ := o["metadata"].(map[string]any); return m }
+
+// Name returns metadata.name, or "".
+func (o Object) Name() string { s, _ := o.metadata()["name"].(string); return s }
+
+// Namespace returns metadata.namespace, or "".
+func (o Object) Namespace() string { s, _ := o.metadata()["namespace"].(string); return s }
+
+// Labels returns metadata.labels as strings (non-strings are skipped).
+func (o Object) Labels() map[string]string {
+	raw, _ := o.metadata()["labels"].(map[string]any)
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+// Ownership: the host puts OwnedLabel=OwnedValue on every object it applies
+// for a module (except merge targets) and prunes by it. A module reading
+// existing objects uses it to tell its own from the user's.
+const (
+	OwnedLabel = "lb.metal.equinix.com/owned-by"
+	OwnedValue = "cloud-provider-equinix-metal"
+)
