@@ -11,9 +11,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	cloudapi "k8s.io/cloud-provider/api"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	cloudapi "k8s.io/cloud-provider/api"
 )
 
 // API is what the EIP lifecycle needs from Equinix Metal. Lookups by tags

@@ -12,9 +12,9 @@ import (
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	cloudapi "k8s.io/cloud-provider/api"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	cloudapi "k8s.io/cloud-provider/api"
 )
 
 func TestServiceTag(t *testing.T) {
