@@ -1,13 +1,11 @@
 package bgp
 
 import (
-	"encoding/base64"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
 // Templates are the node annotation names; {{n}} is the peer's index.
@@ -29,27 +27,28 @@ func (t Templates) indexed() []string {
 	return []string{t.LocalASN, t.PeerASN, t.PeerIP, t.SrcIP, t.BGPPass}
 }
 
-// Annotations renders a node's BGP annotations. Peers are numbered in the
-// order of their IP (as strings, as upstream did), so the numbering is
-// stable whatever order the API lists them in. The password is base64, as
-// upstream documents; kube-vip decodes it.
+// Annotations renders a node's annotations: the private network and, through
+// the SDK's renderer, the BGP peer annotations, so that the core and any
+// module that reasons about them agree byte for byte. Peers are numbered in
+// the order of their IP; the password is base64, as upstream documents.
 func Annotations(t Templates, n Node) map[string]string {
-	out := map[string]string{}
+	out := sdk.RenderBGPAnnotations(t.SDK(), n.SDK())
 	if n.PrivateNetwork != "" && t.NetworkIPv4Private != "" {
 		out[t.NetworkIPv4Private] = n.PrivateNetwork
 	}
-	peers := append([]Peer(nil), n.Peers...)
-	sort.Slice(peers, func(i, j int) bool { return peers[i].IP < peers[j].IP })
-	for i, p := range peers {
-		idx := strconv.Itoa(i)
-		name := func(tmpl string) string { return strings.ReplaceAll(tmpl, config.PeerIndex, idx) }
-		out[name(t.LocalASN)] = strconv.FormatUint(uint64(n.LocalASN), 10)
-		out[name(t.PeerASN)] = strconv.FormatUint(uint64(p.ASN), 10)
-		out[name(t.PeerIP)] = p.IP
-		out[name(t.SrcIP)] = n.SourceIP
-		if p.Password != "" {
-			out[name(t.BGPPass)] = base64.StdEncoding.EncodeToString([]byte(p.Password.Reveal()))
-		}
+	return out
+}
+
+// SDK converts the templates to the module payload's form.
+func (t Templates) SDK() sdk.AnnotationTemplates {
+	return sdk.AnnotationTemplates{LocalASN: t.LocalASN, PeerASN: t.PeerASN, PeerIP: t.PeerIP, SrcIP: t.SrcIP, BGPPass: t.BGPPass}
+}
+
+// SDK converts the node to the module payload's form.
+func (n Node) SDK() sdk.Node {
+	out := sdk.Node{Name: n.Name, Labels: n.Labels, LocalASN: n.LocalASN, SourceIP: n.SourceIP, Peers: []sdk.Peer{}}
+	for _, p := range n.Peers {
+		out.Peers = append(out.Peers, sdk.Peer{ASN: p.ASN, IP: p.IP, Password: sdk.Secret(p.Password.Reveal())})
 	}
 	return out
 }

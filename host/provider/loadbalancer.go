@@ -1,0 +1,99 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/controlplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+)
+
+// loadBalancer implements cloudprovider.LoadBalancer: an Elastic IP per
+// Service. BGP (per node) and the load balancer's own configuration (the
+// module) are separate loops, so a call here costs at most the Elastic IP
+// work and, when nothing changes, no Equinix Metal call at all.
+type loadBalancer struct {
+	eips *eip.Manager
+	// dirty asks the module loop to regenerate; it coalesces bursts.
+	dirty func()
+}
+
+var _ cloudprovider.LoadBalancer = (*loadBalancer)(nil)
+
+func (lb *loadBalancer) ready() error {
+	if lb.eips == nil {
+		return fmt.Errorf("the Equinix Metal load balancer is still initialising")
+	}
+	return nil
+}
+
+// GetLoadBalancer reports the Service's Elastic IP.
+func (lb *loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
+		return nil, false, cloudprovider.ImplementedElsewhere
+	}
+	if err := lb.ready(); err != nil {
+		return nil, false, err
+	}
+	ip, ok, err := lb.eips.Current(ctx, svc)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return status(ip), true, nil
+}
+
+// GetLoadBalancerName is the name Kubernetes shows in events.
+func (lb *loadBalancer) GetLoadBalancerName(_ context.Context, _ string, svc *v1.Service) string {
+	return cloudprovider.DefaultLoadBalancerName(svc)
+}
+
+// EnsureLoadBalancer gives the Service its Elastic IP.
+func (lb *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, _ []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
+		// The control-plane EIP has its own loop; this Service must never
+		// get a second address or reach a module.
+		return nil, cloudprovider.ImplementedElsewhere
+	}
+	if err := lb.ready(); err != nil {
+		return nil, err
+	}
+	ip, err := lb.eips.Ensure(ctx, svc)
+	if err != nil {
+		return nil, err
+	}
+	lb.dirty()
+	return status(ip), nil
+}
+
+// UpdateLoadBalancer is called when the set of nodes changes. BGP follows
+// nodes in its own loop, so there is nothing to do per Service beyond a
+// (coalesced) regeneration of the module's config.
+func (lb *loadBalancer) UpdateLoadBalancer(_ context.Context, _ string, svc *v1.Service, _ []*v1.Node) error {
+	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
+		return cloudprovider.ImplementedElsewhere
+	}
+	lb.dirty()
+	return nil
+}
+
+// EnsureLoadBalancerDeleted releases the Service's Elastic IP.
+func (lb *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1.Service) error {
+	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
+		return cloudprovider.ImplementedElsewhere
+	}
+	if err := lb.ready(); err != nil {
+		return err
+	}
+	if err := lb.eips.Release(ctx, svc); err != nil {
+		return err
+	}
+	lb.dirty()
+	return nil
+}
+
+func status(ip string) *v1.LoadBalancerStatus {
+	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: ip}}}
+}
