@@ -86,4 +86,3 @@ func serviceIPs(s *v1.Service) []string {
 	sort.Strings(ips)
 	return ips
 }
-
