@@ -1,0 +1,122 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// process is a child (etcd or kube-apiserver) whose output goes to a log
+// file in the work directory.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{} // closed when the process has exited
+	waitErr error
+}
+
+func startProcess(name, bin, logPath string, args []string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("testenv: creating %s log: %w", name, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("testenv: starting %s: %w", bin, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop asks the process to end (SIGTERM), and kills it if it has not after
+// grace; a grace of 0 kills it at once.
+func (p *process) stop(grace time.Duration) {
+	if p == nil || p.exited() {
+		return
+	}
+	if grace <= 0 {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// exitError describes an early exit, with the end of the log, and says
+// whether it was a port taken between choosing and binding it.
+func (p *process) exitError() (err error, portTaken bool) {
+	tail := logTail(p.logPath, 15)
+	portTaken = bytes.Contains(tail, []byte("address already in use"))
+	return fmt.Errorf("testenv: %s exited during start-up (%v); log %s ends with:\n%s", p.name, p.waitErr, p.logPath, tail), portTaken
+}
+
+func logTail(path string, lines int) []byte {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return []byte("(no log: " + err.Error() + ")")
+	}
+	data = bytes.TrimRight(data, "\n")
+	for i, n := len(data)-1, 0; i >= 0; i-- {
+		if data[i] == '\n' {
+			if n++; n == lines {
+				return data[i+1:]
+			}
+		}
+	}
+	return data
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+// Another process may take one before the child binds it; the caller
+// retries then.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("testenv: finding a free loopback port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func loopbackURL(scheme string, port int) string {
+	return scheme + "://127.0.0.1:" + strconv.Itoa(port)
+}
