@@ -1,0 +1,415 @@
+package metal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+const (
+	indexTag        = "tag"
+	indexAssignment = "assignment"
+	indexAddress    = "address"
+)
+
+// reservationType is the only kind of reservation cached and requested:
+// Service and control-plane Elastic IPs are public IPv4.
+const reservationType = metalv1.FINDIPRESERVATIONSTYPESPARAMETERINNER_PUBLIC_IPV4
+
+func newReservationStore() *store {
+	return newStore(cacheReservations, idKey, cache.Indexers{
+		indexTag: func(obj any) ([]string, error) {
+			return obj.(*metalv1.IPReservation).Tags, nil
+		},
+		indexAssignment: func(obj any) ([]string, error) {
+			r := obj.(*metalv1.IPReservation)
+			ids := make([]string, 0, len(r.Assignments))
+			for _, a := range r.Assignments {
+				if a.GetId() != "" {
+					ids = append(ids, a.GetId())
+				}
+			}
+			return ids, nil
+		},
+		indexAddress: func(obj any) ([]string, error) {
+			r := obj.(*metalv1.IPReservation)
+			var keys []string
+			for _, a := range []string{r.GetAddress(), r.GetNetwork()} {
+				if a != "" && !slices.Contains(keys, a) {
+					keys = append(keys, a)
+				}
+			}
+			return keys, nil
+		},
+	})
+}
+
+// RefreshReservations re-reads every public IPv4 reservation of the project
+// (all pages, with assignments), replacing the cache. It returns after a
+// listing that started after the call, so it is also a "fresh read".
+func (c *Client) RefreshReservations(ctx context.Context) error {
+	return c.reservations.refresh(ctx, c.reservations.ticket(), refreshTimeout, c.listAllReservations)
+}
+
+func (c *Client) listAllReservations(ctx context.Context) ([]any, error) {
+	items, err := listPages(ctx, func(ctx context.Context, page int32) ([]metalv1.IPReservationListIpAddressesInner, *metalv1.Meta, error) {
+		ctx, cancel := c.call(ctx, opListIPs)
+		defer cancel()
+		list, resp, err := c.api.IPAddressesApi.FindIPReservations(ctx, c.opts.ProjectID).
+			Types([]metalv1.FindIPReservationsTypesParameterInner{reservationType}).
+			Include([]string{"assignments"}).
+			Page(page).PerPage(int32(c.opts.PageSize)).Execute()
+		if err != nil {
+			return nil, nil, c.red.apiError(opListIPs, resp, err)
+		}
+		return list.IpAddresses, list.Meta, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]any, 0, len(items))
+	for _, it := range items {
+		// An item that does not decode as IPReservation (a VRF reservation,
+		// or one with fields this SDK does not know) has a nil
+		// IPReservation; upstream dereferenced it and crashed.
+		if r := it.IPReservation; r != nil && r.GetId() != "" && r.GetType() == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4 {
+			objs = append(objs, r)
+		}
+	}
+	return objs, nil
+}
+
+// ReservationsWithTags returns, from the cache, every public IPv4
+// reservation that carries all the given tags (and maybe others), oldest
+// first. The first call fills the cache with a full listing; later ones make
+// no API call. The results include assignments. Their nested values are
+// shared with the cache: do not modify them.
+func (c *Client) ReservationsWithTags(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error) {
+	if len(tags) == 0 {
+		return nil, errors.New("find IP reservations by tags: no tags given")
+	}
+	if !c.reservations.isLoaded() {
+		cacheMiss(cacheReservations)
+		if err := c.reservations.refresh(ctx, 0, refreshTimeout, c.listAllReservations); err != nil {
+			return nil, err
+		}
+	} else {
+		cacheHit(cacheReservations)
+	}
+	return c.reservationsWithTags(tags), nil
+}
+
+// ReservationsWithTagsFresh is ReservationsWithTags from a listing that
+// started after this call (shared with concurrent callers, and updating the
+// cache). Use it where acting on stale data does harm, e.g. before moving
+// the control-plane EIP.
+func (c *Client) ReservationsWithTagsFresh(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error) {
+	if len(tags) == 0 {
+		return nil, errors.New("find IP reservations by tags: no tags given")
+	}
+	cacheMiss(cacheReservations)
+	if err := c.RefreshReservations(ctx); err != nil {
+		return nil, err
+	}
+	return c.reservationsWithTags(tags), nil
+}
+
+// reservationsWithTags looks up the tag index: start from the tag with the
+// fewest reservations (usually the per-Service tag), keep those that carry
+// every other tag.
+func (c *Client) reservationsWithTags(tags []string) []metalv1.IPReservation {
+	rarest, best := tags[0], -1
+	for _, t := range tags {
+		keys, _ := c.reservations.idx.IndexKeys(indexTag, t)
+		if best < 0 || len(keys) < best {
+			rarest, best = t, len(keys)
+		}
+	}
+	objs, _ := c.reservations.idx.ByIndex(indexTag, rarest)
+	var out []metalv1.IPReservation
+	for _, o := range objs {
+		r := o.(*metalv1.IPReservation)
+		if hasAllTags(r.Tags, tags) {
+			out = append(out, *r)
+		}
+	}
+	sortReservations(out)
+	return out
+}
+
+func hasAllTags(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// sortReservations orders oldest first (then by ID), so that the original
+// of a set of duplicates comes first and answers are deterministic.
+func sortReservations(rs []metalv1.IPReservation) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		ti, tj := rs[i].GetCreatedAt(), rs[j].GetCreatedAt()
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return rs[i].GetId() < rs[j].GetId()
+	})
+}
+
+// ReservationRequest describes a new public IPv4 /32 reservation. Exactly
+// one of Metro and Facility is set. Tags identify it: they are what makes a
+// repeated request find the reservation instead of creating a second one.
+type ReservationRequest struct {
+	Metro    string
+	Facility string
+	Tags     []string
+	Details  string
+}
+
+// RequestReservation returns the reservation carrying all of r.Tags,
+// creating it if there is none.
+//
+// It first re-reads the project's reservations (a listing that started
+// after this call, shared with concurrent callers), so a reservation created
+// by an earlier attempt whose answer was lost, or by a previous leader, is
+// found instead of duplicated. Calls with the same tags are serialised in
+// this process. The POST itself is never repeated blindly: after a 429, 5xx
+// or transport error the loop starts again with the re-read, with backoff,
+// at most Retries more times. A 422 (no IPs left in the metro, approval
+// required) is returned at once.
+func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (*metalv1.IPReservation, error) {
+	if len(r.Tags) == 0 {
+		return nil, errors.New("request IP reservation: no tags; a reservation without tags cannot be found again and would leak")
+	}
+	if (r.Metro == "") == (r.Facility == "") {
+		return nil, fmt.Errorf("request IP reservation: set exactly one of metro (%q) and facility (%q)", r.Metro, r.Facility)
+	}
+	key := strings.Join(slices.Sorted(slices.Values(r.Tags)), ",")
+	c.reserveLocks.LockKey(key)
+	defer func() { _ = c.reserveLocks.UnlockKey(key) }()
+
+	var (
+		result  *metalv1.IPReservation
+		lastErr error
+	)
+	b := wait.Backoff{
+		Duration: c.opts.RetryWaitMin,
+		Factor:   2,
+		Jitter:   0.2,
+		Steps:    c.opts.Retries + 1,
+		Cap:      c.opts.RetryWaitMax,
+	}
+	err := wait.ExponentialBackoffWithContext(ctx, b, func(ctx context.Context) (bool, error) {
+		existing, err := c.ReservationsWithTagsFresh(ctx, r.Tags...)
+		if err != nil {
+			return false, err
+		}
+		if len(existing) > 0 {
+			if len(existing) > 1 {
+				ids := make([]string, 0, len(existing))
+				for _, e := range existing {
+					ids = append(ids, e.GetId())
+				}
+				klog.InfoS("Several Equinix Metal IP reservations carry the same tags; using the oldest", "tags", r.Tags, "ids", ids)
+			}
+			result = &existing[0]
+			return true, nil
+		}
+		res, err := c.createReservation(ctx, r)
+		if err == nil {
+			result = res
+			return true, nil
+		}
+		if createMayBeRetried(err, c.opts.RetryWaitMax) {
+			lastErr = err
+			return false, nil
+		}
+		return false, err
+	})
+	switch {
+	case err == nil:
+		return result, nil
+	case wait.Interrupted(err) && lastErr != nil && ctx.Err() == nil:
+		return nil, fmt.Errorf("%w (gave up after %d attempts)", lastErr, b.Steps)
+	}
+	return nil, err
+}
+
+// createMayBeRetried says whether a failed POST may be attempted again after
+// a fresh lookup by tags: the API was overloaded or unreachable, not
+// refusing the request.
+func createMayBeRetried(err error, maxWait time.Duration) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	switch {
+	case e.StatusCode == 0:
+		return true // transport error or timeout: it may or may not exist now; the re-read decides
+	case e.StatusCode == http.StatusTooManyRequests || e.StatusCode == http.StatusServiceUnavailable:
+		return e.RetryAfter <= maxWait
+	case e.StatusCode >= 500 && e.StatusCode != http.StatusNotImplemented:
+		return true
+	}
+	return false
+}
+
+// reservationDetails is upstream's description of a Service EIP.
+const reservationDetails = "Equinix Metal Kubernetes CCM auto-generated for Load Balancer"
+
+func (c *Client) createReservation(ctx context.Context, r ReservationRequest) (*metalv1.IPReservation, error) {
+	ctx, cancel := c.call(ctx, opRequestIP)
+	defer cancel()
+	details := r.Details
+	if details == "" {
+		details = reservationDetails
+	}
+	in := metalv1.IPReservationRequestInput{
+		Type:                   string(reservationType),
+		Quantity:               1,
+		Tags:                   r.Tags,
+		Details:                metalv1.PtrString(details),
+		FailOnApprovalRequired: metalv1.PtrBool(true),
+	}
+	if r.Metro != "" {
+		in.Metro = metalv1.PtrString(r.Metro)
+	} else {
+		in.Facility = metalv1.PtrString(r.Facility)
+	}
+	out, resp, err := c.api.IPAddressesApi.RequestIPReservation(ctx, c.opts.ProjectID).
+		RequestIPReservationRequest(metalv1.IPReservationRequestInputAsRequestIPReservationRequest(&in)).
+		Include([]string{"assignments"}).Execute()
+	if err != nil {
+		return nil, c.red.apiError(opRequestIP, resp, err)
+	}
+	res := out.IPReservation
+	if res == nil || res.GetId() == "" {
+		return nil, fmt.Errorf("%s: the API's answer is not a public IPv4 reservation", opRequestIP.desc)
+	}
+	c.reservations.upsert(res)
+	return res, nil
+}
+
+// Reservation GETs one reservation (with assignments) whatever the cache
+// holds, e.g. while waiting for a pending one, and updates the cache (a 404
+// removes it and gives an IsNotFound error).
+func (c *Client) Reservation(ctx context.Context, id string) (*metalv1.IPReservation, error) {
+	if id == "" {
+		return nil, errors.New("get IP reservation: empty ID")
+	}
+	ctx, cancel := c.call(ctx, opGetIP)
+	defer cancel()
+	out, resp, err := c.api.IPAddressesApi.FindIPAddressById(ctx, id).Include([]string{"assignments"}).Execute()
+	if err != nil {
+		err = c.red.apiError(opGetIP, resp, err)
+		if IsNotFound(err) {
+			c.reservations.remove(id)
+		}
+		return nil, err
+	}
+	switch {
+	case out.IPReservation != nil:
+		if out.IPReservation.GetType() == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4 {
+			c.reservations.upsert(out.IPReservation)
+		}
+		return out.IPReservation, nil
+	case out.IPAssignment != nil:
+		return nil, fmt.Errorf("%s: %s is an IP assignment, not a reservation", opGetIP.desc, id)
+	}
+	return nil, fmt.Errorf("%s: %s is neither a public IP reservation nor an assignment", opGetIP.desc, id)
+}
+
+// DeleteIP deletes a reservation, or unassigns an assignment, by its ID (the
+// API's DELETE /ips/{id} does either). A 404 counts as done. The cache
+// forgets the reservation, or the assignment inside its reservation.
+// DELETE is idempotent and retried.
+func (c *Client) DeleteIP(ctx context.Context, id string) error {
+	if id == "" {
+		return errors.New("delete IP address: empty ID")
+	}
+	ctx, cancel := c.call(ctx, opDeleteIP)
+	defer cancel()
+	resp, err := c.api.IPAddressesApi.DeleteIPAddress(ctx, id).Execute()
+	if err = c.red.apiError(opDeleteIP, resp, err); err != nil && !IsNotFound(err) {
+		return err
+	}
+	c.forgetIP(id)
+	return nil
+}
+
+// forgetIP removes a reservation, or an assignment from its reservation.
+func (c *Client) forgetIP(id string) {
+	if _, ok, _ := c.reservations.idx.GetByKey(id); ok {
+		c.reservations.remove(id)
+		return
+	}
+	objs, _ := c.reservations.idx.ByIndex(indexAssignment, id)
+	for _, o := range objs {
+		r := *o.(*metalv1.IPReservation) // copy: the cached object may be held by a caller
+		r.Assignments = slices.DeleteFunc(slices.Clone(r.Assignments), func(a metalv1.IPAssignment) bool {
+			return a.GetId() == id
+		})
+		c.reservations.upsert(&r)
+	}
+}
+
+// AssignIP assigns address (an Elastic IP, e.g. "147.75.1.2" or
+// "147.75.1.2/32") to a device. It is a POST and is not retried: the caller
+// re-reads the reservation and decides again. The new assignment is added to
+// the cached reservation of that address.
+func (c *Client) AssignIP(ctx context.Context, deviceID, address string) (*metalv1.IPAssignment, error) {
+	if deviceID == "" || address == "" {
+		return nil, fmt.Errorf("assign IP address: need a device ID (%q) and an address (%q)", deviceID, address)
+	}
+	ctx, cancel := c.call(ctx, opAssignIP)
+	defer cancel()
+	a, resp, err := c.api.DevicesApi.CreateIPAssignment(ctx, deviceID).
+		IPAssignmentInput(metalv1.IPAssignmentInput{Address: address}).Execute()
+	if err != nil {
+		return nil, c.red.apiError(opAssignIP, resp, err)
+	}
+	c.rememberAssignment(address, a)
+	return a, nil
+}
+
+// rememberAssignment adds a new assignment to its reservation in the cache.
+func (c *Client) rememberAssignment(address string, a *metalv1.IPAssignment) {
+	var candidates []string
+	for _, s := range []string{address, a.GetAddress(), a.GetNetwork()} {
+		if s == "" {
+			continue
+		}
+		s, _, _ = strings.Cut(s, "/")
+		candidates = append(candidates, s)
+	}
+	if pb := a.ParentBlock; pb != nil && pb.GetNetwork() != "" {
+		candidates = append(candidates, pb.GetNetwork())
+	}
+	for _, addr := range candidates {
+		objs, _ := c.reservations.idx.ByIndex(indexAddress, addr)
+		if len(objs) == 0 {
+			continue
+		}
+		r := *objs[0].(*metalv1.IPReservation)
+		r.Assignments = append(slices.DeleteFunc(slices.Clone(r.Assignments), func(x metalv1.IPAssignment) bool {
+			return x.GetId() == a.GetId()
+		}), *a)
+		c.reservations.upsert(&r)
+		return
+	}
+}
