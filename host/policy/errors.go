@@ -1,0 +1,85 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+)
+
+// Kinds of failed decisions. Every error Placement and SelectNodes return
+// matches exactly one of them with errors.Is, and its message is one line
+// fit for a Kubernetes Event: which policy, which rule, what to change.
+var (
+	// ErrDenied: the policy's deny set is not empty (see *DenyError).
+	ErrDenied = errors.New("policy denied the decision")
+	// ErrUndefined: the queried rule has no value for this input.
+	ErrUndefined = errors.New("policy decision is undefined")
+	// ErrInvalidDecision: the rule's value has the wrong shape or type.
+	ErrInvalidDecision = errors.New("policy decision is invalid")
+	// ErrEvaluation: evaluating the policy failed (a conflict between
+	// rules, a builtin error, ...).
+	ErrEvaluation = errors.New("policy evaluation failed")
+	// ErrTimeout: the evaluation ran past Options.Timeout or the caller's
+	// context ended first.
+	ErrTimeout = errors.New("policy evaluation timed out")
+)
+
+// DenyError is a decision the policy refused with deny messages.
+type DenyError struct {
+	// Decision is "EIP placement" or "BGP selection"; Source says which
+	// policies (built-in or a directory); Subject is what was decided
+	// about, for example "Service shop/web".
+	Decision, Source, Subject string
+	// Rule is the deny rule queried, for example data.equinix.eip.deny.
+	Rule string
+	// Messages are the policy's messages, sorted, never empty.
+	Messages []string
+}
+
+func (e *DenyError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Decision)
+	b.WriteString(" policy (")
+	b.WriteString(e.Source)
+	b.WriteString(") denied")
+	if e.Subject != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Subject)
+	}
+	b.WriteString(": ")
+	b.WriteString(oneLine(strings.Join(e.Messages, "; ")))
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrDenied) true for a *DenyError.
+func (e *DenyError) Is(target error) bool { return target == ErrDenied }
+
+// decisionError is every other failed decision: its kind is one of the
+// sentinels above, its cause (if any) the OPA error.
+type decisionError struct {
+	kind  error
+	msg   string
+	cause error
+}
+
+func (e *decisionError) Error() string   { return e.msg }
+func (e *decisionError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
+
+// oneLine folds a (possibly multi-line) message into one line, because
+// Events and log lines are read one line at a time.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// clip shortens s to n bytes with an ellipsis, so a huge decision value
+// cannot flood an Event.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,267 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing/fstest"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/loader"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown/print"
+	"k8s.io/klog/v2"
+)
+
+// The rules the host queries, and the queries themselves. Each query is
+// always defined (comprehensions are), so "undefined" and "denied" are told
+// apart in Go, where they become clear errors, instead of by an empty
+// result set.
+const (
+	placementRule = "data.equinix.eip.placement"
+	placementDeny = "data.equinix.eip.deny"
+	selectionRule = "data.equinix.bgp.selected_nodes"
+	selectionDeny = "data.equinix.bgp.deny"
+
+	placementQuery = "decision := [x | x := " + placementRule + "]; deny := [x | x := " + placementDeny + "]"
+	selectionQuery = "decision := [x | x := " + selectionRule + "]; deny := [x | x := " + selectionDeny + "]"
+)
+
+// required lists the rules a policy directory must define, with the
+// default file a user can start from when one is missing.
+var required = []struct {
+	rule, file string
+}{
+	{placementRule, "eip.rego"},
+	{selectionRule, "bgp.rego"},
+}
+
+// compiled is one loaded, compiled and prepared set of policies. It is
+// immutable, so the engine swaps it atomically on reload while evaluations
+// of the previous one finish undisturbed.
+type compiled struct {
+	source    string // "built-in" or the directory, for error messages
+	digest    string // of the loaded files, to skip reloads that change nothing
+	placement rego.PreparedEvalQuery
+	selection rego.PreparedEvalQuery
+}
+
+// capabilities are OPA's builtins minus the non-deterministic ones
+// (http.send, net.lookup_ip_addr, time.now_ns, rand.intn, uuid.rfc4122,
+// opa.runtime, ...): a decision must depend only on its input and the
+// policy files, so that `opa test` predicts it, it cannot leak data over
+// the network, and a retry gives the same answer. A policy that calls one
+// fails to compile with "undefined function".
+var capabilities = func() *ast.Capabilities {
+	caps := ast.CapabilitiesForThisVersion()
+	kept := caps.Builtins[:0]
+	for _, b := range caps.Builtins {
+		if !b.IsNondeterministic() {
+			kept = append(kept, b)
+		}
+	}
+	caps.Builtins = kept
+	caps.AllowNet = []string{}
+	return caps
+}()
+
+// isPolicyFile says whether a file of a policy directory is loaded: Rego
+// modules except tests, and JSON/YAML data (mounted under data.<subdir> as
+// `opa test` does).
+func isPolicyFile(name string) bool {
+	switch path.Ext(name) {
+	case ".rego":
+		return !strings.HasSuffix(name, "_test.rego")
+	case ".json", ".yaml", ".yml":
+		return true
+	}
+	return false
+}
+
+// snapshot reads the policy files of fsys once into memory. Compiling from
+// the snapshot means the digest and the policies come from the same bytes
+// even if a ConfigMap update lands mid-read. Names starting with "." are
+// skipped: a mounted ConfigMap holds every file twice more under
+// "..data/" and "..<timestamp>/", and hidden files are editors' litter.
+func snapshot(fsys fs.FS) (fstest.MapFS, string, error) {
+	files := fstest.MapFS{}
+	h := sha256.New()
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != "." && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !isPolicyFile(d.Name()) {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 { // ConfigMap keys are symlinks into ..data
+			info, err := fs.Stat(fsys, p)
+			if err != nil {
+				return err
+			}
+			if info.IsDir() {
+				return nil
+			}
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		files[p] = &fstest.MapFile{Data: data}
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(data))
+		h.Write(data)
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return files, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// compile parses, compiles and prepares the snapshot. dir is where the
+// files came from ("" for the built-ins), only used in messages.
+func compile(ctx context.Context, files fstest.MapFS, digest, dir string) (*compiled, error) {
+	source := sourceName(dir)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("policies %s: no .rego file found; mount the policy ConfigMap there (start from the files in policies/), or unset --metal-policy-dir to use the built-in policies", source)
+	}
+	res, err := loader.NewFileLoader().
+		WithFS(files).
+		WithRegoVersion(ast.RegoV1).
+		WithCapabilities(capabilities).
+		WithProcessAnnotation(true).
+		Filtered([]string{"."}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("policies %s do not load: %s; fix them (check with `opa check`)", source, formatErrors(err, dir))
+	}
+	compiler := ast.NewCompiler().
+		WithCapabilities(capabilities).
+		WithEnablePrintStatements(true)
+	if compiler.Compile(res.ParsedModules()); compiler.Failed() {
+		return nil, fmt.Errorf("policies %s do not compile: %s; fix them (check with `opa check`); network, time and random builtins are not available", source, formatErrors(compiler.Errors, dir))
+	}
+	for _, r := range required {
+		if err := checkRule(compiler, r.rule, r.file, dir); err != nil {
+			return nil, err
+		}
+	}
+	store, err := res.Store()
+	if err != nil {
+		return nil, fmt.Errorf("policies %s: data files do not load: %s", source, oneLine(err.Error()))
+	}
+	prepare := func(query string) (rego.PreparedEvalQuery, error) {
+		return rego.New(
+			rego.Query(query),
+			rego.Compiler(compiler),
+			rego.Store(store),
+			rego.Capabilities(capabilities),
+			rego.StrictBuiltinErrors(true),
+			rego.EnablePrintStatements(true),
+			rego.PrintHook(printHook{source: source}),
+		).PrepareForEval(ctx)
+	}
+	c := &compiled{source: source, digest: digest}
+	if c.placement, err = prepare(placementQuery); err != nil {
+		return nil, fmt.Errorf("policies %s: preparing %s failed: %s", source, placementRule, formatErrors(err, dir))
+	}
+	if c.selection, err = prepare(selectionQuery); err != nil {
+		return nil, fmt.Errorf("policies %s: preparing %s failed: %s", source, selectionRule, formatErrors(err, dir))
+	}
+	return c, nil
+}
+
+// checkRule fails when the rule the host queries is missing or is a
+// function: a typo in a package or rule name would otherwise only show up
+// as "undefined" on the first Service.
+func checkRule(c *ast.Compiler, rule, file, dir string) error {
+	source := sourceName(dir)
+	ref := ast.MustParseRef(rule)
+	rules := c.GetRules(ref)
+	pkg, name := ref[:len(ref)-1], ref[len(ref)-1]
+	if len(rules) == 0 {
+		return fmt.Errorf("policies %s define no rule %s (rule %s in package %s); add it, for example from the default policies/%s",
+			source, rule, name, strings.TrimPrefix(pkg.String(), "data."), file)
+	}
+	for _, r := range rules {
+		if len(r.Head.Args) > 0 {
+			return fmt.Errorf("policies %s: %s at %s is a function; make it a rule without arguments that reads input",
+				source, rule, location(r.Location, dir))
+		}
+	}
+	return nil
+}
+
+func sourceName(dir string) string {
+	if dir == "" {
+		return "built-in"
+	}
+	return "in " + dir
+}
+
+// formatErrors turns OPA's (often multi-line) error lists into one line:
+// "file:row: message" for up to three errors, with paths under dir.
+func formatErrors(err error, dir string) string {
+	var list []error
+	var astErrs ast.Errors
+	var loadErrs loader.Errors
+	switch {
+	case errors.As(err, &astErrs):
+		for _, e := range astErrs {
+			list = append(list, e)
+		}
+	case errors.As(err, &loadErrs):
+		list = loadErrs
+	default:
+		list = []error{err}
+	}
+	var parts []string
+	for i, e := range list {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(list)-3))
+			break
+		}
+		var ae *ast.Error
+		if errors.As(e, &ae) {
+			msg := ae.Code + ": " + ae.Message
+			if ae.Location != nil {
+				msg = location(ae.Location, dir) + ": " + msg
+			}
+			parts = append(parts, oneLine(msg))
+			continue
+		}
+		parts = append(parts, oneLine(e.Error()))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// location is "dir/file:row" for a policy position.
+func location(loc *ast.Location, dir string) string {
+	if loc == nil {
+		return "?"
+	}
+	file := loc.File
+	if dir != "" && file != "" {
+		file = filepath.Join(dir, file)
+	}
+	return fmt.Sprintf("%s:%d", file, loc.Row)
+}
+
+// printHook sends print() output of policies to the log, so a user can
+// debug a policy in the running CCM (klog -v=2).
+type printHook struct{ source string }
+
+func (h printHook) Print(pctx print.Context, msg string) error {
+	klog.FromContext(pctx.Context).V(2).Info("Policy print", "policies", h.source, "location", location(pctx.Location, ""), "message", msg)
+	return nil
+}
