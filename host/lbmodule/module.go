@@ -1,0 +1,386 @@
+// Package lbmodule runs load-balancer modules (ABI ccm_lb_v1) in wazero and
+// applies what they generate to the cluster.
+//
+// A module is untrusted code: it is verified before first use (ABI version,
+// exports, imports), runs in a fresh instance per call with a memory limit
+// and a deadline, and sees no filesystem, network, environment, real clock or
+// real randomness (wazero's defaults are fake clocks and a deterministic
+// random source). Its output is validated against what it declared before
+// anything reaches Kubernetes, so a broken module changes nothing.
+package lbmodule
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+	"k8s.io/klog/v2"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+)
+
+// Defaults for Options left zero; they match the config defaults.
+const (
+	DefaultMemoryLimitMiB = 64
+	DefaultTimeout        = 5 * time.Second
+	// Go guests need 42 pages (2.6 MiB) before they run any code.
+	minMemoryLimitMiB = 4
+	pageSize          = 64 * 1024
+)
+
+// Options are the host-side limits of a module.
+type Options struct {
+	// CacheDir keeps compiled modules on disk (compiling a Go module takes
+	// seconds; loading it from the cache tens of milliseconds). Empty keeps
+	// them in memory only.
+	CacheDir string
+	// MemoryLimitMiB caps the module's linear memory per call.
+	MemoryLimitMiB int
+	// Timeout is the deadline of one call.
+	Timeout time.Duration
+	// Logger receives the module's log lines; klog.Background() if unset.
+	Logger *klog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MemoryLimitMiB == 0 {
+		o.MemoryLimitMiB = DefaultMemoryLimitMiB
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Logger == nil {
+		l := klog.Background()
+		o.Logger = &l
+	}
+	return o
+}
+
+// Module is a loaded, verified module. It is safe for concurrent use: every
+// call gets its own instance.
+type Module struct {
+	name    string // for messages: the built-in name or the file path
+	sha256  string
+	opts    Options
+	options sdk.Options
+	rt      wazero.Runtime
+	cm      wazero.CompiledModule
+	desc    sdk.Description
+}
+
+// SourceFor maps the parsed loadbalancer setting to a module source: the
+// built-in's name or the file, and the options the module receives.
+func SourceFor(lb config.LoadBalancer) (builtin, path string, o sdk.Options, err error) {
+	o = sdk.Options{Namespace: lb.Namespace, ConfigMap: lb.ConfigMap, Params: lb.Options}
+	if len(o.Params) == 0 {
+		o.Params = nil
+	}
+	switch lb.Kind {
+	case config.LBMetalLBCRD:
+		return modules.MetalLBCRD, "", o, nil
+	case config.LBMetalLBConfigMap:
+		return modules.MetalLBConfigMap, "", o, nil
+	case config.LBKubeVIP:
+		return modules.KubeVIP, "", o, nil
+	case config.LBEmpty:
+		return modules.Empty, "", o, nil
+	case config.LBWasm:
+		return "", lb.Path, o, nil
+	case config.LBNone:
+		return "", "", o, errors.New("loadbalancer is not set, so there is no load-balancer module to load; set loadbalancer, for example to metallb:///metallb-system")
+	default:
+		return "", "", o, fmt.Errorf("loadbalancer names the unknown kind %q; use metallb, kube-vip, empty or wasm", lb.Kind)
+	}
+}
+
+// Load loads the module the loadbalancer setting selects: a built-in
+// embedded in the binary, or a file checked against its sha256 pin.
+func Load(ctx context.Context, lb config.LoadBalancer, opts Options) (*Module, error) {
+	builtin, path, o, err := SourceFor(lb)
+	if err != nil {
+		return nil, err
+	}
+	var wasm []byte
+	name := builtin
+	if builtin != "" {
+		if wasm, err = modules.Builtin(builtin); err != nil {
+			return nil, err
+		}
+	} else {
+		name = path
+		if wasm, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("load-balancer module %s cannot be read (%v); mount the module file at that path or fix the loadbalancer URL", path, unwrapPathError(err))
+		}
+		if lb.SHA256 != "" {
+			sum := sha256.Sum256(wasm)
+			if got := hex.EncodeToString(sum[:]); got != lb.SHA256 {
+				return nil, fmt.Errorf("load-balancer module %s has sha256 %s but the loadbalancer URL pins %s; mount the pinned file or update the pin", path, got, lb.SHA256)
+			}
+		}
+	}
+	return LoadBytes(ctx, name, wasm, o, opts)
+}
+
+// LoadBytes compiles and verifies a module from its bytes and calls its
+// describe export with options. name is used in messages.
+func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Options, opts Options) (*Module, error) {
+	opts = opts.withDefaults()
+	if opts.MemoryLimitMiB < minMemoryLimitMiB {
+		return nil, fmt.Errorf("load-balancer module memory limit %d MiB is too small; use at least %d", opts.MemoryLimitMiB, minMemoryLimitMiB)
+	}
+	sum := sha256.Sum256(wasm)
+	m := &Module{name: name, sha256: hex.EncodeToString(sum[:]), opts: opts, options: options}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("load-balancer module %s: %s", name, fmt.Sprintf(format, args...))
+	}
+
+	cache, err := compilationCache(opts.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithMemoryLimitPages(uint32(opts.MemoryLimitMiB * (1 << 20) / pageSize)).
+		WithCloseOnContextDone(true).
+		WithCompilationCache(cache)
+	m.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	ok := false
+	defer func() {
+		if !ok {
+			_ = m.rt.Close(context.Background())
+		}
+	}()
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
+		return nil, fmt.Errorf("starting the WASI host for load-balancer modules: %w", err)
+	}
+	if err := m.instantiateHost(ctx); err != nil {
+		return nil, err
+	}
+	m.cm, err = m.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "over limit") {
+			return nil, fail("needs more memory than moduleMemoryLimitMiB=%d allows (%s); raise moduleMemoryLimitMiB", opts.MemoryLimitMiB, msg)
+		}
+		return nil, fail("is not a valid WebAssembly module (%s); build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared", msg)
+	}
+	if err := verify(m.cm); err != nil {
+		return nil, fail("%v", err)
+	}
+
+	v, err := m.abiVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if v != sdk.ABIVersion {
+		return nil, fail("speaks ABI version %d, this CCM speaks %d; rebuild the module with the SDK of this CCM", v, sdk.ABIVersion)
+	}
+	in, err := json.Marshal(sdk.DescribeRequest{APIVersion: sdk.APIVersion, Kind: sdk.KindDescribeRequest, Options: options})
+	if err != nil {
+		return nil, err
+	}
+	out, err := m.call(ctx, exportDescribe, in, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeStrict(out, &m.desc); err != nil {
+		return nil, fail("describe returned invalid JSON (%v); return the output of sdk.Module.HandleDescribe", err)
+	}
+	if err := ValidateDescription(m.desc); err != nil {
+		return nil, fail("describe: %v", err)
+	}
+	ok = true
+	return m, nil
+}
+
+func compilationCache(dir string) (wazero.CompilationCache, error) {
+	if dir == "" {
+		return wazero.NewCompilationCache(), nil
+	}
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("moduleCacheDir %s cannot be used (%v); point it at a writable directory, or leave it empty to cache in memory", dir, err)
+	}
+	return c, nil
+}
+
+// Name is the built-in's name or the module file's path.
+func (m *Module) Name() string { return m.name }
+
+// SHA256 is the hex digest of the module's bytes.
+func (m *Module) SHA256() string { return m.sha256 }
+
+// Options are what the module receives from the loadbalancer URL.
+func (m *Module) Options() sdk.Options { return m.options }
+
+// Describe is what the module declared at load time.
+func (m *Module) Describe() sdk.Description { return m.desc }
+
+// Close frees the runtime and its compiled code.
+func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
+
+// Generate runs the module's generate export on req and validates the
+// output. The host fills req's envelope and options. Any failure is an
+// *Error whose Reason says what went wrong; the output is then unusable and
+// nothing should be applied.
+func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
+	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, m.options
+	in, err := json.Marshal(req)
+	if err != nil {
+		return sdk.GenerateResponse{}, err
+	}
+	red := newRedactor(req)
+	out, err := m.call(ctx, exportGenerate, in, red)
+	if err != nil {
+		return sdk.GenerateResponse{}, err
+	}
+	var resp sdk.GenerateResponse
+	if err := decodeStrict(out, &resp); err != nil {
+		return sdk.GenerateResponse{}, m.errorf(ReasonInvalidOutput, "generate returned invalid JSON: %s; return the output of sdk.Module.HandleGenerate", red.clean(err.Error()))
+	}
+	if err := ValidateOutput(m.desc, req, resp); err != nil {
+		var ve *ValidationError
+		reason := ReasonInvalidOutput
+		if errors.As(err, &ve) && ve.Forbidden {
+			reason = ReasonForbiddenOutput
+		}
+		return sdk.GenerateResponse{}, m.errorf(reason, "%s", red.clean(err.Error()))
+	}
+	for i, w := range resp.Warnings {
+		resp.Warnings[i] = red.clean(w)
+	}
+	return resp, nil
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON document")
+	}
+	return nil
+}
+
+func (m *Module) abiVersion(ctx context.Context) (uint32, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
+	defer cancel()
+	st := &callState{}
+	mod, err := m.instantiate(ctx, st)
+	if err != nil {
+		return 0, m.classify(ctx, err, st)
+	}
+	defer mod.Close(context.Background())
+	res, err := mod.ExportedFunction(exportABIVersion).Call(ctx)
+	if err != nil {
+		return 0, m.classify(ctx, err, st)
+	}
+	return api.DecodeU32(res[0]), nil
+}
+
+// call runs one export in a fresh instance: no state survives between calls,
+// and a trap or a deadline only ever destroys that instance.
+func (m *Module) call(ctx context.Context, export string, input []byte, red *redactor) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
+	defer cancel()
+	st := &callState{input: input, red: red, logger: m.opts.Logger.WithValues("module", m.name)}
+	mod, err := m.instantiate(ctx, st)
+	if err != nil {
+		return nil, m.classify(ctx, err, st)
+	}
+	defer mod.Close(context.Background())
+	res, err := mod.ExportedFunction(export).Call(withState(ctx, st))
+	if err != nil {
+		return nil, m.classify(ctx, err, st)
+	}
+	if st.fault != nil {
+		return nil, m.errorf(ReasonInvalidOutput, "%v", st.fault)
+	}
+	if status := api.DecodeI32(res[0]); status != 0 {
+		msg := strings.TrimSpace(st.red.clean(st.errText.String()))
+		if msg == "" {
+			msg = fmt.Sprintf("status %d without an error message", status)
+		}
+		return nil, m.errorf(ReasonModuleError, "%s failed: %s", export, oneLine(msg))
+	}
+	return st.output.Bytes(), nil
+}
+
+func (m *Module) instantiate(ctx context.Context, st *callState) (api.Module, error) {
+	// The default ModuleConfig has no filesystem, arguments or environment,
+	// fake clocks and a deterministic random source: exactly the sandbox a
+	// pure function needs.
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions("_initialize").
+		WithStderr(&st.stderr).
+		WithStdout(&st.stdout)
+	return m.rt.InstantiateModule(withState(ctx, st), m.cm, cfg)
+}
+
+// classify turns a wazero failure into an *Error with the right Reason.
+func (m *Module) classify(ctx context.Context, err error, st *callState) error {
+	var exit *sys.ExitError
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || (errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded):
+		return m.errorf(ReasonDeadline, "did not finish within %s; make it faster or raise moduleTimeout", m.opts.Timeout)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case st.fault != nil:
+		return m.errorf(ReasonInvalidOutput, "%v", st.fault)
+	case strings.Contains(st.stderr.String(), "out of memory"):
+		return m.errorf(ReasonMemory, "ran out of memory (limit %d MiB); raise moduleMemoryLimitMiB or make the module use less", m.opts.MemoryLimitMiB)
+	}
+	detail := oneLine(err.Error())
+	if line := firstLine(st.stderr.String()); line != "" {
+		detail = line + " (" + detail + ")"
+	}
+	return m.errorf(ReasonTrap, "trapped: %s; the module has a bug, fix it or report it to its author", st.red.clean(detail))
+}
+
+func (m *Module) errorf(r Reason, format string, args ...any) *Error {
+	return &Error{Module: m.name, Reason: r, Msg: fmt.Sprintf(format, args...)}
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return s
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			return oneLine(l)
+		}
+	}
+	return ""
+}

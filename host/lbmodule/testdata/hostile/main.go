@@ -1,0 +1,120 @@
+//go:build wasip1
+
+// Command hostile is a module that misbehaves on purpose, in the way its
+// "mode" option says. It speaks the ABI by hand (no SDK) so that it can break
+// every rule the SDK would keep.
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"runtime/debug"
+	"unsafe"
+)
+
+//go:wasmimport ccm_lb_v1 input_len
+func inputLen() int32
+
+//go:wasmimport ccm_lb_v1 input_read
+func inputRead(ptr unsafe.Pointer, n int32)
+
+//go:wasmimport ccm_lb_v1 output_write
+func outputWrite(ptr unsafe.Pointer, n int32)
+
+//go:wasmimport ccm_lb_v1 error_write
+func errorWrite(ptr unsafe.Pointer, n int32)
+
+//go:wasmimport ccm_lb_v1 log
+func logLine(level int32, ptr unsafe.Pointer, n int32)
+
+func main() {}
+
+type request struct {
+	Options struct {
+		Params map[string]string `json:"params"`
+	} `json:"options"`
+	Nodes []struct {
+		Peers []struct {
+			Password string `json:"password"`
+		} `json:"peers"`
+	} `json:"nodes"`
+}
+
+func read() request {
+	in := make([]byte, inputLen())
+	if len(in) > 0 {
+		inputRead(unsafe.Pointer(&in[0]), int32(len(in)))
+	}
+	var r request
+	_ = json.Unmarshal(in, &r)
+	return r
+}
+
+func write(f func(unsafe.Pointer, int32), s string) {
+	b := []byte(s)
+	f(unsafe.Pointer(&b[0]), int32(len(b)))
+}
+
+//go:wasmexport ccm_abi_version
+func abiVersion() int32 { return 1 }
+
+//go:wasmexport ccm_lb_describe
+func describe() int32 {
+	r := read()
+	if r.Options.Params["mode"] == "describe-trap" {
+		os.Exit(3)
+	}
+	write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"DescribeResponse","name":"hostile","version":"0",`+
+		`"emits":[{"apiVersion":"v1","kind":"ConfigMap","namespace":"hostile"}]}`)
+	return 0
+}
+
+const okObject = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fine","namespace":"hostile"},"data":{"a":"b"}}`
+
+var keep [][]byte
+
+func recurse(n int) int { return recurse(n+1) + 1 }
+
+//go:wasmexport ccm_lb_generate
+func generate() int32 {
+	r := read()
+	password := ""
+	if len(r.Nodes) > 0 && len(r.Nodes[0].Peers) > 0 {
+		password = r.Nodes[0].Peers[0].Password
+	}
+	objects := okObject
+	switch r.Options.Params["mode"] {
+	case "trap":
+		debug.SetMaxStack(1 << 20)
+		recurse(0)
+	case "exit":
+		os.Exit(3)
+	case "loop":
+		for {
+		}
+	case "membomb":
+		for {
+			keep = append(keep, make([]byte, 1<<20))
+		}
+	case "badjson":
+		write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"GenerateResponse","objects":[`)
+		return 0
+	case "undeclared":
+		objects += `,{"apiVersion":"v1","kind":"Secret","metadata":{"name":"stolen","namespace":"hostile"}}`
+	case "othernamespace":
+		objects += `,{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"evil","namespace":"kube-system"}}`
+	case "ownlabel":
+		objects = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fine","namespace":"hostile","labels":{"lb.metal.equinix.com/owned-by":"cloud-provider-equinix-metal"}}}`
+	case "error":
+		b := []byte("about to fail with " + password)
+		logLine(2, unsafe.Pointer(&b[0]), int32(len(b)))
+		write(errorWrite, "cannot work with password "+password)
+		return 1
+	case "bigoutput":
+		b := make([]byte, 65<<20)
+		outputWrite(unsafe.Pointer(&b[0]), int32(len(b)))
+		return 0
+	}
+	write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"GenerateResponse","objects":[`+objects+`]}`)
+	return 0
+}

@@ -1,0 +1,234 @@
+// Package golden runs every built-in module over the same inputs and
+// compares the output with golden files (go test -update rewrites them).
+package golden
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// FakePassword is the BGP password in every fixture; it is clearly fake.
+const FakePassword = "fake-bgp-password-for-tests"
+
+// Templates are the default annotation templates.
+var Templates = sdk.AnnotationTemplates{
+	LocalASN: "metal.equinix.com/bgp-peers-{{n}}-node-asn",
+	PeerASN:  "metal.equinix.com/bgp-peers-{{n}}-peer-asn",
+	PeerIP:   "metal.equinix.com/bgp-peers-{{n}}-peer-ip",
+	SrcIP:    "metal.equinix.com/bgp-peers-{{n}}-src-ip",
+	BGPPass:  "metal.equinix.com/bgp-peers-{{n}}-bgp-pass",
+}
+
+// Case is one input shared by every built-in.
+type Case struct {
+	Name    string
+	Options sdk.Options
+	Request sdk.GenerateRequest
+	// Existing is the whole cluster state the fixture has; each module sees
+	// only what its describe asks to read.
+	Existing []sdk.Object
+}
+
+func services() []sdk.Service {
+	return []sdk.Service{
+		{Namespace: "ai", Name: "trainer", UID: "uid-trainer", IPs: []string{"145.40.1.6"},
+			Ports: []sdk.Port{{Name: "grpc", Protocol: "TCP", Port: 9000}}},
+		{Namespace: "default", Name: "nginx", UID: "uid-nginx", IPs: []string{"145.40.1.5"},
+			Ports: []sdk.Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "https", Protocol: "TCP", Port: 443}}},
+		{Namespace: "kube-system", Name: "dns-tcp", UID: "uid-dns-tcp", IPs: []string{"145.40.1.7"}, SharingKey: "dns",
+			Ports:       []sdk.Port{{Protocol: "TCP", Port: 53}},
+			Annotations: map[string]string{"metallb.universe.tf/allow-shared-ip": "dns"}},
+		{Namespace: "kube-system", Name: "dns-udp", UID: "uid-dns-udp", IPs: []string{"145.40.1.7"}, SharingKey: "dns",
+			Ports:       []sdk.Port{{Protocol: "UDP", Port: 53}},
+			Annotations: map[string]string{"metallb.universe.tf/allow-shared-ip": "dns"}},
+	}
+}
+
+func nodes() []sdk.Node {
+	var out []sdk.Node
+	for i, name := range []string{"worker-1", "worker-2", "worker-3"} {
+		out = append(out, sdk.Node{
+			Name:     name,
+			Labels:   map[string]string{"kubernetes.io/hostname": name},
+			LocalASN: 65000,
+			SourceIP: "10.66.0." + string(rune('1'+i)),
+			// Out of order on purpose: peers are indexed by sorted IP.
+			Peers: []sdk.Peer{
+				{ASN: 65530, IP: "169.254.255.2", Password: FakePassword},
+				{ASN: 65530, IP: "169.254.255.1", Password: FakePassword},
+			},
+		})
+	}
+	return out
+}
+
+// Obj decodes a JSON object literal; fixtures read better as JSON.
+func Obj(s string) sdk.Object {
+	var o sdk.Object
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&o); err != nil {
+		panic(err)
+	}
+	return o
+}
+
+// UserObjects are objects a user made: a labelled BGPAdvertisement of their
+// own, the CCM's previous default advertisement, and a legacy ConfigMap
+// holding the user's peer and pool next to stale CCM entries.
+var UserObjects = []sdk.Object{
+	Obj(`{"apiVersion":"metallb.io/v1beta1","kind":"BGPAdvertisement","metadata":{"name":"mine","namespace":"metallb-system","labels":{"cloud-provider":"equinix-metal"}},"spec":{"communities":["65535:65282"]}}`),
+	Obj(`{"apiVersion":"metallb.io/v1beta1","kind":"BGPAdvertisement","metadata":{"name":"equinix-metal-bgp-adv","namespace":"metallb-system","labels":{"cloud-provider":"equinix-metal","lb.metal.equinix.com/owned-by":"cloud-provider-equinix-metal"}},"spec":{"ipAddressPools":["default.old"]}}`),
+	Obj(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"config","namespace":"metallb-system"},"data":{"config":` + strconvQuote(legacyConfig) + `}}`),
+}
+
+const legacyConfig = `# the user's MetalLB 0.12 configuration
+peers:
+- peer-address: 192.0.2.1
+  peer-asn: 64512
+  my-asn: 64513
+- peer-address: 169.254.255.1
+  peer-asn: 65530
+  my-asn: 65000
+  node-selectors:
+  - match-labels:
+      kubernetes.io/hostname: gone-node
+  - match-labels:
+      nomatch.metal.equinix.com/service-namespace: default
+      nomatch.metal.equinix.com/service-name: old
+bgp-communities:
+  no-advertise: 65535:65282
+address-pools:
+- name: user-pool
+  protocol: bgp
+  addresses:
+  - 198.51.100.0/24
+- name: default/old
+  protocol: bgp
+  auto-assign: false
+  addresses:
+  - 145.40.1.99/32
+`
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// Cases are the shared inputs.
+func Cases() []Case {
+	base := sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}
+	noSvc := sdk.GenerateRequest{Nodes: nodes(), Annotations: Templates}
+	return []Case{
+		{Name: "services", Request: base},
+		{Name: "no-services", Request: noSvc},
+		{Name: "user-objects", Request: base, Existing: UserObjects},
+		{Name: "other-namespace", Options: sdk.Options{Namespace: "lb", ConfigMap: "metallb", Params: map[string]string{"x": "y"}}, Request: base},
+	}
+}
+
+// Visible filters the fixture's cluster state down to what d asks to read,
+// as the host does (label selectors of the form k=v[,k=v]).
+func Visible(d sdk.Description, all []sdk.Object) []sdk.Object {
+	var out []sdk.Object
+	for _, o := range all {
+		for _, r := range d.Reads {
+			if o.APIVersion() != r.APIVersion || o.Kind() != r.Kind || (r.Namespace != "" && o.Namespace() != r.Namespace) || (r.Name != "" && o.Name() != r.Name) {
+				continue
+			}
+			if !matches(r.LabelSelector, o.Labels()) {
+				continue
+			}
+			out = append(out, o)
+			break
+		}
+	}
+	return out
+}
+
+func matches(sel string, labels map[string]string) bool {
+	if sel == "" {
+		return true
+	}
+	for _, term := range strings.Split(sel, ",") {
+		k, v, _ := strings.Cut(term, "=")
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Run runs m over every case through the same JSON path the Wasm glue uses,
+// checks that two calls give byte-identical output, and compares it with
+// testdata/<case>.json.
+func Run(t *testing.T, m sdk.Module) {
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			out := Generate(t, m, c)
+			again := Generate(t, m, c)
+			if !bytes.Equal(out, again) {
+				t.Fatalf("two generate calls on the same input differ:\n%s\n%s", out, again)
+			}
+			var pretty bytes.Buffer
+			if err := json.Indent(&pretty, out, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			pretty.WriteByte('\n')
+			path := filepath.Join("testdata", c.Name+".json")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v; run go test -update to create it", err)
+			}
+			if !bytes.Equal(pretty.Bytes(), want) {
+				t.Errorf("output differs from %s (go test -update rewrites it):\n%s", path, pretty.String())
+			}
+		})
+	}
+}
+
+// Request builds the generate request m sees for c, JSON-encoded.
+func Request(t testing.TB, m sdk.Module, c Case) []byte {
+	t.Helper()
+	dreq, _ := json.Marshal(sdk.DescribeRequest{APIVersion: sdk.APIVersion, Kind: sdk.KindDescribeRequest, Options: c.Options})
+	dout, err := m.HandleDescribe(dreq)
+	if err != nil {
+		t.Fatalf("describe: %v", err)
+	}
+	var d sdk.Description
+	if err := json.Unmarshal(dout, &d); err != nil {
+		t.Fatal(err)
+	}
+	req := c.Request
+	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, c.Options
+	req.Existing = Visible(d, c.Existing)
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Generate runs m's generate handler on case c and returns its raw output.
+func Generate(t testing.TB, m sdk.Module, c Case) []byte {
+	t.Helper()
+	out, err := m.HandleGenerate(Request(t, m, c))
+	if err != nil {
+		t.Fatalf("generate: %v", err)
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/modules/internal/golden"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	metallbv1beta1 "go.universe.tf/metallb/api/v1beta1"
+	metallbv1beta2 "go.universe.tf/metallb/api/v1beta2"
+)
+
+// strict decodes b into v and fails on any field MetalLB's Go type does not
+// have: a typo in a field name would otherwise be dropped silently by the
+// API server's pruning.
+func strict(t *testing.T, b []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%v in %s", err, b)
+	}
+}
+
+func TestOutputDecodesIntoMetalLBTypes(t *testing.T) {
+	c := golden.Cases()[0]
+	var resp sdk.GenerateResponse
+	if err := json.Unmarshal(golden.Generate(t, Module, c), &resp); err != nil {
+		t.Fatal(err)
+	}
+	pools, peers, advs := map[string]metallbv1beta1.IPAddressPool{}, map[string]metallbv1beta2.BGPPeer{}, []metallbv1beta1.BGPAdvertisement{}
+	for _, o := range resp.Objects {
+		b, _ := json.Marshal(o)
+		switch o.Kind() {
+		case "IPAddressPool":
+			var p metallbv1beta1.IPAddressPool
+			strict(t, b, &p)
+			pools[p.Name] = p
+		case "BGPPeer":
+			var p metallbv1beta2.BGPPeer
+			strict(t, b, &p)
+			peers[p.Name] = p
+		case "BGPAdvertisement":
+			var a metallbv1beta1.BGPAdvertisement
+			strict(t, b, &a)
+			advs = append(advs, a)
+		default:
+			t.Errorf("unexpected kind %s", o.Kind())
+		}
+	}
+	if len(pools) != 3 || len(peers) != 6 || len(advs) != 1 {
+		t.Fatalf("got %d pools, %d peers, %d advertisements; want 3, 6, 1", len(pools), len(peers), len(advs))
+	}
+	if a := advs[0]; a.Name != "equinix-metal-bgp-adv" || len(a.Spec.IPAddressPools) != len(pools) {
+		t.Errorf("advertisement %s lists %v, want all %d pools", a.Name, a.Spec.IPAddressPools, len(pools))
+	}
+	nginx := pools["default.nginx"]
+	if nginx.Spec.AutoAssign == nil || *nginx.Spec.AutoAssign || len(nginx.Spec.Addresses) != 1 || nginx.Spec.Addresses[0] != "145.40.1.5/32" {
+		t.Errorf("pool default.nginx = %+v, want autoAssign false and 145.40.1.5/32", nginx.Spec)
+	}
+	if shared := pools["shared.145.40.1.7"]; len(shared.Spec.Addresses) != 1 {
+		t.Errorf("the two dns Services sharing 145.40.1.7 should share one pool, got %v", pools)
+	}
+	p := peers["worker-2-1"]
+	if p.Spec.MyASN != 65000 || p.Spec.ASN != 65530 || p.Spec.Address != "169.254.255.2" || p.Spec.SrcAddress != "10.66.0.2" ||
+		p.Spec.Password != golden.FakePassword || len(p.Spec.NodeSelectors) != 1 ||
+		p.Spec.NodeSelectors[0].MatchLabels["kubernetes.io/hostname"] != "worker-2" {
+		t.Errorf("peer worker-2-1 = %+v", p.Spec)
+	}
+}
+
+func TestPoolNames(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		services []sdk.Service
+		want     []string
+	}{
+		{"one per service, dot keeps them apart", []sdk.Service{
+			{Namespace: "ab", Name: "c", IPs: []string{"192.0.2.1"}},
+			{Namespace: "a", Name: "bc", IPs: []string{"192.0.2.2"}},
+		}, []string{"a.bc", "ab.c"}},
+		{"same IP without sharing key still one pool", []sdk.Service{
+			{Namespace: "x", Name: "a", IPs: []string{"192.0.2.1"}},
+			{Namespace: "x", Name: "b", IPs: []string{"192.0.2.1"}},
+		}, []string{"shared.192.0.2.1"}},
+		{"ipv6", []sdk.Service{{Namespace: "x", Name: "v6", IPs: []string{"2001:db8::1"}}}, []string{"x.v6"}},
+		{"not an IP is skipped", []sdk.Service{{Namespace: "x", Name: "bad", IPs: []string{"nope"}}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := generate(sdk.GenerateRequest{Services: tc.services})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range resp.Objects {
+				if o.Kind() == "IPAddressPool" {
+					got = append(got, o.Name())
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("pools %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("pools %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
