@@ -7,3 +7,5 @@ import (
 )
 
 func TestGolden(t *testing.T) { golden.Run(t, Module) }
+
+func TestWasmMatchesNative(t *testing.T) { golden.RunWasm(t, Module) }

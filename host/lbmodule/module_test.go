@@ -1,0 +1,194 @@
+package lbmodule_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+)
+
+const fakePassword = "fake-bgp-password-for-tests"
+
+var cacheDir string
+
+func TestMain(m *testing.M) {
+	// One compilation cache for the whole package: compiling a Go module
+	// cold takes seconds, from the cache tens of milliseconds.
+	dir, err := os.MkdirTemp("", "lbmodule-cache")
+	if err != nil {
+		panic(err)
+	}
+	cacheDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func opts() lbmodule.Options {
+	return lbmodule.Options{CacheDir: cacheDir, MemoryLimitMiB: 32, Timeout: 2 * time.Second}
+}
+
+func hostile(t testing.TB) []byte { return sdktest.Build(t, "testdata/hostile") }
+
+func request() sdk.GenerateRequest {
+	return sdk.GenerateRequest{
+		Services: []sdk.Service{{Namespace: "default", Name: "nginx", UID: "u1", IPs: []string{"145.40.1.5"}}},
+		Nodes: []sdk.Node{{Name: "worker-1", LocalASN: 65000, SourceIP: "10.0.0.1",
+			Peers: []sdk.Peer{{ASN: 65530, IP: "169.254.255.1", Password: fakePassword}}}},
+		Annotations: sdk.AnnotationTemplates{LocalASN: "metal.equinix.com/bgp-peers-{{n}}-node-asn"},
+	}
+}
+
+func load(t *testing.T, wasm []byte, mode string) *lbmodule.Module {
+	t.Helper()
+	m, err := lbmodule.LoadBytes(context.Background(), "hostile", wasm, sdk.Options{Params: map[string]string{"mode": mode}}, opts())
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+func TestHostileModules(t *testing.T) {
+	wasm := hostile(t)
+	for _, tc := range []struct {
+		mode   string
+		reason lbmodule.Reason
+		msg    string
+		memMiB int
+	}{
+		{"trap", lbmodule.ReasonTrap, "trapped", 0},
+		{"exit", lbmodule.ReasonTrap, "trapped", 0},
+		{"loop", lbmodule.ReasonDeadline, "did not finish within 2s", 0},
+		{"membomb", lbmodule.ReasonMemory, "ran out of memory (limit 32 MiB)", 0},
+		{"badjson", lbmodule.ReasonInvalidOutput, "invalid JSON", 0},
+		{"undeclared", lbmodule.ReasonForbiddenOutput, "emitted Secret hostile/stolen (v1), a kind it did not declare", 0},
+		{"othernamespace", lbmodule.ReasonForbiddenOutput, `emitted ConfigMap kube-system/evil outside its declared namespace "hostile"`, 0},
+		{"ownlabel", lbmodule.ReasonForbiddenOutput, "which only the host sets", 0},
+		{"error", lbmodule.ReasonModuleError, "ccm_lb_generate failed: cannot work with password [redacted]", 0},
+		{"bigoutput", lbmodule.ReasonInvalidOutput, "wrote more than 67108864 bytes with output_write", 256},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			o := opts()
+			if tc.memMiB != 0 {
+				o.MemoryLimitMiB = tc.memMiB
+			}
+			m, err := lbmodule.LoadBytes(context.Background(), "hostile", wasm, sdk.Options{Params: map[string]string{"mode": tc.mode}}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			resp, err := m.Generate(context.Background(), request())
+			var me *lbmodule.Error
+			if !errors.As(err, &me) {
+				t.Fatalf("got %v (%+v), want a module error", err, resp)
+			}
+			if me.Reason != tc.reason || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("got reason %s, error %q; want %s containing %q", me.Reason, err, tc.reason, tc.msg)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+			if strings.Contains(err.Error(), fakePassword) {
+				t.Errorf("error leaks the BGP password: %q", err)
+			}
+			if len(resp.Objects) != 0 {
+				t.Errorf("a failed call returned objects: %v", resp.Objects)
+			}
+			// The module is not poisoned: the next good call works.
+			good := load(t, wasm, "ok")
+			if _, err := good.Generate(context.Background(), request()); err != nil {
+				t.Fatalf("a good call after a failed one: %v", err)
+			}
+		})
+	}
+}
+
+func TestGoodHostileModeAndDescribe(t *testing.T) {
+	m := load(t, hostile(t), "ok")
+	d := m.Describe()
+	if d.Name != "hostile" || len(d.Emits) != 1 || d.Emits[0].Namespace != "hostile" {
+		t.Fatalf("describe = %+v", d)
+	}
+	resp, err := m.Generate(context.Background(), request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Objects) != 1 || resp.Objects[0].Name() != "fine" {
+		t.Fatalf("objects = %v", resp.Objects)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	noexports := sdktest.Build(t, "testdata/noexports")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "hostile.wasm")
+	if err := os.WriteFile(good, hostile(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(hostile(t))
+	for _, tc := range []struct {
+		name string
+		load func() (*lbmodule.Module, error)
+		msg  string
+	}{
+		{"no ABI exports", func() (*lbmodule.Module, error) {
+			return lbmodule.LoadBytes(context.Background(), "noexports", noexports, sdk.Options{}, opts())
+		}, "does not follow the ccm_lb_v1 ABI: it does not export ccm_abi_version, does not export ccm_lb_describe, does not export ccm_lb_generate; build it with the SDK"},
+		{"not wasm", func() (*lbmodule.Module, error) {
+			return lbmodule.LoadBytes(context.Background(), "junk", []byte("#!/bin/sh\n"), sdk.Options{}, opts())
+		}, "is not a valid WebAssembly module"},
+		{"memory limit below the module's minimum", func() (*lbmodule.Module, error) {
+			o := opts()
+			o.MemoryLimitMiB = 2
+			return lbmodule.LoadBytes(context.Background(), "small", hostile(t), sdk.Options{}, o)
+		}, "memory limit 2 MiB is too small"},
+		{"describe traps", func() (*lbmodule.Module, error) {
+			return lbmodule.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "describe-trap"}}, opts())
+		}, "trapped"},
+		{"missing file", func() (*lbmodule.Module, error) {
+			return lbmodule.Load(context.Background(), config.LoadBalancer{Kind: config.LBWasm, Path: filepath.Join(dir, "nope.wasm")}, opts())
+		}, "cannot be read (no such file or directory); mount the module file"},
+		{"sha256 mismatch", func() (*lbmodule.Module, error) {
+			return lbmodule.Load(context.Background(), config.LoadBalancer{Kind: config.LBWasm, Path: good, SHA256: strings.Repeat("0", 64)}, opts())
+		}, "but the loadbalancer URL pins 0000"},
+		{"load balancing off", func() (*lbmodule.Module, error) {
+			return lbmodule.Load(context.Background(), config.LoadBalancer{}, opts())
+		}, "loadbalancer is not set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := tc.load()
+			if err == nil {
+				m.Close(context.Background())
+				t.Fatal("loaded")
+			}
+			if !strings.Contains(err.Error(), tc.msg) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q, want one line containing %q", err, tc.msg)
+			}
+		})
+	}
+	t.Run("sha256 pin that matches", func(t *testing.T) {
+		m, err := lbmodule.Load(context.Background(), config.LoadBalancer{Kind: config.LBWasm, Path: good, SHA256: hex.EncodeToString(sum[:])}, opts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close(context.Background())
+	})
+}
+
+func TestUnknownSchemeIsAStartupError(t *testing.T) {
+	_, err := config.ParseLoadBalancer("haproxy://x")
+	if err == nil || !strings.Contains(err.Error(), `unknown type "haproxy"`) {
+		t.Fatalf("got %v", err)
+	}
+}
