@@ -230,6 +230,12 @@ func (e *Engine) eval(ctx context.Context, c *compiled, pq rego.PreparedEvalQuer
 	defer func() { evalDuration.WithLabelValues(decision).Observe(time.Since(start).Seconds()) }()
 	decisionsTotal.WithLabelValues(decision).Inc()
 
+	if err := ctx.Err(); err != nil {
+		// OPA may finish a small evaluation before it notices; a caller
+		// that gave up must not get a decision it will act on.
+		return nil, e.fail(decision, ErrEvaluation, err,
+			"%s policy (%s) for %s was not evaluated: %v", what, c.source, subject, err)
+	}
 	evalCtx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	rs, err := pq.Eval(evalCtx, rego.EvalParsedInput(input))

@@ -61,7 +61,7 @@ type decisionError struct {
 	cause error
 }
 
-func (e *decisionError) Error() string   { return e.msg }
+func (e *decisionError) Error() string { return e.msg }
 func (e *decisionError) Unwrap() []error {
 	if e.cause == nil {
 		return []error{e.kind}

@@ -15,6 +15,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/loader"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/topdown/print"
 	"k8s.io/klog/v2"
 )
@@ -107,6 +108,11 @@ func snapshot(fsys fs.FS) (fstest.MapFS, string, error) {
 		}
 		if d.Type()&fs.ModeSymlink != 0 { // ConfigMap keys are symlinks into ..data
 			info, err := fs.Stat(fsys, p)
+			if errors.Is(err, fs.ErrNotExist) {
+				// A removed key dangles between the kubelet's "..data"
+				// swap and its cleanup; the key is gone.
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -188,10 +194,10 @@ func checkRule(c *ast.Compiler, rule, file, dir string) error {
 	source := sourceName(dir)
 	ref := ast.MustParseRef(rule)
 	rules := c.GetRules(ref)
-	pkg, name := ref[:len(ref)-1], ref[len(ref)-1]
+	pkg, name := ref[:len(ref)-1], ref[len(ref)-1].Value.(ast.String)
 	if len(rules) == 0 {
 		return fmt.Errorf("policies %s define no rule %s (rule %s in package %s); add it, for example from the default policies/%s",
-			source, rule, name, strings.TrimPrefix(pkg.String(), "data."), file)
+			source, rule, string(name), strings.TrimPrefix(pkg.String(), "data."), file)
 	}
 	for _, r := range rules {
 		if len(r.Head.Args) > 0 {
@@ -226,23 +232,35 @@ func formatErrors(err error, dir string) string {
 		list = []error{err}
 	}
 	var parts []string
-	for i, e := range list {
-		if i == 3 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(list)-3))
-			break
-		}
+	seen := map[string]bool{} // the parser may report one error twice
+	for _, e := range list {
+		var msg string
 		var ae *ast.Error
-		if errors.As(e, &ae) {
-			msg := ae.Code + ": " + ae.Message
-			if ae.Location != nil {
-				msg = location(ae.Location, dir) + ": " + msg
-			}
-			parts = append(parts, oneLine(msg))
-			continue
+		var te *topdown.Error
+		switch {
+		case errors.As(e, &ae):
+			msg = withLocation(ae.Location, dir, ae.Code+": "+ae.Message)
+		case errors.As(e, &te):
+			msg = withLocation(te.Location, dir, te.Code+": "+te.Message)
+		default:
+			msg = oneLine(e.Error())
 		}
-		parts = append(parts, oneLine(e.Error()))
+		if !seen[msg] {
+			seen[msg] = true
+			parts = append(parts, msg)
+		}
+	}
+	if len(parts) > 3 {
+		parts = append(parts[:3], fmt.Sprintf("and %d more", len(parts)-3))
 	}
 	return strings.Join(parts, "; ")
+}
+
+func withLocation(loc *ast.Location, dir, msg string) string {
+	if loc != nil {
+		msg = location(loc, dir) + ": " + msg
+	}
+	return oneLine(msg)
 }
 
 // location is "dir/file:row" for a policy position.

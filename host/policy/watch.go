@@ -17,6 +17,12 @@ import (
 // Options.ResyncPeriod in case an event was lost. Outcomes go to the log,
 // the metrics and Options.OnReload.
 func (e *Engine) Watch(ctx context.Context) error {
+	return e.watch(ctx, nil)
+}
+
+// watch is Watch; ready, if not nil, is closed once changes are watched,
+// so that tests need not guess when to change files.
+func (e *Engine) watch(ctx context.Context, ready chan<- struct{}) error {
 	if e.dir == "" {
 		return nil
 	}
@@ -45,6 +51,9 @@ func (e *Engine) Watch(ctx context.Context) error {
 		if e.opts.OnReload != nil {
 			e.opts.OnReload(err)
 		}
+	}
+	if ready != nil {
+		close(ready)
 	}
 	for {
 		select {
