@@ -64,8 +64,12 @@ func describe() int32 {
 	if r.Options.Params["mode"] == "describe-trap" {
 		os.Exit(3)
 	}
+	annotate := "false"
+	if r.Options.Params["mode"] == "annotate" {
+		annotate = "true"
+	}
 	write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"DescribeResponse","name":"hostile","version":"0",`+
-		`"emits":[{"apiVersion":"v1","kind":"ConfigMap","namespace":"hostile"}]}`)
+		`"emits":[{"apiVersion":"v1","kind":"ConfigMap","namespace":"hostile"}],"nodeAnnotations":`+annotate+`}`)
 	return 0
 }
 
@@ -110,6 +114,9 @@ func generate() int32 {
 		logLine(2, unsafe.Pointer(&b[0]), int32(len(b)))
 		write(errorWrite, "cannot work with password "+password)
 		return 1
+	case "annotate":
+		write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"GenerateResponse","objects":[`+objects+`],"nodeAnnotations":{"worker-1":{"example.com/speaker":"on"}}}`)
+		return 0
 	case "bigoutput":
 		b := make([]byte, 65<<20)
 		outputWrite(unsafe.Pointer(&b[0]), int32(len(b)))

@@ -1,0 +1,386 @@
+package lbmodule_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/yaml"
+
+	metallbv1beta1 "go.universe.tf/metallb/api/v1beta1"
+	metallbv1beta2 "go.universe.tf/metallb/api/v1beta2"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+)
+
+var (
+	poolsGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+	peersGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
+	advsGVR  = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"}
+	cmGVR    = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+// cluster is one real kube-apiserver with MetalLB's CRDs, three nodes and
+// the namespaces the modules write to.
+type cluster struct {
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test against a real kube-apiserver; run without -short")
+	}
+	env := testenv.New(t)
+	c := &cluster{kube: kubernetes.NewForConfigOrDie(env.Config), dyn: dynamic.NewForConfigOrDie(env.Config)}
+	ctx := context.Background()
+	for _, ns := range []string{"metallb-system", "hostile", "ai", "shop"} {
+		_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) { // testenv may create metallb-system
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"worker-1", "worker-2", "worker-3"} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"kubernetes.io/hostname": n}}}
+		if _, err := c.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// snapshot is a mutable stand-in for the core's view of the cluster.
+type snapshot struct {
+	mu  sync.Mutex
+	req sdk.GenerateRequest
+}
+
+func (s *snapshot) get(context.Context) (sdk.GenerateRequest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.req, nil
+}
+
+func (s *snapshot) set(req sdk.GenerateRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.req = req
+}
+
+func threeByThree() sdk.GenerateRequest {
+	var req sdk.GenerateRequest
+	for i, name := range []string{"web", "api", "db"} {
+		req.Services = append(req.Services, sdk.Service{Namespace: "shop", Name: name, UID: "uid-" + name,
+			IPs: []string{fmt.Sprintf("145.40.1.%d", 10+i)}, Ports: []sdk.Port{{Protocol: "TCP", Port: 443}}})
+	}
+	for i, name := range []string{"worker-1", "worker-2", "worker-3"} {
+		req.Nodes = append(req.Nodes, sdk.Node{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name},
+			LocalASN: 65000, SourceIP: fmt.Sprintf("10.66.0.%d", i+1),
+			Peers: []sdk.Peer{{ASN: 65530, IP: "169.254.255.1", Password: fakePassword}, {ASN: 65530, IP: "169.254.255.2", Password: fakePassword}}})
+	}
+	req.Annotations = sdk.AnnotationTemplates{LocalASN: "metal.equinix.com/bgp-peers-{{n}}-node-asn", PeerASN: "metal.equinix.com/bgp-peers-{{n}}-peer-asn",
+		PeerIP: "metal.equinix.com/bgp-peers-{{n}}-peer-ip", SrcIP: "metal.equinix.com/bgp-peers-{{n}}-src-ip", BGPPass: "metal.equinix.com/bgp-peers-{{n}}-bgp-pass"}
+	return req
+}
+
+func reconciler(t *testing.T, c *cluster, wasm []byte, options sdk.Options, snap *snapshot, rec lbmodule.EventRecorder) *lbmodule.Reconciler {
+	t.Helper()
+	m, err := lbmodule.LoadBytes(context.Background(), "under-test", wasm, options, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	r, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{Module: m, Dynamic: c.dyn, Kube: c.kube, Snapshot: snap.get, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func names(t *testing.T, c *cluster, gvr schema.GroupVersionResource, ns string) []string {
+	t.Helper()
+	l, err := c.dyn.Resource(gvr).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, u := range l.Items {
+		out = append(out, u.GetName())
+	}
+	return out
+}
+
+func get(t *testing.T, c *cluster, gvr schema.GroupVersionResource, ns, name string, into any) *unstructured.Unstructured {
+	t.Helper()
+	u, err := c.dyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if into != nil {
+		b, _ := json.Marshal(u.Object)
+		if err := json.Unmarshal(b, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return u
+}
+
+func TestIntegration(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+
+	t.Run("metallb CRDs", func(t *testing.T) {
+		snap := &snapshot{}
+		snap.set(threeByThree())
+		r := reconciler(t, c, sdktest.Build(t, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, snap, nil)
+		// A pool of the user's own, which the CCM must never touch.
+		userPool := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+			"metadata": map[string]any{"name": "user-pool", "namespace": "metallb-system"},
+			"spec":     map[string]any{"addresses": []any{"198.51.100.0/24"}}}}
+		if _, err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").Create(ctx, userPool, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(names(t, c, poolsGVR, "metallb-system"), " "); got != "shop.api shop.db shop.web user-pool" {
+			t.Fatalf("pools: %s", got)
+		}
+		if got := len(names(t, c, peersGVR, "metallb-system")); got != 6 {
+			t.Fatalf("%d BGPPeers, want 3 nodes × 2 peers", got)
+		}
+		var pool metallbv1beta1.IPAddressPool
+		u := get(t, c, poolsGVR, "metallb-system", "shop.web", &pool)
+		if pool.Spec.AutoAssign == nil || *pool.Spec.AutoAssign || pool.Spec.Addresses[0] != "145.40.1.10/32" || u.GetLabels()[sdk.OwnedLabel] != sdk.OwnedValue {
+			t.Errorf("pool shop.web = %+v labels %v", pool.Spec, u.GetLabels())
+		}
+		var peer metallbv1beta2.BGPPeer
+		get(t, c, peersGVR, "metallb-system", "worker-3-1", &peer)
+		if peer.Spec.Address != "169.254.255.2" || peer.Spec.SrcAddress != "10.66.0.3" || peer.Spec.MyASN != 65000 || peer.Spec.Password != fakePassword ||
+			peer.Spec.NodeSelectors[0].MatchLabels["kubernetes.io/hostname"] != "worker-3" {
+			t.Errorf("peer worker-3-1 = %+v", peer.Spec)
+		}
+		var adv metallbv1beta1.BGPAdvertisement
+		get(t, c, advsGVR, "metallb-system", "equinix-metal-bgp-adv", &adv)
+		if strings.Join(adv.Spec.IPAddressPools, " ") != "shop.api shop.db shop.web" {
+			t.Errorf("advertisement pools %v", adv.Spec.IPAddressPools)
+		}
+		peerRV := get(t, c, peersGVR, "metallb-system", "worker-1-0", nil).GetResourceVersion()
+
+		t.Run("deleting a Service prunes its pool and nothing else", func(t *testing.T) {
+			req := threeByThree()
+			req.Services = req.Services[1:] // web is gone
+			snap.set(req)
+			if err := r.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(names(t, c, poolsGVR, "metallb-system"), " "); got != "shop.api shop.db user-pool" {
+				t.Fatalf("pools: %s", got)
+			}
+			if rv := get(t, c, peersGVR, "metallb-system", "worker-1-0", nil).GetResourceVersion(); rv != peerRV {
+				t.Errorf("an unchanged BGPPeer was rewritten (resourceVersion %s -> %s)", peerRV, rv)
+			}
+			get(t, c, advsGVR, "metallb-system", "equinix-metal-bgp-adv", &adv)
+			if strings.Join(adv.Spec.IPAddressPools, " ") != "shop.api shop.db" {
+				t.Errorf("advertisement pools %v", adv.Spec.IPAddressPools)
+			}
+		})
+
+		t.Run("a user-labelled BGPAdvertisement suppresses the default", func(t *testing.T) {
+			mine := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metallb.io/v1beta1", "kind": "BGPAdvertisement",
+				"metadata": map[string]any{"name": "mine", "namespace": "metallb-system", "labels": map[string]any{"cloud-provider": "equinix-metal"}},
+				"spec":     map[string]any{"communities": []any{"65535:65282"}}}}
+			if _, err := c.dyn.Resource(advsGVR).Namespace("metallb-system").Create(ctx, mine, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(names(t, c, advsGVR, "metallb-system"), " "); got != "mine" {
+				t.Fatalf("advertisements: %s, want only the user's", got)
+			}
+		})
+
+		t.Run("a failing module changes nothing and tells the Services", func(t *testing.T) {
+			before := map[string]string{}
+			for _, gvr := range []schema.GroupVersionResource{poolsGVR, peersGVR, advsGVR} {
+				l, _ := c.dyn.Resource(gvr).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
+				for _, u := range l.Items {
+					before[gvr.Resource+"/"+u.GetName()] = u.GetResourceVersion()
+				}
+			}
+			rec := record.NewFakeRecorder(10)
+			bad := reconciler(t, c, hostile(t), sdk.Options{Params: map[string]string{"mode": "trap"}}, snap, rec)
+			err := bad.Sync(ctx)
+			if err == nil || !strings.Contains(err.Error(), "trapped") {
+				t.Fatalf("got %v", err)
+			}
+			after := map[string]string{}
+			for _, gvr := range []schema.GroupVersionResource{poolsGVR, peersGVR, advsGVR} {
+				l, _ := c.dyn.Resource(gvr).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
+				for _, u := range l.Items {
+					after[gvr.Resource+"/"+u.GetName()] = u.GetResourceVersion()
+				}
+			}
+			if fmt.Sprint(before) != fmt.Sprint(after) {
+				t.Errorf("cluster changed:\nbefore %v\nafter  %v", before, after)
+			}
+			if len(rec.Events) != 2 {
+				t.Fatalf("%d events, want one per Service (2)", len(rec.Events))
+			}
+			if e := <-rec.Events; !strings.HasPrefix(e, "Warning LoadBalancerModuleFailed load-balancer module under-test trapped") {
+				t.Errorf("event %q", e)
+			}
+		})
+	})
+
+	t.Run("legacy ConfigMap keeps the user's entries", func(t *testing.T) {
+		snap := &snapshot{}
+		snap.set(threeByThree())
+		wasm := sdktest.Build(t, "../../modules/metallb-configmap")
+		r := reconciler(t, c, wasm, sdk.Options{Namespace: "metallb-system", ConfigMap: "config"}, snap, nil)
+
+		// Absent ConfigMap: everything else proceeds, and it stays absent.
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.kube.CoreV1().ConfigMaps("metallb-system").Get(ctx, "config", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the ConfigMap was created (err %v); upstream leaves it absent", err)
+		}
+
+		user := "peers:\n- peer-address: 192.0.2.1\n  peer-asn: 64512\n  my-asn: 64513\naddress-pools:\n- name: user-pool\n  protocol: bgp\n  addresses:\n  - 198.51.100.0/24\n"
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "config", Namespace: "metallb-system"},
+			Data: map[string]string{"config": user, "other": "kept"}}
+		if _, err := c.kube.CoreV1().ConfigMaps("metallb-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.kube.CoreV1().ConfigMaps("metallb-system").Get(ctx, "config", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			Peers []struct {
+				PeerAddress string `json:"peer-address"`
+			} `json:"peers"`
+			Pools []struct {
+				Name       string   `json:"name"`
+				Addresses  []string `json:"addresses"`
+				AutoAssign *bool    `json:"auto-assign"`
+			} `json:"address-pools"`
+		}
+		if err := yaml.Unmarshal([]byte(got.Data["config"]), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Peers) != 7 || cfg.Peers[0].PeerAddress != "192.0.2.1" {
+			t.Errorf("peers %+v, want the user's first and 6 of the CCM's", cfg.Peers)
+		}
+		if len(cfg.Pools) != 4 || cfg.Pools[0].Name != "user-pool" || cfg.Pools[1].AutoAssign == nil || *cfg.Pools[1].AutoAssign {
+			t.Errorf("pools %+v, want the user's first and 3 of the CCM's with auto-assign false", cfg.Pools)
+		}
+		if got.Data["other"] != "kept" || got.Labels[sdk.OwnedLabel] != "" {
+			t.Errorf("data %v labels %v: the user's key must stay and the ConfigMap must not be marked as owned", got.Data, got.Labels)
+		}
+
+		snap.set(sdk.GenerateRequest{Nodes: threeByThree().Nodes})
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err = c.kube.CoreV1().ConfigMaps("metallb-system").Get(ctx, "config", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the user's ConfigMap must never be deleted: %v", err)
+		}
+		if strings.Contains(got.Data["config"], "145.40.1.") || !strings.Contains(got.Data["config"], "user-pool") || !strings.Contains(got.Data["config"], "192.0.2.1") {
+			t.Errorf("with no Services only the user's entries stay:\n%s", got.Data["config"])
+		}
+	})
+
+	t.Run("hostile modules leave the cluster unchanged", func(t *testing.T) {
+		snap := &snapshot{}
+		snap.set(threeByThree())
+		good := reconciler(t, c, hostile(t), sdk.Options{Params: map[string]string{"mode": "ok"}}, snap, nil)
+		if err := good.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rv := get(t, c, cmGVR, "hostile", "fine", nil).GetResourceVersion()
+		for _, mode := range []string{"trap", "loop", "membomb", "badjson", "undeclared", "othernamespace", "error"} {
+			t.Run(mode, func(t *testing.T) {
+				rec := record.NewFakeRecorder(10)
+				r := reconciler(t, c, hostile(t), sdk.Options{Params: map[string]string{"mode": mode}}, snap, rec)
+				err := r.Sync(ctx)
+				if err == nil {
+					t.Fatal("sync succeeded")
+				}
+				if strings.Contains(err.Error(), fakePassword) {
+					t.Errorf("error leaks the password: %v", err)
+				}
+				if got := get(t, c, cmGVR, "hostile", "fine", nil).GetResourceVersion(); got != rv {
+					t.Errorf("the last good ConfigMap changed (resourceVersion %s -> %s)", rv, got)
+				}
+				if _, err := c.kube.CoreV1().ConfigMaps("kube-system").Get(ctx, "evil", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					t.Errorf("kube-system/evil exists (err %v)", err)
+				}
+				if _, err := c.kube.CoreV1().Secrets("hostile").Get(ctx, "stolen", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					t.Errorf("hostile/stolen exists (err %v)", err)
+				}
+				if len(rec.Events) != 3 {
+					t.Errorf("%d events, want 3 (one per Service)", len(rec.Events))
+				}
+				for len(rec.Events) > 0 {
+					if e := <-rec.Events; strings.Contains(e, fakePassword) {
+						t.Errorf("event leaks the password: %s", e)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("module node annotations are applied and pruned", func(t *testing.T) {
+		snap := &snapshot{}
+		snap.set(threeByThree())
+		// The core's own annotation, under its own manager, must survive.
+		core := []byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"worker-1","annotations":{"metal.equinix.com/bgp-peers-0-peer-ip":"169.254.255.1"}}}`)
+		force := true
+		if _, err := c.kube.CoreV1().Nodes().Patch(ctx, "worker-1", "application/apply-patch+yaml", core, metav1.PatchOptions{FieldManager: lbmodule.FieldManager, Force: &force}); err != nil {
+			t.Fatal(err)
+		}
+		r := reconciler(t, c, hostile(t), sdk.Options{Params: map[string]string{"mode": "annotate"}}, snap, nil)
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := c.kube.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
+		if n.Annotations["example.com/speaker"] != "on" {
+			t.Fatalf("annotations %v", n.Annotations)
+		}
+		// A new reconciler (a restart) with a module that wants none.
+		r2 := reconciler(t, c, hostile(t), sdk.Options{Params: map[string]string{"mode": "ok"}}, snap, nil)
+		if err := r2.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n, _ = c.kube.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
+		if _, ok := n.Annotations["example.com/speaker"]; ok {
+			t.Errorf("the annotation was not pruned: %v", n.Annotations)
+		}
+		if n.Annotations["metal.equinix.com/bgp-peers-0-peer-ip"] != "169.254.255.1" {
+			t.Errorf("the core's annotation was lost: %v", n.Annotations)
+		}
+	})
+}

@@ -1,0 +1,47 @@
+package lbmodule
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsNamespace, metricsSubsystem = "equinix_metal", "lbmodule"
+
+var (
+	syncsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "syncs_total",
+		Help:           "Load-balancer config syncs (generate, validate, apply, prune) by result: success, or the failure reason (trap, deadline, memory, module_error, invalid_output, forbidden_output, apply, snapshot).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	generateDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "generate_duration_seconds",
+		Help:           "Duration of one module generate call, including instantiation and output validation.",
+		Buckets:        []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+		StabilityLevel: metrics.ALPHA,
+	})
+	objectsApplied = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "objects_applied_total",
+		Help: "Objects applied with server-side apply for the module.", StabilityLevel: metrics.ALPHA,
+	})
+	objectsPruned = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "objects_pruned_total",
+		Help: "Owned objects deleted because the module no longer wants them.", StabilityLevel: metrics.ALPHA,
+	})
+	healthy = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "healthy",
+		Help: "1 if the last sync succeeded, 0 if the cluster holds the last good state because it failed.", StabilityLevel: metrics.ALPHA,
+	})
+	lastSuccess = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "last_success_timestamp_seconds",
+		Help: "Unix time of the last successful sync.", StabilityLevel: metrics.ALPHA,
+	})
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(syncsTotal, generateDuration, objectsApplied, objectsPruned, healthy, lastSuccess)
+	})
+}

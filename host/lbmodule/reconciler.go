@@ -1,0 +1,449 @@
+package lbmodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+)
+
+const (
+	// FieldManager owns every object applied for a module.
+	FieldManager = "cloud-provider-equinix-metal"
+	// NodeFieldManager owns the node annotations a module asks for. It is
+	// not FieldManager on purpose: the core applies the BGP annotations on
+	// the same nodes, and server-side apply drops whatever a manager stops
+	// sending, so sharing a manager would make each remove the other's.
+	NodeFieldManager = "cloud-provider-equinix-metal-lbmodule"
+	// EventReason is the reason of the Warning Event put on every affected
+	// Service when a sync fails.
+	EventReason = "LoadBalancerModuleFailed"
+
+	// DefaultDebounce gathers a burst of Service and node events into one
+	// generate call.
+	DefaultDebounce = time.Second
+	queueKey        = "lbconfig"
+)
+
+// SnapshotFunc returns the current Services with addresses, BGP nodes with
+// peers, and annotation templates. The reconciler fills the envelope, the
+// options and Existing.
+type SnapshotFunc func(ctx context.Context) (sdk.GenerateRequest, error)
+
+// EventRecorder is the part of client-go's record.EventRecorder used here.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
+}
+
+// ReconcilerConfig wires a Reconciler.
+type ReconcilerConfig struct {
+	Module   *Module
+	Dynamic  dynamic.Interface
+	Kube     kubernetes.Interface
+	Snapshot SnapshotFunc
+	// Recorder receives the failure Events; nil records none.
+	Recorder EventRecorder
+	// Mapper resolves kinds to resources; nil builds one from Kube's
+	// discovery, refreshed when a kind is not found (CRDs installed later).
+	Mapper meta.RESTMapper
+	// Debounce defaults to DefaultDebounce.
+	Debounce time.Duration
+	// RetryBase and RetryMax bound the exponential backoff after a failed
+	// sync; they default to 1s and 5m.
+	RetryBase, RetryMax time.Duration
+	// Clock is for tests; the real clock if nil.
+	Clock  clock.WithTicker
+	Logger *klog.Logger
+}
+
+// Reconciler keeps the cluster at what the module generates: one worker,
+// one generate call per burst of changes, nothing applied unless the whole
+// output is valid, retries with backoff, and the last good state kept on
+// failure.
+type Reconciler struct {
+	cfg    ReconcilerConfig
+	mapper meta.RESTMapper
+	reset  func()
+	queue  workqueue.TypedRateLimitingInterface[string]
+	log    klog.Logger
+
+	mu sync.Mutex
+	// annotated are the nodes that carry annotations under NodeFieldManager;
+	// nil until the first sync has looked.
+	annotated map[string]bool
+	last      *sdk.GenerateResponse
+	lastErr   error
+}
+
+// NewReconciler checks cfg and builds a Reconciler; call Run to start it.
+func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
+	if cfg.Module == nil || cfg.Dynamic == nil || cfg.Kube == nil || cfg.Snapshot == nil {
+		return nil, errors.New("lbmodule.NewReconciler needs Module, Dynamic, Kube and Snapshot")
+	}
+	if cfg.Debounce == 0 {
+		cfg.Debounce = DefaultDebounce
+	}
+	if cfg.RetryBase == 0 {
+		cfg.RetryBase = time.Second
+	}
+	if cfg.RetryMax == 0 {
+		cfg.RetryMax = 5 * time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	r := &Reconciler{cfg: cfg, mapper: cfg.Mapper, reset: func() {}}
+	if cfg.Logger != nil {
+		r.log = *cfg.Logger
+	} else {
+		r.log = klog.Background()
+	}
+	r.log = r.log.WithValues("module", cfg.Module.Name())
+	if r.mapper == nil {
+		m := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cfg.Kube.Discovery()))
+		r.mapper, r.reset = m, m.Reset
+	}
+	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.RetryBase, cfg.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "lbmodule", Clock: cfg.Clock})
+	registerMetrics()
+	return r, nil
+}
+
+// MarkDirty asks for a sync. Calls within the debounce window, and calls
+// while a sync runs, add up to one more sync.
+func (r *Reconciler) MarkDirty() { r.queue.AddAfter(queueKey, r.cfg.Debounce) }
+
+// Run syncs once at start, then whenever marked dirty, until ctx is done.
+func (r *Reconciler) Run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		r.queue.ShutDown()
+	}()
+	r.queue.Add(queueKey)
+	for {
+		key, quit := r.queue.Get()
+		if quit {
+			return
+		}
+		err := r.Sync(ctx)
+		switch {
+		case err == nil:
+			r.queue.Forget(key)
+		case ctx.Err() != nil:
+		default:
+			r.log.Error(err, "Load-balancer config sync failed; the cluster keeps the last good state, retrying with backoff", "retry", r.queue.NumRequeues(key)+1)
+			r.queue.AddRateLimited(key)
+		}
+		r.queue.Done(key)
+	}
+}
+
+// LastError is the error of the last sync, nil after a success.
+func (r *Reconciler) LastError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastErr
+}
+
+// Sync runs one full cycle: snapshot, read, generate, validate, apply,
+// prune. Nothing is written unless generate and validation succeed.
+func (r *Reconciler) Sync(ctx context.Context) (err error) {
+	var req sdk.GenerateRequest
+	defer func() {
+		r.mu.Lock()
+		r.lastErr = err
+		r.mu.Unlock()
+		if err == nil {
+			syncsTotal.WithLabelValues("success").Inc()
+			healthy.Set(1)
+			lastSuccess.Set(float64(r.cfg.Clock.Now().Unix()))
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		reason := ReasonApply
+		var me *Error
+		if errors.As(err, &me) {
+			reason = me.Reason
+		}
+		syncsTotal.WithLabelValues(string(reason)).Inc()
+		healthy.Set(0)
+		r.event(req.Services, err)
+	}()
+
+	req, err = r.cfg.Snapshot(ctx)
+	if err != nil {
+		return &Error{Module: r.cfg.Module.Name(), Reason: ReasonSnapshot, Msg: "cannot get its input: " + err.Error()}
+	}
+	desc := r.cfg.Module.Describe()
+	if req.Existing, err = r.read(ctx, desc); err != nil {
+		return r.applyErr("reading the objects it asked for: %v", err)
+	}
+	start := time.Now()
+	resp, err := r.cfg.Module.Generate(ctx, req)
+	generateDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return err
+	}
+	for _, w := range resp.Warnings {
+		r.log.Info("Load-balancer module warning", "warning", w)
+	}
+	if err := r.apply(ctx, desc, resp); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.last = &resp
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Reconciler) applyErr(format string, args ...any) error {
+	return &Error{Module: r.cfg.Module.Name(), Reason: ReasonApply, Msg: fmt.Sprintf(format, args...)}
+}
+
+// event puts one Warning on each Service the failure affects: all of them,
+// since the module's output covers every Service.
+func (r *Reconciler) event(services []sdk.Service, err error) {
+	if r.cfg.Recorder == nil {
+		return
+	}
+	for _, s := range services {
+		ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: s.Namespace, Name: s.Name, UID: types.UID(s.UID)}
+		r.cfg.Recorder.Eventf(ref, corev1.EventTypeWarning, EventReason, "%s", err.Error())
+	}
+}
+
+func (r *Reconciler) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		// The CRD may have been installed since discovery was cached.
+		r.reset()
+		m, err = r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	return m, err
+}
+
+func (r *Reconciler) resource(m *meta.RESTMapping, ns string) dynamic.ResourceInterface {
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return r.cfg.Dynamic.Resource(m.Resource).Namespace(ns)
+	}
+	return r.cfg.Dynamic.Resource(m.Resource)
+}
+
+// read fetches what the module declared it reads. A kind the cluster does
+// not have (MetalLB not installed) reads as no objects.
+func (r *Reconciler) read(ctx context.Context, d sdk.Description) ([]sdk.Object, error) {
+	var out []sdk.Object
+	for _, rd := range d.Reads {
+		m, err := r.mapping(schema.FromAPIVersionAndKind(rd.APIVersion, rd.Kind))
+		if meta.IsNoMatchError(err) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		res := r.resource(m, rd.Namespace)
+		var items []unstructured.Unstructured
+		if rd.Name != "" {
+			u, err := res.Get(ctx, rd.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			items = append(items, *u)
+		} else {
+			l, err := res.List(ctx, metav1.ListOptions{LabelSelector: rd.LabelSelector})
+			if err != nil {
+				return nil, err
+			}
+			items = l.Items
+		}
+		for _, u := range items {
+			unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+			out = append(out, sdk.Object(u.Object))
+		}
+	}
+	sdk.SortObjects(out)
+	return out, nil
+}
+
+type objectKey struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+	name      string
+}
+
+// apply writes the desired state: server-side apply of every object (forced:
+// the CCM owns these fields, as upstream overwrote them each loop; strict:
+// a field the schema does not know is an error, not silently pruned), then,
+// only if all applied, deletion of owned objects no longer desired, then
+// node annotations.
+func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse) error {
+	mergeTargets := map[objectKey]bool{}
+	for _, rd := range d.Reads {
+		if rd.Name != "" {
+			mergeTargets[objectKey{schema.FromAPIVersionAndKind(rd.APIVersion, rd.Kind), rd.Namespace, rd.Name}] = true
+		}
+	}
+	desired := map[objectKey]bool{}
+	force := true
+	for _, o := range resp.Objects {
+		gvk := schema.FromAPIVersionAndKind(o.APIVersion(), o.Kind())
+		key := objectKey{gvk, o.Namespace(), o.Name()}
+		desired[key] = true
+		m, err := r.mapping(gvk)
+		if err != nil {
+			return r.applyErr("cannot apply %s %s: the cluster does not serve %s (%v); install the CRDs the module needs (for MetalLB, install MetalLB)", o.Kind(), qualified(key.namespace, key.name), o.APIVersion(), err)
+		}
+		obj := copyObject(o)
+		if !mergeTargets[key] {
+			md := obj["metadata"].(map[string]any)
+			labels, _ := md["labels"].(map[string]any)
+			if labels == nil {
+				labels = map[string]any{}
+			}
+			labels[sdk.OwnedLabel] = sdk.OwnedValue
+			md["labels"] = labels
+		}
+		body, err := json.Marshal(obj)
+		if err != nil {
+			return r.applyErr("encoding %s %s: %v", o.Kind(), key.name, err)
+		}
+		if _, err := r.resource(m, key.namespace).Patch(ctx, key.name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, FieldValidation: "Strict"}); err != nil {
+			return r.applyErr("applying %s %s: %s", o.Kind(), qualified(key.namespace, key.name), oneLine(err.Error()))
+		}
+		objectsApplied.Inc()
+	}
+
+	for _, k := range d.Emits {
+		gvk := schema.FromAPIVersionAndKind(k.APIVersion, k.Kind)
+		m, err := r.mapping(gvk)
+		if meta.IsNoMatchError(err) {
+			continue
+		} else if err != nil {
+			return r.applyErr("pruning %s: %v", k.Kind, err)
+		}
+		list, err := r.resource(m, k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel + "=" + sdk.OwnedValue})
+		if err != nil {
+			return r.applyErr("listing owned %s to prune: %s", k.Kind, oneLine(err.Error()))
+		}
+		for _, u := range list.Items {
+			key := objectKey{gvk, u.GetNamespace(), u.GetName()}
+			if desired[key] || mergeTargets[key] {
+				continue
+			}
+			err := r.resource(m, u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(u.GetUID())}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), oneLine(err.Error()))
+			}
+			objectsPruned.Inc()
+			r.log.V(2).Info("Pruned an object the module no longer wants", "kind", k.Kind, "object", qualified(key.namespace, key.name))
+		}
+	}
+	return r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
+}
+
+// applyNodeAnnotations applies each node's module annotations under
+// NodeFieldManager; applying an empty set to a node that had some removes
+// them (server-side apply drops fields a manager stops sending).
+func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]map[string]string) error {
+	r.mu.Lock()
+	annotated := r.annotated
+	r.mu.Unlock()
+	if annotated == nil {
+		annotated = map[string]bool{}
+		nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return r.applyErr("listing nodes: %s", oneLine(err.Error()))
+		}
+		for _, n := range nodes.Items {
+			for _, mf := range n.ManagedFields {
+				if mf.Manager == NodeFieldManager {
+					annotated[n.Name] = true
+				}
+			}
+		}
+	}
+	names := map[string]bool{}
+	for n := range annotated {
+		names[n] = true
+	}
+	for n, a := range want {
+		if len(a) > 0 {
+			names[n] = true
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	if len(sorted) == 0 {
+		return nil
+	}
+	// Server-side apply creates what does not exist: never apply to a node
+	// that is gone, or it would come back as an empty Node.
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return r.applyErr("listing nodes: %s", oneLine(err.Error()))
+	}
+	exists := map[string]bool{}
+	for _, n := range nodes.Items {
+		exists[n.Name] = true
+	}
+	force := true
+	next := map[string]bool{}
+	for _, n := range sorted {
+		if !exists[n] {
+			continue
+		}
+		md := map[string]any{"name": n}
+		if a := want[n]; len(a) > 0 {
+			md["annotations"] = a
+		}
+		body, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": md})
+		_, err := r.cfg.Kube.CoreV1().Nodes().Patch(ctx, n, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: NodeFieldManager, Force: &force})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return r.applyErr("applying annotations to node %s: %s", n, oneLine(err.Error()))
+		}
+		if len(want[n]) > 0 {
+			next[n] = true
+		}
+	}
+	r.mu.Lock()
+	r.annotated = next
+	r.mu.Unlock()
+	return nil
+}
+
+func copyObject(o sdk.Object) map[string]any {
+	return runtime.DeepCopyJSON(map[string]any(o))
+}
+
+func ptr[T any](v T) *T { return &v }
