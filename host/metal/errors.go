@@ -89,8 +89,8 @@ var ErrBGPNotEnabled = errors.New("BGP is not enabled on the project")
 
 // hints tell the user how to fix what a status code usually means.
 var hints = map[int]string{
-	http.StatusUnauthorized: "check the Equinix Metal API key (apiKey in the cloud-config, or METAL_API_KEY)",
-	http.StatusForbidden:    "check that the API key may act on the project (projectID, or METAL_PROJECT_ID)",
+	http.StatusUnauthorized: "check the Equinix Metal API key: apiKey in the cloud-config or METAL_API_KEY",
+	http.StatusForbidden:    "check that the API key may act on the project: projectID in the cloud-config or METAL_PROJECT_ID",
 }
 
 // redactor removes credentials from any text that may end up in an error.

@@ -33,9 +33,9 @@ type store struct {
 	mu        sync.Mutex
 	loaded    bool
 	flights   uint64 // listings started so far; a listing's number is its position
+	completed uint64 // number of the latest listing applied to idx
 	inFlight  bool
 	journal   []journalEntry
-	lastFresh time.Time
 
 	sf singleflight.Group
 }
@@ -94,14 +94,22 @@ func (s *store) remove(key string) {
 
 // refresh makes sure the store holds the result of a listing numbered above
 // after, running list if needed. Pass after = s.ticket() taken when the
-// caller's operation began to demand data at least that fresh; pass the
-// ticket of an unloaded store's zero to accept any completed listing.
+// caller's operation began to demand data at least that fresh; pass 0 to
+// accept any listing already applied (no call once the store is loaded).
 //
 // The listing runs with a context detached from the caller's cancellation
 // (values kept), bounded by timeout: a caller that gives up does not waste
 // the work for the others waiting on the same listing.
 func (s *store) refresh(ctx context.Context, after uint64, timeout time.Duration, list func(context.Context) ([]any, error)) error {
 	for range 3 {
+		s.mu.Lock()
+		done := s.completed > after
+		s.mu.Unlock()
+		if done {
+			// A listing that started after the caller's ticket has landed
+			// (perhaps while this caller was waiting for an older one).
+			return nil
+		}
 		ch := s.sf.DoChan("refresh", func() (any, error) {
 			s.mu.Lock()
 			s.flights++
@@ -136,7 +144,7 @@ func (s *store) refresh(ctx context.Context, after uint64, timeout time.Duration
 				}
 			}
 			s.loaded = true
-			s.lastFresh = time.Now()
+			s.completed = n
 			cacheRefreshes.WithLabelValues(s.name, "success").Inc()
 			cacheObjects.WithLabelValues(s.name).Set(float64(len(s.idx.ListKeys())))
 			return n, nil

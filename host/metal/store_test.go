@@ -1,0 +1,173 @@
+package metal
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
+)
+
+func res(id string, tags ...string) *metalv1.IPReservation {
+	return &metalv1.IPReservation{Id: metalv1.PtrString(id), Type: metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4, Tags: tags}
+}
+
+func ids(objs []any) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range objs {
+		k, _ := idKey(o)
+		out[k] = true
+	}
+	return out
+}
+
+// A listing that started before our write must not undo it when it lands.
+func TestStoreReplaysWritesMadeDuringARefresh(t *testing.T) {
+	s := newReservationStore()
+	ctx := context.Background()
+	if err := s.refresh(ctx, 0, time.Minute, func(context.Context) ([]any, error) {
+		return []any{res("old", "a"), res("doomed", "a")}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- s.refresh(ctx, s.ticket(), time.Minute, func(context.Context) ([]any, error) {
+			close(started)
+			<-release
+			// What the API said before our writes landed.
+			return []any{res("old", "a"), res("doomed", "a")}, nil
+		})
+	}()
+	<-started
+	s.upsert(res("new", "a")) // e.g. RequestReservation
+	s.remove("doomed")        // e.g. DeleteIP
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	got := ids(s.idx.List())
+	want := map[string]bool{"old": true, "new": true}
+	if len(got) != len(want) || !got["old"] || !got["new"] {
+		t.Errorf("after refresh: %v, want %v", got, want)
+	}
+	byTag, _ := s.idx.ByIndex(indexTag, "a")
+	if len(byTag) != 2 {
+		t.Errorf("tag index has %d entries, want 2", len(byTag))
+	}
+}
+
+// Writes made between refreshes are not journaled (nothing to protect).
+func TestStoreJournalOnlyDuringRefresh(t *testing.T) {
+	s := newReservationStore()
+	s.upsert(res("x"))
+	s.remove("x")
+	if len(s.journal) != 0 {
+		t.Errorf("journal has %d entries outside a refresh", len(s.journal))
+	}
+}
+
+// A failed listing keeps the previous contents.
+func TestStoreFailedRefreshKeepsContents(t *testing.T) {
+	s := newReservationStore()
+	ctx := context.Background()
+	_ = s.refresh(ctx, 0, time.Minute, func(context.Context) ([]any, error) { return []any{res("kept")}, nil })
+	err := s.refresh(ctx, s.ticket(), time.Minute, func(context.Context) ([]any, error) { return nil, context.DeadlineExceeded })
+	if err == nil {
+		t.Fatal("refresh error was swallowed")
+	}
+	if _, ok, _ := s.idx.GetByKey("kept"); !ok || !s.isLoaded() {
+		t.Error("a failed refresh dropped the cache")
+	}
+}
+
+// Concurrent callers share listings, and a caller that asks for fresh data
+// gets a listing that started after it asked.
+func TestStoreFreshReadsShareListings(t *testing.T) {
+	s := newReservationStore()
+	ctx := context.Background()
+	var lists atomic.Int32
+	first, release := make(chan struct{}), make(chan struct{})
+	list := func(context.Context) ([]any, error) {
+		if lists.Add(1) == 1 {
+			close(first)
+			<-release
+		}
+		return []any{res("r")}, nil
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = s.refresh(ctx, s.ticket(), time.Minute, list) }()
+	<-first
+	// These callers ask while listing #1 is in flight: #1 started before
+	// them, so they need #2, and all of them share it.
+	tickets := make(chan uint64, 10)
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk := s.ticket()
+			tickets <- tk
+			if err := s.refresh(ctx, tk, time.Minute, list); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	for range 10 {
+		if tk := <-tickets; tk != 1 {
+			t.Errorf("ticket taken during listing #1 = %d, want 1", tk)
+		}
+	}
+	close(release)
+	wg.Wait()
+	if n := lists.Load(); n != 2 {
+		t.Errorf("%d listings for 11 callers, want 2", n)
+	}
+
+	// A caller content with any data (ticket 0) does not list again.
+	if err := s.refresh(ctx, 0, time.Minute, list); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists.Load(); n != 2 {
+		t.Errorf("a ticket-0 refresh of a loaded store listed again (%d listings)", n)
+	}
+}
+
+// A caller that gives up does not cancel the listing others wait for.
+func TestStoreCallerCancelDoesNotAbortSharedListing(t *testing.T) {
+	s := newReservationStore()
+	started, release := make(chan struct{}), make(chan struct{})
+	var sawCancel atomic.Bool
+	list := func(ctx context.Context) ([]any, error) {
+		close(started)
+		<-release
+		sawCancel.Store(ctx.Err() != nil)
+		return []any{res("r")}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error)
+	go func() { errc <- s.refresh(ctx, 0, time.Minute, list) }()
+	<-started
+	other := make(chan error)
+	go func() { other <- s.refresh(context.Background(), 0, time.Minute, list) }()
+	cancel()
+	if err := <-errc; err != context.Canceled {
+		t.Errorf("cancelled caller got %v", err)
+	}
+	close(release)
+	if err := <-other; err != nil {
+		t.Errorf("other caller got %v", err)
+	}
+	if sawCancel.Load() {
+		t.Error("the shared listing saw the first caller's cancellation")
+	}
+	if !s.isLoaded() {
+		t.Error("store not loaded")
+	}
+}
