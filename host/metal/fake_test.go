@@ -127,7 +127,7 @@ func paged(w http.ResponseWriter, r *http.Request, field string, items []map[str
 	lo := min(len(items), (page-1)*perPage)
 	hi := min(len(items), lo+perPage)
 	writeJSON(w, http.StatusOK, map[string]any{
-		field: items[lo:hi],
+		field:  items[lo:hi],
 		"meta": map[string]any{"current_page": page, "last_page": last, "total": len(items)},
 	})
 }
