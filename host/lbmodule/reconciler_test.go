@@ -1,0 +1,143 @@
+package lbmodule_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics/legacyregistry"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+)
+
+// counter reads a counter of the legacy registry, where the reconciler
+// registers its metrics.
+func counter(t *testing.T, name, result string) float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// waitFor polls cond; it bounds a wait for work that will happen, it does
+// not measure how fast.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type fixture struct {
+	r     *lbmodule.Reconciler
+	clock *testclock.FakeClock
+	calls atomic.Int32
+	fail  atomic.Bool
+}
+
+func newFixture(t *testing.T, failing bool) *fixture {
+	t.Helper()
+	f := &fixture{clock: testclock.NewFakeClock(time.Unix(1_700_000_000, 0))}
+	f.fail.Store(failing)
+	m, err := lbmodule.LoadBytes(context.Background(), "empty", sdktest.Build(t, "../../modules/empty"), sdk.Options{}, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	f.r, err = lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
+		Module:  m,
+		Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+		Kube:    kubefake.NewClientset(),
+		Mapper:  meta.NewDefaultRESTMapper(nil),
+		Snapshot: func(context.Context) (sdk.GenerateRequest, error) {
+			f.calls.Add(1)
+			if f.fail.Load() {
+				return sdk.GenerateRequest{}, errors.New("informers not synced")
+			}
+			return sdk.GenerateRequest{}, nil
+		},
+		Debounce:  time.Second,
+		RetryBase: 10 * time.Second,
+		Clock:     f.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go f.r.Run(ctx)
+	return f
+}
+
+// step advances the fake clock once the delaying queue has a timer waiting
+// on it, so that no MarkDirty is still on its way into the queue.
+func (f *fixture) step(t *testing.T, d time.Duration) {
+	t.Helper()
+	waitFor(t, "the queue to wait on the clock", f.clock.HasWaiters)
+	time.Sleep(20 * time.Millisecond)
+	f.clock.Step(d)
+}
+
+func TestBurstOfEventsIsOneGenerate(t *testing.T) {
+	f := newFixture(t, false)
+	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	for range 1000 {
+		f.r.MarkDirty()
+	}
+	f.step(t, time.Second)
+	waitFor(t, "the debounced sync", func() bool { return f.calls.Load() == 2 })
+	// Nothing else is pending: more time passes without another sync.
+	for range 3 {
+		f.clock.Step(time.Minute)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := f.calls.Load(); n != 2 {
+		t.Fatalf("%d generate calls for 1 start + a burst of 1000 events, want 2", n)
+	}
+}
+
+func TestFailedSyncIsRetriedWithBackoff(t *testing.T) {
+	before := counter(t, "equinix_metal_lbmodule_syncs_total", "snapshot")
+	f := newFixture(t, true)
+	waitFor(t, "the initial sync to fail", func() bool { return f.r.LastError() != nil })
+	var me *lbmodule.Error
+	if !errors.As(f.r.LastError(), &me) || me.Reason != lbmodule.ReasonSnapshot {
+		t.Fatalf("last error %v, want a snapshot failure", f.r.LastError())
+	}
+	f.step(t, 10*time.Second) // first backoff
+	waitFor(t, "the first retry", func() bool { return f.calls.Load() == 2 })
+	f.fail.Store(false)
+	f.step(t, 20*time.Second) // backoff doubled
+	waitFor(t, "the second retry", func() bool { return f.calls.Load() == 3 })
+	waitFor(t, "success", func() bool { return f.r.LastError() == nil })
+	if got := counter(t, "equinix_metal_lbmodule_syncs_total", "snapshot") - before; got != 2 {
+		t.Errorf("syncs_total{result=snapshot} grew by %v, want 2", got)
+	}
+}
