@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -50,8 +49,7 @@ func (c *Client) EnableProjectBGP(ctx context.Context, asn int64, md5 config.Sec
 		in.Md5 = metalv1.PtrString(md5.Reveal())
 	}
 	resp, err := c.api.BGPApi.RequestBgpConfig(ctx, c.opts.ProjectID).BgpConfigRequestInput(in).Execute()
-	// Clip so that append copies: c.red is shared by concurrent calls.
-	return append(slices.Clip(c.red), md5.Reveal()).apiError(opEnableBGP, resp, err)
+	return c.red.with(md5).apiError(opEnableBGP, resp, err)
 }
 
 // EnsureDeviceBGPSession makes sure the device has an IPv4 BGP session.

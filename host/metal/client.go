@@ -152,7 +152,7 @@ func New(opts Options) (*Client, error) {
 	c := &Client{
 		opts:         opts,
 		limiter:      rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst),
-		red:          redactor{opts.APIKey.Reveal()},
+		red:          newRedactor(opts.APIKey),
 		reserveLocks: keymutex.NewHashed(1024),
 		bgpSessions:  map[string]bool{},
 	}
@@ -166,6 +166,9 @@ func New(opts Options) (*Client, error) {
 	cfg.Debug = false
 	cfg.HTTPClient = newHTTPStack(opts.APIKey, c.limiter, opts.Timeout, opts.Retries, opts.RetryWaitMin, opts.RetryWaitMax)
 	c.api = metalv1.NewAPIClient(cfg)
+	// The key now lives only in the HTTP stack (behind pointers). Printing
+	// a Client with %+v would show an unexported Secret field in clear.
+	c.opts.APIKey = ""
 
 	c.devices = newDeviceStore()
 	c.reservations = newReservationStore()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 )
 
 // operation names one Equinix Metal API operation: label is the value of the
@@ -94,12 +96,29 @@ var hints = map[int]string{
 }
 
 // redactor removes credentials from any text that may end up in an error.
-type redactor []string
+// The secrets sit behind a pointer: fmt prints a nested pointer as an
+// address, whereas it prints an unexported Secret field without calling its
+// redacting Format method, so %+v of a Client would otherwise show the key.
+type redactor struct{ secrets *[]config.Secret }
+
+func newRedactor(secrets ...config.Secret) redactor { return redactor{&secrets} }
+
+// with returns a redactor that also hides more secrets.
+func (r redactor) with(more ...config.Secret) redactor {
+	var all []config.Secret
+	if r.secrets != nil {
+		all = append(all, *r.secrets...)
+	}
+	return newRedactor(append(all, more...)...)
+}
 
 func (r redactor) clean(s string) string {
-	for _, secret := range r {
+	if r.secrets == nil {
+		return s
+	}
+	for _, secret := range *r.secrets {
 		if secret != "" {
-			s = strings.ReplaceAll(s, secret, "[redacted]")
+			s = strings.ReplaceAll(s, secret.Reveal(), "[redacted]")
 		}
 	}
 	return s

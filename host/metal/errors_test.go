@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 )
 
 func TestResponseMessage(t *testing.T) {
@@ -45,7 +47,7 @@ func httpResp(code int, body string, header ...string) *http.Response {
 }
 
 func TestAPIError(t *testing.T) {
-	red := redactor{fakeKey}
+	red := newRedactor(config.Secret(fakeKey))
 	tests := []struct {
 		name       string
 		op         operation
