@@ -95,11 +95,17 @@ func Render(dir string) ([]*unstructured.Unstructured, error) {
 	}
 	var out []*unstructured.Unstructured
 	for _, r := range resources.Resources() {
-		m, err := r.Map()
+		// Through JSON, so numbers are int64/float64 as everywhere else in
+		// client-go (kustomize's maps hold int, which DeepCopy rejects).
+		b, err := r.MarshalJSON()
 		if err != nil {
 			return nil, fmt.Errorf("deploy: kustomize build %s: %s: %w", dir, r.CurId(), err)
 		}
-		out = append(out, &unstructured.Unstructured{Object: m})
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(b); err != nil {
+			return nil, fmt.Errorf("deploy: kustomize build %s: %s: %w", dir, r.CurId(), err)
+		}
+		out = append(out, u)
 	}
 	return out, nil
 }

@@ -196,9 +196,21 @@ func TestPoliciesConfigMapMatchesPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(got, want) {
-		t.Errorf("ConfigMap %s differs from policies/ (keys %v, want %v): run deploy/hack/sync-policies.sh",
-			PoliciesConfigMap, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	keys := map[string]bool{}
+	for k := range got {
+		keys[k] = true
+	}
+	for k := range want {
+		keys[k] = true
+	}
+	var differ []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if g, ok := got[k]; !ok || g != want[k] {
+			differ = append(differ, k)
+		}
+	}
+	if len(differ) > 0 {
+		t.Errorf("ConfigMap %s differs from policies/ in %v: run deploy/hack/sync-policies.sh", PoliciesConfigMap, differ)
 	}
 }
 
@@ -247,6 +259,23 @@ func TestServerSideDryRun(t *testing.T) {
 			}
 		})
 	}
+	// The check has teeth: a misspelt field or a bad value is refused.
+	t.Run("a broken manifest fails", func(t *testing.T) {
+		objs, err := Render(".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := find(objs, "Deployment", Namespace, "cloud-provider-equinix-metal").DeepCopy()
+		if err := unstructured.SetNestedField(d.Object, true, "spec", "template", "spec", "hostNetwrok"); err != nil {
+			t.Fatal(err)
+		}
+		sa := find(objs, "ServiceAccount", Namespace, ServiceAccountName).DeepCopy()
+		sa.SetName("Not_A_DNS_Name")
+		_, err = DryRun(ctx, env.Config, []*unstructured.Unstructured{d, sa})
+		if err == nil || !strings.Contains(err.Error(), "hostNetwrok") || !strings.Contains(err.Error(), "Not_A_DNS_Name") {
+			t.Errorf("DryRun of two broken objects: %v; want both named", err)
+		}
+	})
 	// Dry run stored nothing.
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	if _, err := kube.AppsV1().Deployments(Namespace).Get(ctx, "cloud-provider-equinix-metal", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
