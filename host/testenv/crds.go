@@ -153,15 +153,29 @@ func decodeCRDs(data []byte) ([]*apiextensionsv1.CustomResourceDefinition, error
 	}
 }
 
-// installCRDs creates the CRDs and waits until each is Established and its
-// resources are in discovery, so clients that map kinds through discovery
-// (kubectl, controller-runtime) work as soon as Start returns.
-func installCRDs(ctx context.Context, cs apiextensionsclient.Interface, disc discovery.DiscoveryInterface, crds []*apiextensionsv1.CustomResourceDefinition) error {
+// createCRDs creates the CRDs.
+func createCRDs(ctx context.Context, cs apiextensionsclient.Interface, crds []*apiextensionsv1.CustomResourceDefinition) error {
 	for _, crd := range crds {
 		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("testenv: creating CRD %s: %w", crd.Name, err)
 		}
 	}
+	return nil
+}
+
+// justEstablishedDelay is how long kube-apiserver holds the first creates
+// of a custom resource after its CRD became Established (it sleeps 2 s in
+// the request, in case another server of an HA pair has not seen the CRD
+// yet). The server and this package compare the same condition time, which
+// is stored in whole seconds; the margin covers clock reading order.
+const justEstablishedDelay = 2*time.Second + 100*time.Millisecond
+
+// waitCRDs waits until each CRD is Established, its resources are in
+// discovery (so clients that map kinds through discovery, like kubectl and
+// controller-runtime, work at once), and it is old enough that creating its
+// objects is not delayed: tests then see the server's usual latency.
+func waitCRDs(ctx context.Context, cs apiextensionsclient.Interface, disc discovery.DiscoveryInterface, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	var established time.Time
 	for _, crd := range crds {
 		err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
@@ -173,6 +187,9 @@ func installCRDs(ctx context.Context, cs apiextensionsclient.Interface, disc dis
 					return false, fmt.Errorf("testenv: CRD %s names not accepted: %s", crd.Name, c.Message)
 				}
 				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					if c.LastTransitionTime.After(established) {
+						established = c.LastTransitionTime.Time
+					}
 					return true, nil
 				}
 			}
@@ -201,6 +218,13 @@ func installCRDs(ctx context.Context, cs apiextensionsclient.Interface, disc dis
 		})
 		if err != nil {
 			return fmt.Errorf("testenv: waiting for %s %v in discovery: %w", gv, plurals, err)
+		}
+	}
+	if wait := time.Until(established.Add(justEstablishedDelay)); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("testenv: waiting for the CRDs to settle: %w", ctx.Err())
 		}
 	}
 	return nil

@@ -1,11 +1,14 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -163,11 +166,15 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	logf("testenv: etcd ready at %s after %s", etcdURL, time.Since(began).Round(time.Millisecond))
 
-	host, err := e.startAPIServer(ctx, apiserverBin, etcdURL, files, adminToken, opts)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(files.caPEM)
+	probeClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: probeTimeout}
+	defer probeClient.CloseIdleConnections()
+	host, err := e.startAPIServer(ctx, apiserverBin, etcdURL, files, probeClient, adminToken, opts)
 	if err != nil {
 		return nil, err
 	}
-	logf("testenv: kube-apiserver ready at %s after %s", host, time.Since(began).Round(time.Millisecond))
+	logf("testenv: kube-apiserver serving CRDs at %s after %s", host, time.Since(began).Round(time.Millisecond))
 
 	e.Config = &rest.Config{
 		Host:            host,
@@ -198,7 +205,17 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("testenv: client: %w", err)
 	}
-	if err := installCRDs(ctx, ext, cs.Discovery(), crds); err != nil {
+	// The CRDs go in while kube-apiserver still bootstraps RBAC (about a
+	// second): the two overlap, and the CRDs are older by the time
+	// Start returns (see waitCRDs).
+	if err := createCRDs(ctx, ext, crds); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, e.apiserver, apiserverProbe(probeClient, host, adminToken, "/readyz")); err != nil {
+		return nil, err
+	}
+	logf("testenv: kube-apiserver ready after %s", time.Since(began).Round(time.Millisecond))
+	if err := waitCRDs(ctx, ext, cs.Discovery(), crds); err != nil {
 		return nil, err
 	}
 	if err := ensureCluster(ctx, cs); err != nil {
@@ -270,23 +287,30 @@ func (e *Env) writeFiles(opts Options) (f startFiles, adminToken string, err err
 // meanwhile, and returns its client URL once it is healthy.
 func (e *Env) startEtcd(ctx context.Context, bin string, pickPorts func(int) ([]int, error)) (string, error) {
 	dataDir := filepath.Join(e.Dir, "etcd")
+	suffix, err := newToken()
+	if err != nil {
+		return "", err
+	}
+	name := "testenv-" + suffix[:12]
+	client := &http.Client{Timeout: probeTimeout}
+	defer client.CloseIdleConnections()
 	for attempt := 1; ; attempt++ {
 		ports, err := pickPorts(2)
 		if err != nil {
 			return "", err
 		}
-		client, peer := loopbackURL("http", ports[0]), loopbackURL("http", ports[1])
+		clientURL, peerURL := loopbackURL("http", ports[0]), loopbackURL("http", ports[1])
 		if err := os.RemoveAll(dataDir); err != nil {
 			return "", fmt.Errorf("testenv: clearing etcd data: %w", err)
 		}
-		p, err := startProcess("etcd", bin, filepath.Join(e.Dir, "etcd.log"), etcdArgs(dataDir, client, peer))
+		p, err := startProcess("etcd", bin, filepath.Join(e.Dir, "etcd.log"), etcdArgs(name, dataDir, clientURL, peerURL))
 		if err != nil {
 			return "", err
 		}
 		e.etcd = p
-		err = waitReady(ctx, p, http.DefaultClient, client+"/health", "")
+		err = waitReady(ctx, p, etcdProbe(client, clientURL, name))
 		if err == nil {
-			return client, nil
+			return clientURL, nil
 		}
 		p.stop(stopGrace)
 		var ee *earlyExit
@@ -297,15 +321,15 @@ func (e *Env) startEtcd(ctx context.Context, bin string, pickPorts func(int) ([]
 	}
 }
 
-func etcdArgs(dataDir, clientURL, peerURL string) []string {
+func etcdArgs(name, dataDir, clientURL, peerURL string) []string {
 	return []string{
-		"--name=testenv",
+		"--name=" + name,
 		"--data-dir=" + dataDir,
 		"--listen-client-urls=" + clientURL,
 		"--advertise-client-urls=" + clientURL,
 		"--listen-peer-urls=" + peerURL,
 		"--initial-advertise-peer-urls=" + peerURL,
-		"--initial-cluster=testenv=" + peerURL,
+		"--initial-cluster=" + name + "=" + peerURL,
 		// The data is thrown away: skip fsync, which dominates write latency.
 		"--unsafe-no-fsync",
 		// One member on loopback: elect it at once instead of after the
@@ -317,12 +341,9 @@ func etcdArgs(dataDir, clientURL, peerURL string) []string {
 }
 
 // startAPIServer starts kube-apiserver, retrying with a new port if its port
-// was taken meanwhile, and returns its URL once /readyz is ok.
-func (e *Env) startAPIServer(ctx context.Context, bin, etcdURL string, f startFiles, adminToken string, opts Options) (string, error) {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(f.caPEM)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
-	defer client.CloseIdleConnections()
+// was taken meanwhile, and returns its URL once it serves CustomResource-
+// Definitions (not yet /readyz: RBAC bootstrap takes another second).
+func (e *Env) startAPIServer(ctx context.Context, bin, etcdURL string, f startFiles, client *http.Client, adminToken string, opts Options) (string, error) {
 	for attempt := 1; ; attempt++ {
 		ports, err := opts.pickPorts(1)
 		if err != nil {
@@ -339,7 +360,8 @@ func (e *Env) startAPIServer(ctx context.Context, bin, etcdURL string, f startFi
 		}
 		e.apiserver = p
 		host := loopbackURL("https", ports[0])
-		err = waitReady(ctx, p, client, host+"/readyz", adminToken)
+		err = waitReady(ctx, p, apiserverProbe(client, host, adminToken,
+			"/readyz/poststarthook/start-apiextensions-controllers", "/readyz/poststarthook/crd-informer-synced"))
 		if err == nil {
 			return host, nil
 		}
@@ -409,36 +431,97 @@ type earlyExit struct {
 
 func (e *earlyExit) Error() string { return e.err.Error() }
 
-// waitReady polls url (with a bearer token if given) until it answers 200,
-// the process exits, or ctx ends.
-func waitReady(ctx context.Context, p *process, client *http.Client, url, token string) error {
+// waitReady polls probe until it reports ready, the process exits, or ctx
+// ends.
+func waitReady(ctx context.Context, p *process, probe func(context.Context) (bool, string)) error {
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 25*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if p.exited() {
 			err, taken := p.exitError()
 			return false, &earlyExit{err: err, portTaken: taken}
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false, err
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		resp.Body.Close()
-		last = resp.Status
-		return resp.StatusCode == http.StatusOK, nil
+		ok, status := probe(ctx)
+		last = status
+		return ok, nil
 	})
 	var ee *earlyExit
 	if err != nil && !errors.As(err, &ee) {
 		return fmt.Errorf("testenv: %s not ready (last answer: %s; log %s): %w", p.name, last, p.logPath, err)
 	}
 	return err
+}
+
+// probeTimeout bounds one readiness request: something else listening on a
+// port that was just free (and never answering) must not stall start-up.
+const probeTimeout = 2 * time.Second
+
+// httpGet returns the status line and body of a GET (or a POST if body is
+// not nil) or the error as the status.
+func httpGet(ctx context.Context, client *http.Client, url, token string, body []byte) (int, string, []byte) {
+	method, rd := http.MethodGet, io.Reader(nil)
+	if body != nil {
+		method, rd = http.MethodPost, bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, err.Error(), nil
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err.Error(), nil
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, err.Error(), nil
+	}
+	return resp.StatusCode, resp.Status, data
+}
+
+// etcdProbe is ready when etcd is healthy and is the member named name: a
+// port taken meanwhile by another test's etcd answers /health too, and
+// must not be mistaken for ours.
+func etcdProbe(client *http.Client, clientURL, name string) func(context.Context) (bool, string) {
+	return func(ctx context.Context) (bool, string) {
+		code, status, body := httpGet(ctx, client, clientURL+"/health", "", nil)
+		if code != http.StatusOK {
+			return false, status
+		}
+		var health struct{ Health string }
+		if json.Unmarshal(body, &health) != nil || health.Health != "true" {
+			return false, "unhealthy: " + string(body)
+		}
+		code, status, body = httpGet(ctx, client, clientURL+"/v3/cluster/member/list", "", []byte("{}"))
+		if code != http.StatusOK {
+			return false, status
+		}
+		var members struct{ Members []struct{ Name string } }
+		if err := json.Unmarshal(body, &members); err != nil {
+			return false, "member list: " + err.Error()
+		}
+		if len(members.Members) != 1 || members.Members[0].Name != name {
+			return false, fmt.Sprintf("%s is not our etcd %s: %s", clientURL, name, body)
+		}
+		return true, status
+	}
+}
+
+// apiserverProbe is ready when every path (readiness checks) answers 200
+// to the admin token over TLS checked against our own CA; another server on
+// the port fails both.
+func apiserverProbe(client *http.Client, host, token string, paths ...string) func(context.Context) (bool, string) {
+	return func(ctx context.Context) (bool, string) {
+		for _, path := range paths {
+			code, status, _ := httpGet(ctx, client, host+path, token, nil)
+			if code != http.StatusOK {
+				return false, path + ": " + status
+			}
+		}
+		return true, "ok"
+	}
 }
 
 // checkVersion makes sure the binary is the version this package pins, so
