@@ -91,7 +91,9 @@ const (
 
 // Start runs etcd and kube-apiserver on free loopback ports, installs the
 // MetalLB CRDs, and returns once the server is ready for clients (see the
-// package documentation). On error nothing is left running.
+// package documentation). ctx bounds the start-up only: the servers run
+// until Stop (or until this process dies). On error nothing is left running
+// and the work directory is kept for its logs.
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	began := time.Now()
 	if opts.Timeout <= 0 {
@@ -542,11 +544,11 @@ func (e *Env) checkVersion() error {
 }
 
 // ensureCluster makes the namespaces a cluster with MetalLB has, and waits
-// for the default/kubernetes Service. kube-apiserver creates kube-system
-// and default itself shortly after it is ready; creating them here as well
+// for the default/kubernetes Service. kube-apiserver creates the system
+// namespaces itself around the time it is ready; creating them here as well
 // (AlreadyExists is fine) removes that race, and the object is the same.
 func ensureCluster(ctx context.Context, cs kubernetes.Interface) error {
-	for _, ns := range []string{metav1.NamespaceSystem, metav1.NamespaceDefault, MetalLBNamespace} {
+	for _, ns := range []string{metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease, metav1.NamespaceDefault, MetalLBNamespace} {
 		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("testenv: creating namespace %s: %w", ns, err)

@@ -52,7 +52,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("cluster basics exist", func(t *testing.T) {
-		for _, ns := range []string{"kube-system", "default", MetalLBNamespace} {
+		for _, ns := range []string{"kube-system", "kube-public", "kube-node-lease", "default", MetalLBNamespace} {
 			got, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("namespace %s: %v", ns, err)
