@@ -124,20 +124,29 @@ func (c *Client) ReservationsWithTagsFresh(ctx context.Context, tags ...string) 
 	return c.reservationsWithTags(tags), nil
 }
 
-// reservationsWithTags looks up the tag index: start from the tag with the
-// fewest reservations (usually the per-Service tag), keep those that carry
-// every other tag.
+// reservationsWithTags looks up the tag index: it starts from the most
+// selective tag and keeps the reservations that carry every other one.
+// Tags are tried longest first (a per-Service hash tag is longer than the
+// shared usage and cluster tags) and the search stops at a tag held by at
+// most one reservation, so a typical lookup reads one short index entry.
 func (c *Client) reservationsWithTags(tags []string) []metalv1.IPReservation {
-	rarest, best := tags[0], -1
-	for _, t := range tags {
-		keys, _ := c.reservations.idx.IndexKeys(indexTag, t)
-		if best < 0 || len(keys) < best {
-			rarest, best = t, len(keys)
+	order := slices.Clone(tags)
+	slices.SortStableFunc(order, func(a, b string) int { return len(b) - len(a) })
+	var best []any
+	for i, t := range order {
+		objs, _ := c.reservations.idx.ByIndex(indexTag, t)
+		if len(objs) == 0 {
+			return nil // nothing carries this tag, so nothing carries them all
+		}
+		if i == 0 || len(objs) < len(best) {
+			best = objs
+		}
+		if len(best) <= 1 {
+			break
 		}
 	}
-	objs, _ := c.reservations.idx.ByIndex(indexTag, rarest)
 	var out []metalv1.IPReservation
-	for _, o := range objs {
+	for _, o := range best {
 		r := o.(*metalv1.IPReservation)
 		if hasAllTags(r.Tags, tags) {
 			out = append(out, *r)
