@@ -1,0 +1,63 @@
+package lbmodule_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+)
+
+// BenchmarkGenerateMetalLB1000x100 is one full generate call of the MetalLB
+// CRD built-in for 1,000 Services and 100 nodes (2 peers each): fresh
+// instance, JSON both ways, output validation. Goal: ≤ 50 ms.
+func BenchmarkGenerateMetalLB1000x100(b *testing.B) {
+	// The production defaults (64 MiB, 5 s), not the tests' tighter limits.
+	m := sdktest.Load(b, sdktest.Build(b, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, lbmodule.Options{CacheDir: cacheDir})
+	req := sdktest.Snapshot(1000, 100)
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := m.Generate(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(resp.Objects) != 1000+200+1 {
+			b.Fatalf("%d objects", len(resp.Objects))
+		}
+	}
+}
+
+// BenchmarkCallOverhead is a generate call with a tiny input to a module
+// that does nothing: the fixed cost of instance + call + validation.
+func BenchmarkCallOverhead(b *testing.B) {
+	m := sdktest.Load(b, sdktest.Build(b, "../../modules/empty"), sdk.Options{}, lbmodule.Options{CacheDir: cacheDir})
+	req := sdktest.Snapshot(1, 1)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := m.Generate(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoadWarmCache is lbmodule.LoadBytes of the MetalLB built-in when
+// its compiled code is already in the on-disk cache (a CCM restart): read
+// cache, verify, check the ABI version, describe. Goal: ≤ 100 ms.
+func BenchmarkLoadWarmCache(b *testing.B) {
+	wasm := sdktest.Build(b, "../../modules/metallb-crd")
+	o := lbmodule.Options{CacheDir: b.TempDir()}
+	warm, err := lbmodule.LoadBytes(context.Background(), "metallb-crd", wasm, sdk.Options{}, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	warm.Close(context.Background())
+	b.ResetTimer()
+	for b.Loop() {
+		m, err := lbmodule.LoadBytes(context.Background(), "metallb-crd", wasm, sdk.Options{}, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Close(context.Background())
+	}
+}
