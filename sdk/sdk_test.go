@@ -94,7 +94,9 @@ func TestHandleGenerate(t *testing.T) {
 			func(sdk.GenerateRequest) (sdk.GenerateResponse, error) { return sdk.GenerateResponse{}, nil },
 			`{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"GenerateResponse","objects":[]}`, ""},
 		{"handler error", generateRequest(t, sdk.GenerateRequest{}),
-			func(sdk.GenerateRequest) (sdk.GenerateResponse, error) { return sdk.GenerateResponse{}, fmt.Errorf("no peers") },
+			func(sdk.GenerateRequest) (sdk.GenerateResponse, error) {
+				return sdk.GenerateResponse{}, fmt.Errorf("no peers")
+			},
 			"", "no peers"},
 		{"handler panic becomes an error", generateRequest(t, sdk.GenerateRequest{}),
 			func(sdk.GenerateRequest) (sdk.GenerateResponse, error) { panic("boom") },
