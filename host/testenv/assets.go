@@ -53,8 +53,16 @@ func assetsDir(getenv func(string) string) (string, error) {
 // or etcd is not in the assets directory.
 var ErrBinaryMissing = errors.New("binary missing")
 
-// findBinaries returns the paths of kube-apiserver and etcd in dir, or a
-// one-line error telling the user to build them.
+// missingBinaryError tells the user how to get the binary, in one line.
+type missingBinaryError struct{ name, dir string }
+
+func (e *missingBinaryError) Error() string {
+	return fmt.Sprintf("testenv: %s not found in %s: run make k8s-bins (or set %s to where it was built)", e.name, e.dir, AssetsEnv)
+}
+
+func (e *missingBinaryError) Unwrap() error { return ErrBinaryMissing }
+
+// findBinaries returns the paths of kube-apiserver and etcd in dir.
 func findBinaries(dir string) (apiserver, etcd string, err error) {
 	for _, b := range []struct {
 		name string
@@ -63,7 +71,7 @@ func findBinaries(dir string) (apiserver, etcd string, err error) {
 		p := filepath.Join(dir, b.name)
 		fi, statErr := os.Stat(p)
 		if statErr != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return "", "", fmt.Errorf("%s not found in %s: run make k8s-bins (or set %s): %w", b.name, dir, AssetsEnv, ErrBinaryMissing)
+			return "", "", &missingBinaryError{name: b.name, dir: dir}
 		}
 		*b.path = p
 	}

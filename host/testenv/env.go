@@ -63,7 +63,9 @@ type Options struct {
 
 // Env is a running etcd + kube-apiserver. Stop it when done.
 type Env struct {
-	// Config acts as an admin (group system:masters).
+	// Config acts as an admin (group system:masters), with client-side
+	// rate limits raised to 200 QPS / 400 burst so test set-up is not
+	// throttled. Copy it (rest.CopyConfig) before changing it.
 	Config *rest.Config
 	// KubeconfigPath is a kubeconfig for kubectl: context "testenv" is the
 	// admin, and each Options.Users entry has a context of its name.

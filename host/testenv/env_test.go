@@ -363,6 +363,9 @@ func TestParallelEnvs(t *testing.T) {
 	}
 	dir := envs[0].Dir
 	envs[0].Stop()
+	if !envs[0].apiserver.exited() || !envs[0].etcd.exited() {
+		t.Error("Stop returned with kube-apiserver or etcd still running")
+	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Stop left the temporary work dir %s: %v", dir, err)
 	}
@@ -398,7 +401,7 @@ func TestTakenPortIsRetried(t *testing.T) {
 	}
 	var logMu sync.Mutex
 	var logs []string
-	env := New(t, Options{pickPorts: picker, Logf: func(format string, args ...any) {
+	env := New(t, Options{KeepDir: true, pickPorts: picker, Logf: func(format string, args ...any) {
 		logMu.Lock()
 		defer logMu.Unlock()
 		logs = append(logs, fmt.Sprintf(format, args...))
@@ -412,6 +415,15 @@ func TestTakenPortIsRetried(t *testing.T) {
 	}
 	if strings.HasSuffix(env.Config.Host, fmt.Sprintf(":%d", takenPort)) {
 		t.Errorf("server claims the taken port %d", takenPort)
+	}
+
+	// KeepDir keeps the logs after Stop, for a person to read.
+	env.Stop()
+	t.Cleanup(func() { os.RemoveAll(env.Dir) })
+	for _, name := range []string{"etcd.log", "kube-apiserver.log", "kubeconfig"} {
+		if fi, err := os.Stat(filepath.Join(env.Dir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("KeepDir: %s not kept: %v", name, err)
+		}
 	}
 }
 
