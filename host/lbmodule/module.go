@@ -180,18 +180,23 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 		return nil, fail("%v", err)
 	}
 
-	v, err := m.abiVersion(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if v != sdk.ABIVersion {
-		return nil, fail("speaks ABI version %d, this CCM speaks %d; rebuild the module with the SDK of this CCM", v, sdk.ABIVersion)
+	// One instance checks the ABI version and then describes: a module of
+	// another ABI never gets to parse a request it does not understand.
+	checkABI := func(ctx context.Context, mod api.Module) error {
+		res, err := mod.ExportedFunction(exportABIVersion).Call(ctx)
+		if err != nil {
+			return err
+		}
+		if v := api.DecodeU32(res[0]); v != sdk.ABIVersion {
+			return &Error{Module: name, Reason: ReasonModuleError, Msg: fmt.Sprintf("speaks ABI version %d, this CCM speaks %d; rebuild the module with the SDK of this CCM", v, sdk.ABIVersion)}
+		}
+		return nil
 	}
 	in, err := json.Marshal(sdk.DescribeRequest{APIVersion: sdk.APIVersion, Kind: sdk.KindDescribeRequest, Options: options})
 	if err != nil {
 		return nil, err
 	}
-	out, err := m.call(ctx, exportDescribe, in, nil)
+	out, err := m.call(ctx, exportDescribe, in, nil, checkABI)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +247,7 @@ func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.Gen
 		return sdk.GenerateResponse{}, err
 	}
 	red := newRedactor(req)
-	out, err := m.call(ctx, exportGenerate, in, red)
+	out, err := m.call(ctx, exportGenerate, in, red, nil)
 	if err != nil {
 		return sdk.GenerateResponse{}, err
 	}
@@ -277,25 +282,9 @@ func decodeStrict(b []byte, v any) error {
 	return nil
 }
 
-func (m *Module) abiVersion(ctx context.Context) (uint32, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
-	defer cancel()
-	st := &callState{}
-	mod, err := m.instantiate(ctx, st)
-	if err != nil {
-		return 0, m.classify(ctx, err, st)
-	}
-	defer mod.Close(context.Background())
-	res, err := mod.ExportedFunction(exportABIVersion).Call(ctx)
-	if err != nil {
-		return 0, m.classify(ctx, err, st)
-	}
-	return api.DecodeU32(res[0]), nil
-}
-
 // call runs one export in a fresh instance: no state survives between calls,
 // and a trap or a deadline only ever destroys that instance.
-func (m *Module) call(ctx context.Context, export string, input []byte, red *redactor) ([]byte, error) {
+func (m *Module) call(ctx context.Context, export string, input []byte, red *redactor, before func(context.Context, api.Module) error) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -307,6 +296,14 @@ func (m *Module) call(ctx context.Context, export string, input []byte, red *red
 		return nil, m.classify(ctx, err, st)
 	}
 	defer mod.Close(context.Background())
+	if before != nil {
+		if err := before(withState(ctx, st), mod); err != nil {
+			if me := (*Error)(nil); errors.As(err, &me) {
+				return nil, err
+			}
+			return nil, m.classify(ctx, err, st)
+		}
+	}
 	res, err := mod.ExportedFunction(export).Call(withState(ctx, st))
 	if err != nil {
 		return nil, m.classify(ctx, err, st)

@@ -156,6 +156,9 @@ func TestLoadRejects(t *testing.T) {
 		{"describe traps", func() (*lbmodule.Module, error) {
 			return lbmodule.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "describe-trap"}}, opts())
 		}, "trapped"},
+		{"other ABI version", func() (*lbmodule.Module, error) {
+			return lbmodule.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi2"}}, opts())
+		}, "load-balancer module hostile speaks ABI version 2, this CCM speaks 1; rebuild the module"},
 		{"missing file", func() (*lbmodule.Module, error) {
 			return lbmodule.Load(context.Background(), config.LoadBalancer{Kind: config.LBWasm, Path: filepath.Join(dir, "nope.wasm")}, opts())
 		}, "cannot be read (no such file or directory); mount the module file"},

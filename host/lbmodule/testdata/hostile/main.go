@@ -55,8 +55,16 @@ func write(f func(unsafe.Pointer, int32), s string) {
 	f(unsafe.Pointer(&b[0]), int32(len(b)))
 }
 
+// The host calls ccm_abi_version on the instance that then describes, so the
+// describe request is already readable here.
+//
 //go:wasmexport ccm_abi_version
-func abiVersion() int32 { return 1 }
+func abiVersion() int32 {
+	if read().Options.Params["mode"] == "abi2" {
+		return 2
+	}
+	return 1
+}
 
 //go:wasmexport ccm_lb_describe
 func describe() int32 {
