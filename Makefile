@@ -47,7 +47,7 @@ modules: $(MODULE_WASM)
 
 modules/wasm/%.wasm: $(MODULE_SRCS)
 	@echo ">> building load-balancer module $*"
-	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $@.tmp ./modules/$*
+	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $@.tmp ./modules/$* || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
 
 # --- Rego policy tests (owned by the policy work) ---

@@ -111,7 +111,9 @@ type GenerateRequest struct {
 	// the peer's index.
 	Annotations AnnotationTemplates `json:"annotations"`
 	// Existing holds the current state of the objects asked for in
-	// Description.Reads, sorted; an object that does not exist is absent.
+	// Description.Reads, sorted, without managedFields; an object that does
+	// not exist is absent. Numbers in them are json.Number, so that large
+	// integers stay exact.
 	Existing []Object `json:"existing,omitempty"`
 }
 

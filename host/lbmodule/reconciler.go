@@ -92,7 +92,6 @@ type Reconciler struct {
 	// annotated are the nodes that carry annotations under NodeFieldManager;
 	// nil until the first sync has looked.
 	annotated map[string]bool
-	last      *sdk.GenerateResponse
 	lastErr   error
 }
 
@@ -211,13 +210,7 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	for _, w := range resp.Warnings {
 		r.log.Info("Load-balancer module warning", "warning", w)
 	}
-	if err := r.apply(ctx, desc, resp); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.last = &resp
-	r.mu.Unlock()
-	return nil
+	return r.apply(ctx, desc, resp)
 }
 
 func (r *Reconciler) applyErr(format string, args ...any) error {
