@@ -96,6 +96,10 @@ type Client struct {
 	// reserveLocks serialises RequestReservation per tag set, so two
 	// callers in this process never both see "none" and both create one.
 	reserveLocks keymutex.KeyMutex
+	// uncertainTags are tag sets (sorted, joined) whose last reservation
+	// request failed without knowing whether the API created it.
+	uncertainMu   sync.Mutex
+	uncertainTags map[string]bool
 
 	// bgpSessions remembers devices known to have an IPv4 BGP session.
 	bgpMu       sync.Mutex
@@ -150,11 +154,12 @@ func New(opts Options) (*Client, error) {
 	registerMetrics()
 
 	c := &Client{
-		opts:         opts,
-		limiter:      rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst),
-		red:          newRedactor(opts.APIKey),
-		reserveLocks: keymutex.NewHashed(1024),
-		bgpSessions:  map[string]bool{},
+		opts:          opts,
+		limiter:       rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst),
+		red:           newRedactor(opts.APIKey),
+		reserveLocks:  keymutex.NewHashed(1024),
+		bgpSessions:   map[string]bool{},
+		uncertainTags: map[string]bool{},
 	}
 	c.callTimeout = opts.Timeout*time.Duration(opts.Retries+1) + opts.RetryWaitMax*time.Duration(opts.Retries)
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -344,6 +345,29 @@ func TestRequestReservationFindsBeforeCreating(t *testing.T) {
 		posts, lists := f.count("POST /projects/"+projectID+"/ips"), f.count("GET /projects/"+projectID+"/ips")
 		if posts != 3 || lists != 3 {
 			t.Errorf("%d POSTs and %d listings, want 3 each (every POST preceded by a lookup)", posts, lists)
+		}
+	})
+	t.Run("unknown outcome is remembered across calls", func(t *testing.T) {
+		f := newFakeAPI(t)
+		ra := &reservationAPI{postStatus: 504, createOnErr: true}
+		ra.install(f)
+		c := f.client(func(o *Options) { o.Retries = 0 })
+		key := strings.Join(slices.Sorted(slices.Values(tags)), ",")
+		if _, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: tags}); err == nil {
+			t.Fatal("a 504 with no retries left succeeded")
+		}
+		if !c.uncertain(key) {
+			t.Error("a 504 on create is not remembered as an unknown outcome")
+		}
+		r, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: tags})
+		if err != nil || r.GetId() != "new-1" {
+			t.Fatalf("second call = %v, %v; want the reservation the 504 created", r, err)
+		}
+		if c.uncertain(key) {
+			t.Error("still uncertain after finding it")
+		}
+		if n := f.count("POST /projects/" + projectID + "/ips"); n != 1 {
+			t.Errorf("%d POSTs, want 1", n)
 		}
 	})
 	t.Run("422 is final", func(t *testing.T) {

@@ -190,14 +190,19 @@ type ReservationRequest struct {
 // RequestReservation returns the reservation carrying all of r.Tags,
 // creating it if there is none.
 //
-// It first re-reads the project's reservations (a listing that started
-// after this call, shared with concurrent callers), so a reservation created
-// by an earlier attempt whose answer was lost, or by a previous leader, is
-// found instead of duplicated. Calls with the same tags are serialised in
-// this process. The POST itself is never repeated blindly: after a 429, 5xx
-// or transport error the loop starts again with the re-read, with backoff,
-// at most Retries more times. A 422 (no IPs left in the metro, approval
-// required) is returned at once.
+// It first re-reads the project's reservations, so a reservation created by
+// a previous leader or by hand is found instead of duplicated. The re-read is
+// the listing already under way if there is one (shared with concurrent
+// callers), else a new one. After an attempt whose outcome is unknown (a
+// timeout, a transport error or a 5xx: the API may have created it), the
+// next attempt, in this call or a later one, waits for a listing that
+// started after that failure, so a lost answer never leads to a second
+// reservation. Calls with the same tags are serialised in this process, and
+// a reservation we created is in the cache at once. The POST itself is never
+// repeated blindly: after a 429, 5xx or transport error the loop starts
+// again with the re-read, with backoff, at most Retries more times. A 4xx
+// such as 422 (no IPs left in the metro, approval required) is returned at
+// once.
 func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (*metalv1.IPReservation, error) {
 	if len(r.Tags) == 0 {
 		return nil, errors.New("request IP reservation: no tags; a reservation without tags cannot be found again and would leak")
@@ -221,11 +226,15 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 		Cap:      c.opts.RetryWaitMax,
 	}
 	err := wait.ExponentialBackoffWithContext(ctx, b, func(ctx context.Context) (bool, error) {
-		existing, err := c.ReservationsWithTagsFresh(ctx, r.Tags...)
-		if err != nil {
+		after := c.reservations.joinTicket()
+		if c.uncertain(key) {
+			after = c.reservations.ticket()
+		}
+		cacheMiss(cacheReservations)
+		if err := c.reservations.refresh(ctx, after, refreshTimeout, c.listAllReservations); err != nil {
 			return false, err
 		}
-		if len(existing) > 0 {
+		if existing := c.reservationsWithTags(r.Tags); len(existing) > 0 {
 			if len(existing) > 1 {
 				ids := make([]string, 0, len(existing))
 				for _, e := range existing {
@@ -233,13 +242,18 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 				}
 				klog.InfoS("Several Equinix Metal IP reservations carry the same tags; using the oldest", "tags", r.Tags, "ids", ids)
 			}
+			c.setUncertain(key, false)
 			result = &existing[0]
 			return true, nil
 		}
 		res, err := c.createReservation(ctx, r)
 		if err == nil {
+			c.setUncertain(key, false)
 			result = res
 			return true, nil
+		}
+		if outcomeUnknown(err) {
+			c.setUncertain(key, true)
 		}
 		if createMayBeRetried(err, c.opts.RetryWaitMax) {
 			lastErr = err
@@ -254,6 +268,35 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 		return nil, fmt.Errorf("%w (gave up after %d attempts)", lastErr, b.Steps)
 	}
 	return nil, err
+}
+
+// outcomeUnknown says whether a failed POST may nevertheless have created
+// its object: no answer, or a 5xx (the server may have failed after the
+// write). A 429 or another 4xx is a refusal.
+func outcomeUnknown(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return e.StatusCode == 0 || e.StatusCode >= 500
+}
+
+// uncertain tells whether a reservation request for this tag set ended
+// without knowing whether the API created it.
+func (c *Client) uncertain(key string) bool {
+	c.uncertainMu.Lock()
+	defer c.uncertainMu.Unlock()
+	return c.uncertainTags[key]
+}
+
+func (c *Client) setUncertain(key string, v bool) {
+	c.uncertainMu.Lock()
+	defer c.uncertainMu.Unlock()
+	if v {
+		c.uncertainTags[key] = true
+	} else {
+		delete(c.uncertainTags, key)
+	}
 }
 
 // createMayBeRetried says whether a failed POST may be attempted again after

@@ -66,6 +66,18 @@ func (s *store) ticket() uint64 {
 	return s.flights
 }
 
+// joinTicket is the ticket for "the listing running now, or the next one":
+// it lets a caller share a listing already under way instead of waiting for
+// one that starts after it, when what it must see is older than that listing.
+func (s *store) joinTicket() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight {
+		return s.flights - 1
+	}
+	return s.flights
+}
+
 // upsert records the result of one of our writes or of a single GET.
 func (s *store) upsert(obj any) {
 	s.mu.Lock()

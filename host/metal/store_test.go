@@ -171,3 +171,50 @@ func TestStoreCallerCancelDoesNotAbortSharedListing(t *testing.T) {
 		t.Error("store not loaded")
 	}
 }
+
+// joinTicket shares the listing under way; ticket waits for the next one.
+func TestStoreJoinTicketSharesTheRunningListing(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		strict    bool
+		wantLists int32
+	}{
+		{"join", false, 1},
+		{"strict", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newReservationStore()
+			ctx := context.Background()
+			var lists atomic.Int32
+			first, release := make(chan struct{}), make(chan struct{})
+			list := func(context.Context) ([]any, error) {
+				if lists.Add(1) == 1 {
+					close(first)
+					<-release
+				}
+				return nil, nil
+			}
+			done := make(chan struct{})
+			go func() { _ = s.refresh(ctx, s.ticket(), time.Minute, list); close(done) }()
+			<-first
+			tk := s.joinTicket()
+			if tc.strict {
+				tk = s.ticket()
+			}
+			errc := make(chan error)
+			go func() { errc <- s.refresh(ctx, tk, time.Minute, list) }()
+			close(release)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			if n := lists.Load(); n != tc.wantLists {
+				t.Errorf("%d listings, want %d", n, tc.wantLists)
+			}
+		})
+	}
+	s := newReservationStore()
+	if s.joinTicket() != s.ticket() {
+		t.Error("with nothing in flight, joinTicket must ask for a new listing")
+	}
+}
