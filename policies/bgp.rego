@@ -14,10 +14,7 @@ import data.equinix.labelselector
 #   The names of the nodes whose labels match every requirement of the
 #   bgpNodeSelector setting; every node when the setting is empty, as
 #   upstream does.
-selected_nodes contains node.name if {
-	some node in input.nodes
-	labelselector.matches(object.get(node, "labels", {}), input.bgpNodeSelector)
-}
+selected_nodes := labelselector.selected(input.nodes, input.bgpNodeSelector)
 
 # METADATA
 # title: deny

@@ -60,9 +60,24 @@ test_empty_selector_matches_anything if {
 	labelselector.matches(node_labels, [])
 }
 
+test_nodes_without_labels if {
+	nodes := [{"name": "bare"}, {"name": "labelled", "labels": {"zone": "da11"}}]
+	labelselector.selected(nodes, []) == {"bare", "labelled"}
+	labelselector.selected(nodes, [req("zone", "!", [])]) == {"bare"}
+	labelselector.selected(nodes, [req("zone", "!=", ["da11"])]) == {"bare"}
+	labelselector.selected(nodes, [req("zone", "exists", [])]) == {"labelled"}
+	labelselector.selected(nodes, [req("zone", "=", ["da11"])]) == {"labelled"}
+	labelselector.selected(nodes, [req("zone", "~=", ["da11"])]) == set()
+}
+
 test_requirements_are_anded if {
 	labelselector.matches(node_labels, [req("zone", "=", ["da11"]), req("role", "=", ["worker"])])
 	not labelselector.matches(node_labels, [req("zone", "=", ["da11"]), req("role", "=", ["control-plane"])])
+}
+
+test_has_key if {
+	labelselector.has_key({"a": ""}, "a")
+	not labelselector.has_key({"a": ""}, "b")
 }
 
 test_integer_parsing if {
@@ -78,4 +93,6 @@ test_integer_parsing if {
 	not labelselector.integer("")
 	not labelselector.integer("+-1")
 	not labelselector.integer("-")
+	not labelselector.integer(null)
+	not labelselector.integer(3)
 }

@@ -79,6 +79,7 @@ type Engine struct {
 	fsys fs.FS
 	opts Options
 
+	nodes    nodeCache
 	current  atomic.Pointer[compiled]
 	reloadMu sync.Mutex // one reload at a time
 	lastErr  atomic.Pointer[error]
@@ -178,7 +179,7 @@ func (e *Engine) Placement(ctx context.Context, in PlacementInput) (Placement, e
 	c := e.current.Load()
 	subject := "Service " + in.Service.Namespace + "/" + in.Service.Name
 	const what = "EIP placement"
-	value, err := e.eval(ctx, c, c.placement, in.value(), decisionPlacement, what, subject, placementDeny)
+	value, err := e.eval(ctx, c, c.placement, in.value(&e.nodes), decisionPlacement, what, subject, placementDeny)
 	if err != nil {
 		return Placement{}, err
 	}
@@ -197,7 +198,7 @@ func (e *Engine) SelectNodes(ctx context.Context, in SelectionInput) (sets.Set[s
 	c := e.current.Load()
 	const what = "BGP selection"
 	subject := fmt.Sprintf("of %d nodes", len(in.Nodes))
-	value, err := e.eval(ctx, c, c.selection, in.value(), decisionSelection, what, subject, selectionDeny)
+	value, err := e.eval(ctx, c, c.selection, in.value(&e.nodes), decisionSelection, what, subject, selectionDeny)
 	if err != nil {
 		return nil, err
 	}

@@ -17,19 +17,15 @@ control_plane_labels := {"node-role.kubernetes.io/control-plane", "node-role.kub
 # METADATA
 # title: selected_nodes
 # description: Nodes that match the selector and are not control-plane nodes.
-selected_nodes contains node.name if {
-	some node in input.nodes
-	labels := object.get(node, "labels", {})
-	labelselector.matches(labels, input.bgpNodeSelector)
-	not control_plane(labels)
-}
+selected_nodes := labelselector.selected(input.nodes, input.bgpNodeSelector) - control_plane_nodes
 
 # METADATA
-# title: control_plane
-# description: True when the labels carry a control-plane role, whatever its value.
-control_plane(labels) if {
+# title: control_plane_nodes
+# description: Nodes with a control-plane role label, whatever its value.
+control_plane_nodes contains node.name if {
+	some node in input.nodes
 	some key in control_plane_labels
-	labelselector.has_key(labels, key)
+	labelselector.has_key(object.get(node, "labels", {}), key)
 }
 
 # METADATA
