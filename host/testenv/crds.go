@@ -153,11 +153,27 @@ func decodeCRDs(data []byte) ([]*apiextensionsv1.CustomResourceDefinition, error
 	}
 }
 
-// createCRDs creates the CRDs.
+// createCRDs creates the CRDs. kube-apiserver is still starting, so an
+// error that is not about the CRD itself is retried.
 func createCRDs(ctx context.Context, cs apiextensionsclient.Interface, crds []*apiextensionsv1.CustomResourceDefinition) error {
 	for _, crd := range crds {
-		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("testenv: creating CRD %s: %w", crd.Name, err)
+		var last error
+		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			_, last = cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd.DeepCopy(), metav1.CreateOptions{})
+			switch {
+			case last == nil || apierrors.IsAlreadyExists(last):
+				return true, nil
+			case apierrors.IsInvalid(last) || apierrors.IsBadRequest(last):
+				return false, last
+			default:
+				return false, nil
+			}
+		})
+		if err != nil {
+			if last == nil {
+				last = err
+			}
+			return fmt.Errorf("testenv: creating CRD %s: %w", crd.Name, last)
 		}
 	}
 	return nil

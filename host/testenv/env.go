@@ -153,6 +153,8 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w (start-up gave up after %s; logs in %s)", err, opts.Timeout, e.Dir)
+			} else {
+				err = fmt.Errorf("%w (logs in %s)", err, e.Dir)
 			}
 			e.removeDir = false // keep the logs of a failed start
 			e.Stop()

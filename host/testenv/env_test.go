@@ -35,7 +35,11 @@ var ccmUser = ServiceAccountUser(metav1.NamespaceSystem, "cloud-controller-manag
 // TestCluster starts one server with every option on and checks what tests
 // built on it rely on. The subtests share it (a start costs seconds).
 func TestCluster(t *testing.T) {
-	env := New(t, Options{AuditLog: true, Users: []User{{Name: "alice", Groups: []string{"team-a"}}, ccmUser}})
+	extra := filepath.Join(t.TempDir(), "widgets.yaml")
+	if err := os.WriteFile(extra, []byte(crdA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := New(t, Options{AuditLog: true, Users: []User{{Name: "alice", Groups: []string{"team-a"}}, ccmUser}, CRDPaths: []string{extra}})
 	t.Logf("start-to-ready: %s", env.StartDuration.Round(time.Millisecond))
 	ctx := t.Context()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
@@ -59,6 +63,25 @@ func TestCluster(t *testing.T) {
 			}
 			if got.Labels[corev1.LabelMetadataName] != ns {
 				t.Errorf("namespace %s lacks the %s label a cluster sets", ns, corev1.LabelMetadataName)
+			}
+		}
+		for gv, want := range map[string][]string{
+			"metallb.io/v1beta1": {"ipaddresspools", "bgpadvertisements", "bgppeers", "l2advertisements", "bfdprofiles", "communities"},
+			"metallb.io/v1beta2": {"bgppeers"},
+			"example.com/v1":     {"widgets"}, // from Options.CRDPaths
+		} {
+			list, err := cs.Discovery().ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				t.Fatalf("discovery of %s: %v", gv, err)
+			}
+			var have []string
+			for _, r := range list.APIResources {
+				have = append(have, r.Name)
+			}
+			for _, w := range want {
+				if !slices.Contains(have, w) {
+					t.Errorf("discovery of %s lacks %s: %v", gv, w, have)
+				}
 			}
 		}
 		svc, err := cs.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
@@ -424,6 +447,27 @@ func TestTakenPortIsRetried(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(env.Dir, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("KeepDir: %s not kept: %v", name, err)
 		}
+	}
+}
+
+// A CRD the server rejects fails Start with the server's reason, and leaves
+// nothing running.
+func TestInvalidExtraCRDFailsStart(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(crdB, "scope: Cluster", "scope: Galaxy", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "work")
+	env, err := Start(t.Context(), Options{Dir: dir, CRDPaths: []string{bad}})
+	if err == nil {
+		env.Stop()
+		t.Fatal("Start accepted a CRD with scope Galaxy")
+	}
+	if !strings.Contains(err.Error(), "creating CRD gadgets.example.com") || !strings.Contains(err.Error(), "spec.scope") {
+		t.Fatalf("err = %v; want it to name the CRD and the bad field", err)
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, "kube-apiserver.log")); statErr != nil {
+		t.Errorf("the logs of the failed start are gone: %v", statErr)
 	}
 }
 
