@@ -100,7 +100,11 @@ func threeByThree() sdk.GenerateRequest {
 
 func reconciler(t *testing.T, c *cluster, wasm []byte, options sdk.Options, snap *snapshot, rec lbmodule.EventRecorder) *lbmodule.Reconciler {
 	t.Helper()
-	m, err := lbmodule.LoadBytes(context.Background(), "under-test", wasm, options, opts())
+	o := opts()
+	if options.Params["mode"] == "loop" {
+		o = loopOpts()
+	}
+	m, err := lbmodule.LoadBytes(context.Background(), "under-test", wasm, options, o)
 	if err != nil {
 		t.Fatal(err)
 	}
