@@ -133,7 +133,19 @@ type Decision struct {
 	Target NodeState
 	// Reason is a short human sentence for logs and Events.
 	Reason string
+	// Cause is Reason as one of the Cause* constants, for metrics.
+	Cause string
 }
+
+// Causes of a change (Decision.Cause).
+const (
+	CauseUnhealthy  = "unhealthy"
+	CauseCordoned   = "cordoned"
+	CauseDeleting   = "deleting"
+	CauseNotANode   = "not-a-node"
+	CauseUnassigned = "unassigned"
+	CauseDuplicate  = "duplicate"
+)
 
 // Decide is the whole control-plane EIP policy as a pure function: the same
 // input always gives the same decision, so every case is a table test and
@@ -164,9 +176,9 @@ func Decide(in Input) Decision {
 		// Anything that answers is better than no endpoint at all, so the
 		// rise requirement is waived here.
 		if t, ok := pick(nodes, "", 1); ok {
-			return Decision{Kind: Assign, Target: t, Reason: "the EIP has no assignment"}
+			return Decision{Kind: Assign, Target: t, Reason: "the EIP has no assignment", Cause: CauseUnassigned}
 		}
-		return Decision{Kind: Stuck, Reason: "the EIP has no assignment and " + noneHealthy(nodes)}
+		return Decision{Kind: Stuck, Reason: "the EIP has no assignment and " + noneHealthy(nodes), Cause: CauseUnassigned}
 	case 1:
 		// handled below
 	default:
@@ -175,24 +187,28 @@ func Decide(in Input) Decision {
 
 	holder := in.Assignments[0]
 	hn, known := byDevice[holder.DeviceID]
-	var why string
+	var why, cause string
 	switch {
 	case !known:
 		why = fmt.Sprintf("holder device %s is not a control-plane node of this cluster (node deleted?)", holder.DeviceID)
+		cause = CauseNotANode
 	case hn.Deleting:
 		why = fmt.Sprintf("holder node %s is being deleted", hn.Name)
+		cause = CauseDeleting
 	case hn.Unschedulable:
 		why = fmt.Sprintf("holder node %s is cordoned", hn.Name)
+		cause = CauseCordoned
 	case in.HolderHealth.Failures >= pol.Failures && in.Now.Sub(in.HolderSince) >= pol.Grace:
 		why = fmt.Sprintf("holder node %s failed %d health checks in a row", hn.Name, in.HolderHealth.Failures)
+		cause = CauseUnhealthy
 	default:
 		return Decision{Kind: Keep, Reason: "holder is healthy"}
 	}
 	unassign := []Assignment{holder}
 	if t, ok := pick(nodes, holder.DeviceID, pol.Rise); ok {
-		return Decision{Kind: Move, Unassign: unassign, Target: t, Reason: why}
+		return Decision{Kind: Move, Unassign: unassign, Target: t, Reason: why, Cause: cause}
 	}
-	return Decision{Kind: Stuck, Reason: why + "; " + noneHealthy(nodes) + ", so the EIP stays"}
+	return Decision{Kind: Stuck, Reason: why + "; " + noneHealthy(nodes) + ", so the EIP stays", Cause: cause}
 }
 
 // pick returns the first node, in name order, that may receive the EIP:
@@ -245,6 +261,7 @@ func trim(as []Assignment, byDevice map[string]NodeState) Decision {
 		Kind:     Trim,
 		Unassign: sorted[1:],
 		Reason:   fmt.Sprintf("the EIP has %d assignments; keeping the one on device %s", len(as), sorted[0].DeviceID),
+		Cause:    CauseDuplicate,
 	}
 }
 
