@@ -34,7 +34,7 @@ type Options struct {
 	AssetsDir string
 	// Dir is the work directory (data, keys, logs, kubeconfig). Default: a
 	// new temporary directory that Stop removes unless KeepDir is set. A
-	// given Dir is never removed.
+	// given Dir is never removed, but etcd always starts empty.
 	Dir     string
 	KeepDir bool
 	// Users are extra token-authenticated users; see Env.UserConfig.
@@ -191,8 +191,8 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		QPS:   200,
 		Burst: 400,
 	}
-	if err := e.checkVersion(); err != nil {
-		return nil, fmt.Errorf("%w: kube-apiserver in %s", err, assets)
+	if err := e.checkVersion(assets); err != nil {
+		return nil, err
 	}
 
 	crd := <-crdCh
@@ -429,22 +429,13 @@ func apiserverArgs(c apiserverConfig) []string {
 	return args
 }
 
-// earlyExit is a child that ended before it was ready.
-type earlyExit struct {
-	err       error
-	portTaken bool
-}
-
-func (e *earlyExit) Error() string { return e.err.Error() }
-
 // waitReady polls probe until it reports ready, the process exits, or ctx
 // ends.
 func waitReady(ctx context.Context, p *process, probe func(context.Context) (bool, string)) error {
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 25*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if p.exited() {
-			err, taken := p.exitError()
-			return false, &earlyExit{err: err, portTaken: taken}
+			return false, p.earlyExit()
 		}
 		ok, status := probe(ctx)
 		last = status
@@ -532,7 +523,7 @@ func apiserverProbe(client *http.Client, host, token string, paths ...string) fu
 
 // checkVersion makes sure the binary is the version this package pins, so
 // a stale or hand-placed binary is not mistaken for the real target.
-func (e *Env) checkVersion() error {
+func (e *Env) checkVersion(assets string) error {
 	cs, err := kubernetes.NewForConfig(e.Config)
 	if err != nil {
 		return fmt.Errorf("testenv: client: %w", err)
@@ -542,7 +533,7 @@ func (e *Env) checkVersion() error {
 		return fmt.Errorf("testenv: reading server version: %w", err)
 	}
 	if v.GitVersion != KubernetesVersion {
-		return fmt.Errorf("testenv: server reports %s, want %s (run make k8s-bins)", v.GitVersion, KubernetesVersion)
+		return fmt.Errorf("testenv: kube-apiserver in %s is %s, want %s: run make k8s-bins", assets, v.GitVersion, KubernetesVersion)
 	}
 	return nil
 }

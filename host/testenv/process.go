@@ -71,12 +71,22 @@ func (p *process) stop(grace time.Duration) {
 	}
 }
 
-// exitError describes an early exit, with the end of the log, and says
-// whether it was a port taken between choosing and binding it.
-func (p *process) exitError() (err error, portTaken bool) {
+// earlyExit describes a child that ended before it was ready, with the end
+// of its log, and says whether a port was taken between choosing and
+// binding it (then the caller retries with new ports).
+type earlyExit struct {
+	err       error
+	portTaken bool
+}
+
+func (e *earlyExit) Error() string { return e.err.Error() }
+
+func (p *process) earlyExit() *earlyExit {
 	tail := logTail(p.logPath, 15)
-	portTaken = bytes.Contains(tail, []byte("address already in use"))
-	return fmt.Errorf("testenv: %s exited during start-up (%v); log %s ends with:\n%s", p.name, p.waitErr, p.logPath, tail), portTaken
+	return &earlyExit{
+		err:       fmt.Errorf("testenv: %s exited during start-up (%v); log %s ends with:\n%s", p.name, p.waitErr, p.logPath, tail),
+		portTaken: bytes.Contains(tail, []byte("address already in use")),
+	}
 }
 
 func logTail(path string, lines int) []byte {
