@@ -261,7 +261,7 @@ func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.Gen
 		if errors.As(err, &ve) && ve.Forbidden {
 			reason = ReasonForbiddenOutput
 		}
-		return sdk.GenerateResponse{}, m.errorf(reason, "%s", red.clean(err.Error()))
+		return sdk.GenerateResponse{}, m.errorf(reason, "%s; nothing was applied, fix the module (its author's bug) or its describe", red.clean(err.Error()))
 	}
 	for i, w := range resp.Warnings {
 		resp.Warnings[i] = red.clean(w)
