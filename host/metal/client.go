@@ -96,6 +96,9 @@ type Client struct {
 	// reserveLocks serialises RequestReservation per tag set, so two
 	// callers in this process never both see "none" and both create one.
 	reserveLocks keymutex.KeyMutex
+	// editMu serialises read-modify-write edits of cached reservations
+	// (an assignment added or removed), so that two do not lose one.
+	editMu sync.Mutex
 	// uncertainTags are tag sets (sorted, joined) whose last reservation
 	// request failed without knowing whether the API created it.
 	uncertainMu   sync.Mutex
@@ -200,24 +203,39 @@ func (c *Client) Run(ctx context.Context) {
 	}, c.opts.RefreshPeriod, 0.1, true)
 }
 
-// pageCount guards against an API that never reaches its last page.
+// maxPages guards against an API that never reaches its last page.
 const maxPages = 10000
 
 // listPages reads every page of a listing: fetch(page) returns the page's
 // items and its meta. It stops at the last page the API announces.
+//
+// Pages are offsets, so an object deleted while the listing runs shifts the
+// later ones back and one of them can be skipped: a cache missing an
+// existing reservation could lead to a duplicate. When fewer items arrive
+// than the first page's total announced, the listing is read once more.
 func listPages[T any](ctx context.Context, fetch func(ctx context.Context, page int32) ([]T, *metalv1.Meta, error)) ([]T, error) {
 	var all []T
-	for page := int32(1); ; page++ {
-		items, meta, err := fetch(ctx, page)
-		if err != nil {
-			return nil, err
+	for attempt := 0; ; attempt++ {
+		all = all[:0]
+		total := -1
+		for page := int32(1); ; page++ {
+			items, meta, err := fetch(ctx, page)
+			if err != nil {
+				return nil, err
+			}
+			if page == 1 && meta != nil && meta.Total != nil {
+				total = int(meta.GetTotal())
+			}
+			all = append(all, items...)
+			if meta == nil || meta.GetLastPage() <= page || len(items) == 0 {
+				break
+			}
+			if page >= maxPages {
+				return nil, fmt.Errorf("listing stopped after %d pages; the API keeps announcing more", maxPages)
+			}
 		}
-		all = append(all, items...)
-		if meta == nil || meta.GetLastPage() <= page || len(items) == 0 {
+		if total < 0 || len(all) >= total || attempt == 1 {
 			return all, nil
-		}
-		if page >= maxPages {
-			return nil, fmt.Errorf("listing stopped after %d pages; the API keeps announcing more", maxPages)
 		}
 	}
 }

@@ -354,7 +354,8 @@ func (c *Client) createReservation(ctx context.Context, r ReservationRequest) (*
 		return nil, fmt.Errorf("%s: the API's answer is not a public IPv4 reservation", opRequestIP.desc)
 	}
 	c.reservations.upsert(res)
-	return res, nil
+	cp := *res
+	return &cp, nil
 }
 
 // Reservation GETs one reservation (with assignments) whatever the cache
@@ -379,7 +380,8 @@ func (c *Client) Reservation(ctx context.Context, id string) (*metalv1.IPReserva
 		if out.IPReservation.GetType() == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4 {
 			c.reservations.upsert(out.IPReservation)
 		}
-		return out.IPReservation, nil
+		cp := *out.IPReservation // the caller's copy; the cache keeps its own
+		return &cp, nil
 	case out.IPAssignment != nil:
 		return nil, fmt.Errorf("%s: %s is an IP assignment, not a reservation", opGetIP.desc, id)
 	}
@@ -406,6 +408,8 @@ func (c *Client) DeleteIP(ctx context.Context, id string) error {
 
 // forgetIP removes a reservation, or an assignment from its reservation.
 func (c *Client) forgetIP(id string) {
+	c.editMu.Lock()
+	defer c.editMu.Unlock()
 	if _, ok, _ := c.reservations.idx.GetByKey(id); ok {
 		c.reservations.remove(id)
 		return
@@ -441,6 +445,8 @@ func (c *Client) AssignIP(ctx context.Context, deviceID, address string) (*metal
 
 // rememberAssignment adds a new assignment to its reservation in the cache.
 func (c *Client) rememberAssignment(address string, a *metalv1.IPAssignment) {
+	c.editMu.Lock()
+	defer c.editMu.Unlock()
 	var candidates []string
 	for _, s := range []string{address, a.GetAddress(), a.GetNetwork()} {
 		if s == "" {

@@ -218,3 +218,42 @@ func TestStoreJoinTicketSharesTheRunningListing(t *testing.T) {
 		t.Error("with nothing in flight, joinTicket must ask for a new listing")
 	}
 }
+
+func TestListPages(t *testing.T) {
+	meta := func(current, last, total int32) *metalv1.Meta {
+		return &metalv1.Meta{CurrentPage: &current, LastPage: &last, Total: &total}
+	}
+	tests := []struct {
+		name      string
+		pages     [][]int // what each successive fetch returns
+		metas     []*metalv1.Meta
+		want      int
+		wantCalls int
+	}{
+		{"one page", [][]int{{1, 2}}, []*metalv1.Meta{meta(1, 1, 2)}, 2, 1},
+		{"three pages", [][]int{{1, 2}, {3, 4}, {5}}, []*metalv1.Meta{meta(1, 3, 5), meta(2, 3, 5), meta(3, 3, 5)}, 5, 3},
+		{"no meta is one page", [][]int{{1, 2}}, []*metalv1.Meta{nil}, 2, 1},
+		{"empty page stops", [][]int{{1}, {}}, []*metalv1.Meta{meta(1, 9, 1), meta(2, 9, 1)}, 1, 2},
+		{"skipped item: read again once", [][]int{{1, 2}, {4}, {1, 2}, {3, 4}}, []*metalv1.Meta{meta(1, 2, 4), meta(2, 2, 4), meta(1, 2, 4), meta(2, 2, 4)}, 4, 4},
+		{"still short: accept the second read", [][]int{{1}, {1}}, []*metalv1.Meta{meta(1, 1, 3), meta(1, 1, 3)}, 1, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			got, err := listPages(context.Background(), func(_ context.Context, page int32) ([]int, *metalv1.Meta, error) {
+				i := calls
+				calls++
+				return tt.pages[i], tt.metas[i], nil
+			})
+			if err != nil || len(got) != tt.want || calls != tt.wantCalls {
+				t.Errorf("got %v (%v) in %d calls, want %d items in %d calls", got, err, calls, tt.want, tt.wantCalls)
+			}
+		})
+	}
+	_, err := listPages(context.Background(), func(context.Context, int32) ([]int, *metalv1.Meta, error) {
+		return nil, nil, context.DeadlineExceeded
+	})
+	if err != context.DeadlineExceeded {
+		t.Errorf("error = %v", err)
+	}
+}
