@@ -2,16 +2,20 @@ package bgp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	"k8s.io/klog/v2"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
 
 // ProjectAPI is what enabling BGP on the project needs.
 type ProjectAPI interface {
 	ProjectBGPConfig(ctx context.Context) (*metalv1.BgpConfig, error)
-	EnableProjectBGP(ctx context.Context, asn int64, md5 string) error
+	EnableProjectBGP(ctx context.Context, asn int64, md5 config.Secret) error
 }
 
 // ProjectState is the project's BGP configuration as the CCM uses it.
@@ -24,15 +28,15 @@ type ProjectState struct {
 
 // EnableProject makes sure the project has local BGP enabled. An existing
 // configuration is adopted as it is; otherwise one is requested with the
-// configured ASN and password. The API answers 200 with an empty object when
-// BGP was never enabled, so "enabled" means an ID and a status other than
-// disabled.
-func EnableProject(ctx context.Context, api ProjectAPI, asn uint32, password string) (ProjectState, error) {
+// configured ASN and password. The API answers 404, or 200 with an empty
+// object, when BGP was never enabled; the client reports both as
+// metal.ErrBGPNotEnabled.
+func EnableProject(ctx context.Context, api ProjectAPI, asn uint32, password config.Secret) (ProjectState, error) {
 	cur, err := api.ProjectBGPConfig(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, metal.ErrBGPNotEnabled) {
 		return ProjectState{}, fmt.Errorf("reading the project's BGP configuration: %w", err)
 	}
-	if enabled(cur) {
+	if err == nil && enabled(cur) {
 		klog.InfoS("Project BGP already enabled; adopting its ASN and password", "asn", cur.GetAsn(), "status", cur.GetStatus())
 		return ProjectState{ASN: cur.GetAsn(), Adopted: true}, nil
 	}

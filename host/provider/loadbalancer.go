@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -16,18 +17,24 @@ import (
 // module) are separate loops, so a call here costs at most the Elastic IP
 // work and, when nothing changes, no Equinix Metal call at all.
 type loadBalancer struct {
-	eips *eip.Manager
+	// eips is set once the cluster ID is known (Initialize).
+	eips atomic.Pointer[eip.Manager]
 	// dirty asks the module loop to regenerate; it coalesces bursts.
 	dirty func()
 }
 
+func (lb *loadBalancer) setEIPs(m *eip.Manager) { lb.eips.Store(m) }
+
 var _ cloudprovider.LoadBalancer = (*loadBalancer)(nil)
 
-func (lb *loadBalancer) ready() error {
-	if lb.eips == nil {
-		return fmt.Errorf("the Equinix Metal load balancer is still initialising")
+// manager returns the EIP manager, or a retryable error while the CCM is
+// still reading the cluster ID.
+func (lb *loadBalancer) manager() (*eip.Manager, error) {
+	m := lb.eips.Load()
+	if m == nil {
+		return nil, fmt.Errorf("the Equinix Metal load balancer is still initialising (reading the kube-system namespace UID); the Service is retried")
 	}
-	return nil
+	return m, nil
 }
 
 // GetLoadBalancer reports the Service's Elastic IP.
@@ -35,10 +42,11 @@ func (lb *loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.S
 	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
 		return nil, false, cloudprovider.ImplementedElsewhere
 	}
-	if err := lb.ready(); err != nil {
+	m, err := lb.manager()
+	if err != nil {
 		return nil, false, err
 	}
-	ip, ok, err := lb.eips.Current(ctx, svc)
+	ip, ok, err := m.Current(ctx, svc)
 	if err != nil || !ok {
 		return nil, false, err
 	}
@@ -57,10 +65,11 @@ func (lb *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v
 		// get a second address or reach a module.
 		return nil, cloudprovider.ImplementedElsewhere
 	}
-	if err := lb.ready(); err != nil {
+	m, err := lb.manager()
+	if err != nil {
 		return nil, err
 	}
-	ip, err := lb.eips.Ensure(ctx, svc)
+	ip, err := m.Ensure(ctx, svc)
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +93,11 @@ func (lb *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
 		return cloudprovider.ImplementedElsewhere
 	}
-	if err := lb.ready(); err != nil {
+	m, err := lb.manager()
+	if err != nil {
 		return err
 	}
-	if err := lb.eips.Release(ctx, svc); err != nil {
+	if err := m.Release(ctx, svc); err != nil {
 		return err
 	}
 	lb.dirty()

@@ -1,20 +1,45 @@
 // Package provider is the cloudprovider.Interface of the Equinix Metal CCM:
 // the thin seam between k8s.io/cloud-provider's controllers and the
-// packages that do the work (instances, EIPs, BGP, control plane).
+// packages that do the work (instances, Elastic IPs, BGP, the load-balancer
+// module, the control-plane EIP).
 package provider
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
+	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
 )
 
 // ProviderName is the --cloud-provider value and the provider ID scheme
 // (equinixmetal://<device-uuid>), the same as upstream's.
-const ProviderName = "equinixmetal"
+const ProviderName = instances.ProviderName
+
+// FieldManager owns every object and field this CCM writes.
+const FieldManager = "cloud-provider-equinix-metal"
+
+// UserAgent identifies the CCM to the Equinix Metal API.
+const UserAgent = "cloud-provider-equinix-metal (metal-ccm)"
 
 func init() {
 	// Registration lets k8s.io/cloud-provider's own helpers (InitCloudProvider,
@@ -38,32 +63,158 @@ func init() {
 
 // Cloud implements cloudprovider.Interface.
 type Cloud struct {
-	cfg *config.Config
+	cfg       *config.Config
+	metal     *metal.Client
+	instances *instances.Instances
+	policies  *policy.Engine
+	lb        *loadBalancer
+	bgp       atomic.Pointer[bgp.Controller]
+	// hooks run from Initialize, after leader election, for the parts wired
+	// in by other files (the module loop, the control-plane EIP).
+	hooks []func(ctx context.Context, env *runEnv)
+}
+
+// runEnv is what the parts started in Initialize share.
+type runEnv struct {
+	restConfig *rest.Config
+	kube       kubernetes.Interface
+	informers  informers.SharedInformerFactory
+	recorder   record.EventRecorder
 }
 
 var _ cloudprovider.Interface = (*Cloud)(nil)
 
-// New builds the provider from a validated configuration.
+// New builds the provider from a validated configuration. Everything that
+// can be checked without the cluster is checked here (the policies compile,
+// the module loads), so a mistake stops the CCM at start with one message.
 func New(cfg *config.Config) (*Cloud, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("provider: no configuration")
 	}
-	return &Cloud{cfg: cfg}, nil
+	mc, err := metal.New(metal.OptionsFromConfig(cfg, UserAgent))
+	if err != nil {
+		return nil, err
+	}
+	c := &Cloud{cfg: cfg, metal: mc, instances: instances.New(mc, metal.IsNotFound)}
+	if cfg.LB.Kind != config.LBNone {
+		engine, err := policy.Load(context.Background(), cfg.PolicyDir, policy.Options{})
+		if err != nil {
+			return nil, err
+		}
+		c.policies = engine
+		c.lb = &loadBalancer{dirty: func() {}}
+		if err := c.setupModule(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.setupControlPlane(cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-// Initialize starts the provider's own loops; the controllers of
-// k8s.io/cloud-provider call it once, after leader election.
+// Initialize starts the provider's own loops. k8s.io/cloud-provider calls it
+// once, after leader election, so only the leader acts.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	c.Start(wait.ContextForChannel(stop), clientBuilder.ConfigOrDie(FieldManager))
 }
 
-// LoadBalancer is not implemented yet: the service controller stays off.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+// Start is Initialize with a context and a client config; tests call it
+// directly.
+func (c *Cloud) Start(ctx context.Context, restConfig *rest.Config) {
+	kube := kubernetes.NewForConfigOrDie(restConfig)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	env := &runEnv{
+		restConfig: restConfig,
+		kube:       kube,
+		informers:  informers.NewSharedInformerFactory(kube, 10*time.Minute),
+		recorder:   broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: FieldManager}),
+	}
+	go c.metal.Run(ctx)
+	if c.policies != nil {
+		go func() {
+			if err := c.policies.Watch(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Watching the policy directory failed; policies will not reload")
+			}
+		}()
+	}
+	// Hooks first: the module loop sets lb.dirty before anything can call it.
+	for _, hook := range c.hooks {
+		hook(ctx, env)
+	}
+	if c.lb != nil {
+		c.startLoadBalancing(ctx, env)
+	}
+	env.informers.Start(ctx.Done())
+}
+
+// startLoadBalancing wires Elastic IPs and BGP. The parts that need the API
+// (the cluster ID, project BGP) retry in the background: the API being down
+// at start must not crash-loop the CCM.
+func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
+	nodes := env.informers.Core().V1().Nodes()
+	var selector bgp.Selector = policySelector{engine: c.policies, reqs: policy.SelectorRequirements(c.cfg.NodeSelector)}
+	controller := bgp.NewController(c.metal, env.kube, nodes, selector, env.recorder, bgp.Options{
+		Templates: bgp.TemplatesFrom(c.cfg),
+		Refresh:   c.cfg.CacheRefreshPeriod,
+		OnChange:  func() { c.lb.dirty() },
+	})
+	c.bgp.Store(controller)
+	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister()}
+
+	go func() {
+		clusterID := retry(ctx, "reading the kube-system namespace UID (the cluster tag of Elastic IPs)", func() (string, error) {
+			ns, err := env.kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return string(ns.UID), nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		c.lb.setEIPs(eip.NewManager(reservations{c.metal}, env.kube, placer, env.recorder, clusterID))
+		retry(ctx, "enabling BGP on the project", func() (bgp.ProjectState, error) {
+			return bgp.EnableProject(ctx, c.metal, c.cfg.LocalASN, c.cfg.BGPPass)
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		controller.Run(ctx, 2)
+	}()
+}
+
+// retry calls f with backoff until it succeeds or ctx ends, logging each
+// failure.
+func retry[T any](ctx context.Context, what string, f func() (T, error)) T {
+	var out T
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: time.Minute}
+	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
+		v, err := f()
+		if err != nil {
+			klog.ErrorS(err, "Retrying", "step", what)
+			return false, nil
+		}
+		out = v
+		return true, nil
+	})
+	return out
+}
+
+// LoadBalancer is enabled when the loadbalancer setting is.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	if c.lb == nil {
+		return nil, false
+	}
+	return c.lb, true
+}
 
 // Instances is the deprecated interface; InstancesV2 replaces it.
 func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
 
-// InstancesV2 is not implemented yet.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return nil, false }
+// InstancesV2 serves node metadata from Equinix Metal devices.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
 
 // Zones is superseded by InstancesV2's metadata.
 func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
