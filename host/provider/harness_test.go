@@ -143,7 +143,7 @@ func (h *harness) addNode(name string, labels map[string]string) {
 	h.t.Helper()
 	n := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}},
+		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}},
 	}
 	if _, err := h.kube.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
