@@ -75,6 +75,10 @@ func (f *fakeMetal) ReservationsWithTags(_ context.Context, tags ...string) ([]m
 	return out, nil
 }
 
+func (f *fakeMetal) ReservationsWithTagsFresh(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error) {
+	return f.ReservationsWithTags(ctx, tags...)
+}
+
 func (f *fakeMetal) Reservation(_ context.Context, id string) (*metalv1.IPReservation, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -14,6 +14,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,6 +44,10 @@ type MetalAPI interface {
 	// every tag. It may answer from a cache: it is used only to find the
 	// reservation's ID.
 	ReservationsWithTags(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error)
+	// ReservationsWithTagsFresh is the same from a new listing; it confirms
+	// a cached answer that found no reservation, or more than one, before
+	// that is reported.
+	ReservationsWithTagsFresh(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error)
 	// Reservation reads one reservation with its assignments from the API
 	// (GET /ips/{id}?include=assignments), bypassing any cache: decisions
 	// are made on what it returns.
@@ -383,6 +388,12 @@ func (m *Manager) roundErr(ctx context.Context, now time.Time) (time.Duration, e
 
 	if m.res.id == "" || now.Sub(m.res.readAt) >= m.opts.Resync {
 		if err := m.refresh(ctx, now); err != nil {
+			var te tagError
+			if errors.As(err, &te) {
+				// Someone must tag an EIP first; a full listing every
+				// interval would only use up the API's rate limit.
+				return m.opts.Resync, err
+			}
 			return m.opts.Interval, err
 		}
 	}
@@ -563,20 +574,18 @@ func (m *Manager) refresh(ctx context.Context, now time.Time) error {
 
 // find returns the ID of the one reservation carrying the tag.
 func (m *Manager) find(ctx context.Context) (string, error) {
-	rs, err := m.metal.ReservationsWithTags(ctx, m.opts.EIPTag)
-	if err != nil {
-		return "", fmt.Errorf("looking up the control-plane EIP by tag %q: %w", m.opts.EIPTag, err)
+	match, err := m.lookup(ctx, m.metal.ReservationsWithTags)
+	if err == nil && len(match) != 1 {
+		// The cache may predate the tag: ask the API before complaining.
+		match, err = m.lookup(ctx, m.metal.ReservationsWithTagsFresh)
 	}
-	var match []metalv1.IPReservation
-	for _, r := range rs {
-		if slices.Contains(r.Tags, m.opts.EIPTag) {
-			match = append(match, r)
-		}
+	if err != nil {
+		return "", err
 	}
 	switch len(match) {
 	case 0:
 		m.eventOnce(ReasonEIPNotFound, "No Elastic IP carries the tag %q", m.opts.EIPTag)
-		return "", fmt.Errorf("no Elastic IP reservation in the project carries the tag %q (eipTag); tag the control-plane EIP with it, or unset eipTag to turn control-plane EIP management off", m.opts.EIPTag)
+		return "", tagError{fmt.Errorf("no Elastic IP reservation in the project carries the tag %q (eipTag); tag the control-plane EIP with it, or unset eipTag to turn control-plane EIP management off", m.opts.EIPTag)}
 	case 1:
 		m.lastFindEvent = ""
 		return match[0].GetId(), nil
@@ -586,8 +595,28 @@ func (m *Manager) find(ctx context.Context) (string, error) {
 		names = append(names, fmt.Sprintf("%s (%s)", r.GetAddress(), r.GetId()))
 	}
 	m.eventOnce(ReasonEIPNotFound, "%d Elastic IPs carry the tag %q", len(match), m.opts.EIPTag)
-	return "", fmt.Errorf("%d Elastic IP reservations carry the tag %q (eipTag): %s; remove the tag from all but the control-plane EIP",
-		len(match), m.opts.EIPTag, strings.Join(names, ", "))
+	return "", tagError{fmt.Errorf("%d Elastic IP reservations carry the tag %q (eipTag): %s; remove the tag from all but the control-plane EIP",
+		len(match), m.opts.EIPTag, strings.Join(names, ", "))}
+}
+
+// tagError is a lookup that found no reservation, or several: the user
+// must fix the tags.
+type tagError struct{ error }
+
+func (e tagError) Unwrap() error { return e.error }
+
+func (m *Manager) lookup(ctx context.Context, list func(context.Context, ...string) ([]metalv1.IPReservation, error)) ([]metalv1.IPReservation, error) {
+	rs, err := list(ctx, m.opts.EIPTag)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the control-plane EIP by tag %q: %w", m.opts.EIPTag, err)
+	}
+	var match []metalv1.IPReservation
+	for _, r := range rs {
+		if slices.Contains(r.Tags, m.opts.EIPTag) {
+			match = append(match, r)
+		}
+	}
+	return match, nil
 }
 
 // observe records a freshly read reservation.
