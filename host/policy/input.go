@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/open-policy-agent/opa/v1/ast"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -107,6 +108,16 @@ func NodeFromKubernetes(n *corev1.Node) Node {
 // ServiceFromKubernetes is the policy view of a Kubernetes Service.
 func ServiceFromKubernetes(s *corev1.Service) Service {
 	return Service{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations}
+}
+
+// PlacementConfigFrom is the placement view of the CCM configuration.
+func PlacementConfigFrom(c *config.Config) PlacementConfig {
+	return PlacementConfig{
+		Metro:                 c.Metro,
+		Facility:              c.Facility,
+		AnnotationEIPMetro:    c.AnnotationEIPMetro,
+		AnnotationEIPFacility: c.AnnotationEIPFacility,
+	}
 }
 
 // ParseSelector parses a bgpNodeSelector setting with the Kubernetes
