@@ -207,3 +207,33 @@ func TestUnknownSchemeIsAStartupError(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestSameInputIsMemoized(t *testing.T) {
+	m := load(t, hostile(t), "ok")
+	req := request()
+	for range 3 {
+		if _, err := m.Generate(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.GenerateCalls(); n != 1 {
+		t.Fatalf("%d module calls for 3 identical requests, want 1", n)
+	}
+	req.Services[0].IPs = []string{"145.40.1.6"}
+	if _, err := m.Generate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.GenerateCalls(); n != 2 {
+		t.Fatalf("%d module calls after a changed request, want 2", n)
+	}
+	// Failures are not memoized: every retry runs the module again.
+	bad := load(t, hostile(t), "error")
+	for range 2 {
+		if _, err := bad.Generate(context.Background(), req); err == nil {
+			t.Fatal("no error")
+		}
+	}
+	if n := bad.GenerateCalls(); n != 2 {
+		t.Fatalf("%d calls of a failing module for 2 requests, want 2", n)
+	}
+}
