@@ -182,6 +182,7 @@ type Manager struct {
 	holderKey    string
 	holderSince  time.Time
 	firstFailure time.Time
+	lastProbe    time.Time
 	nodeHealth   map[string]Health
 	lastReport   string
 	// lastFindEvent is the last Event about the tag lookup, to send it once.
@@ -437,9 +438,18 @@ func (m *Manager) roundErr(ctx context.Context, now time.Time) (time.Duration, e
 		}
 		targets = append(targets, Target{Key: n.Name, Hosts: probeAddresses(n, m.res.address), Port: targetPort})
 	}
-	results := m.prober.ProbeAll(ctx, targets)
-	if ctx.Err() != nil {
-		return 0, nil
+	// A round woken by a node event soon after the last probes decides on
+	// their results instead of probing again: two probes a few
+	// milliseconds apart would count one outage twice and shorten the
+	// hysteresis.
+	probeNow := m.lastProbe.IsZero() || now.Sub(m.lastProbe) >= m.opts.FastInterval
+	var results map[string]error
+	if probeNow {
+		results = m.prober.ProbeAll(ctx, targets)
+		if ctx.Err() != nil {
+			return 0, nil
+		}
+		m.lastProbe = now
 	}
 	present := map[string]bool{}
 	var states []NodeState
@@ -452,7 +462,7 @@ func (m *Manager) roundErr(ctx context.Context, now time.Time) (time.Duration, e
 			if err != nil {
 				klog.FromContext(ctx).V(4).Info("Control-plane node probe failed", "node", n.Name, "err", err)
 			}
-		} else {
+		} else if probeNow {
 			// The holder, probed through the EIP: its own history starts
 			// afresh when it stops being the holder.
 			delete(m.nodeHealth, n.Name)
@@ -470,18 +480,21 @@ func (m *Manager) roundErr(ctx context.Context, now time.Time) (time.Duration, e
 	}
 	holderHealth := m.nodeHealth[holderNode]
 	if probeEIP {
-		err := results[""]
-		m.eipHealth = m.eipHealth.Record(err == nil)
-		recordProbe("eip", err)
-		holderHealth = m.eipHealth
-		if err != nil {
-			klog.FromContext(ctx).V(2).Info("Control-plane EIP probe failed", "eip", m.res.address, "failures", m.eipHealth.Failures, "err", err)
+		if err, probed := results[""]; probed {
+			m.eipHealth = m.eipHealth.Record(err == nil)
+			recordProbe("eip", err)
+			if err != nil {
+				klog.FromContext(ctx).V(2).Info("Control-plane EIP probe failed", "eip", m.res.address, "failures", m.eipHealth.Failures, "err", err)
+			}
 		}
+		holderHealth = m.eipHealth
 	}
-	if holderHealth.Failures == 1 {
-		m.firstFailure = now
-	} else if holderHealth.Failures == 0 {
-		m.firstFailure = time.Time{}
+	if probeNow {
+		if holderHealth.Failures == 1 {
+			m.firstFailure = now
+		} else if holderHealth.Failures == 0 {
+			m.firstFailure = time.Time{}
+		}
 	}
 	metricHealthyNodes.Set(float64(healthyNodes))
 

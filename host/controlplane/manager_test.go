@@ -214,8 +214,23 @@ func TestManagerCordonedHolderMoves(t *testing.T) {
 	h := newHarness(t, Options{UseHostIP: true}, metal)
 	h.rounds(2)
 	h.updateNode("a", func(n *v1.Node) { n.Spec.Unschedulable = true })
-	if d := h.round(); d.Kind != Move || d.Target.Name != "b" || d.Cause != CauseCordoned {
+	// The node event wakes a round 10ms after the last one: it acts on the
+	// cordon at once, on the probe results it has, without probing again.
+	var before int64
+	for _, s := range h.servers {
+		before += s.requests.Load()
+	}
+	h.now = h.now.Add(10 * time.Millisecond)
+	h.m.round(h.ctx, h.now)
+	if d := h.m.Status().Last; d.Kind != Move || d.Target.Name != "b" || d.Cause != CauseCordoned {
 		t.Fatalf("decision = %+v, want move to b because a is cordoned", d)
+	}
+	var after int64
+	for _, s := range h.servers {
+		after += s.requests.Load()
+	}
+	if after != before {
+		t.Fatalf("a round 10ms after the last probed again (%d requests)", after-before)
 	}
 	if got := metal.holders(); !slices.Equal(got, []string{"dev-b"}) {
 		t.Fatalf("EIP holders = %v, want [dev-b]", got)

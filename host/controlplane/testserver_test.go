@@ -15,7 +15,7 @@ import (
 // in for one control-plane node's kube-apiserver. It can be stopped and
 // started again on the same address, and told to fail some answers.
 type fakeAPIServer struct {
-	t    *testing.T
+	t    testing.TB
 	addr string
 
 	mu  sync.Mutex
@@ -29,7 +29,7 @@ type fakeAPIServer struct {
 }
 
 // startFakeAPIServer listens on ip:port (port 0 = any) with TLS.
-func startFakeAPIServer(t *testing.T, ip string, port int) *fakeAPIServer {
+func startFakeAPIServer(t testing.TB, ip string, port int) *fakeAPIServer {
 	t.Helper()
 	s := &fakeAPIServer{t: t}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
@@ -49,7 +49,13 @@ func (s *fakeAPIServer) serve(ln net.Listener) {
 		fail, delay := s.fail, s.delay
 		s.mu.Unlock()
 		if delay > 0 {
-			time.Sleep(delay)
+			// A hung apiserver: the answer comes late, or never if the
+			// prober gives up first (its connection closes).
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+				return
+			}
 		}
 		if r.URL.Path != "/healthz" {
 			http.NotFound(w, r)
