@@ -198,7 +198,8 @@ func (e *Engine) SelectNodes(ctx context.Context, in SelectionInput) (sets.Set[s
 	c := e.current.Load()
 	const what = "BGP selection"
 	subject := fmt.Sprintf("of %d nodes", len(in.Nodes))
-	value, err := e.eval(ctx, c, c.selection, in.value(&e.nodes), decisionSelection, what, subject, selectionDeny)
+	input, known := in.value(&e.nodes)
+	value, err := e.eval(ctx, c, c.selection, input, decisionSelection, what, subject, selectionDeny)
 	if err != nil {
 		return nil, err
 	}
@@ -206,10 +207,6 @@ func (e *Engine) SelectNodes(ctx context.Context, in SelectionInput) (sets.Set[s
 	if !ok {
 		return nil, e.fail(decisionSelection, ErrInvalidDecision, nil,
 			"%s policy (%s) gave an invalid decision: %s = %s; it must be a set of node names (selected_nodes contains name if { ... })", what, c.source, selectionRule, clip(jsonText(value), 200))
-	}
-	known := make(map[string]struct{}, len(in.Nodes))
-	for _, n := range in.Nodes {
-		known[n.Name] = struct{}{}
 	}
 	selected := make(sets.Set[string], len(names))
 	for _, v := range names {

@@ -445,3 +445,40 @@ func TestExamples(t *testing.T) {
 		}
 	})
 }
+
+// TestNodeCacheNeverStale changes nodes between decisions in every way a
+// caller can (in place, reordered, removed, duplicated): each decision must
+// see the nodes as passed, never the cached AST of an earlier call.
+func TestNodeCacheNeverStale(t *testing.T) {
+	e := mustLoad(t, "", Options{})
+	reqs, err := ParseSelector("bgp=yes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelsA := map[string]string{"bgp": "yes"}
+	nodes := []Node{{Name: "a", Labels: labelsA}, {Name: "b", Labels: map[string]string{"bgp": "no"}}}
+	steps := []struct {
+		name   string
+		change func()
+		want   []string
+	}{
+		{"first", func() {}, []string{"a"}},
+		{"same again", func() {}, []string{"a"}},
+		{"label changed in place", func() { labelsA["bgp"] = "no" }, nil},
+		{"other node changed", func() { nodes[1] = Node{Name: "b", Labels: map[string]string{"bgp": "yes"}} }, []string{"b"}},
+		{"reordered", func() { nodes[0], nodes[1] = nodes[1], nodes[0] }, []string{"b"}},
+		{"node added", func() { nodes = append(nodes, Node{Name: "c", Labels: map[string]string{"bgp": "yes"}}) }, []string{"b", "c"}},
+		{"duplicate name", func() { nodes = append(nodes, Node{Name: "c", Labels: map[string]string{"bgp": "no"}}) }, []string{"b", "c"}},
+		{"node removed", func() { nodes = nodes[1:2] }, nil},
+	}
+	for _, s := range steps {
+		s.change()
+		got, err := e.SelectNodes(context.Background(), SelectionInput{Nodes: nodes, BGPNodeSelector: reqs})
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if !got.Equal(sets.New(s.want...)) {
+			t.Errorf("%s: selected %v, want %v", s.name, sets.List(got), s.want)
+		}
+	}
+}

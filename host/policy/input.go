@@ -152,16 +152,21 @@ func (in PlacementInput) value(nc *nodeCache) ast.Value {
 	return ast.NewObject(
 		ast.Item(ast.InternedTerm("service"), in.Service.term()),
 		ast.Item(ast.InternedTerm("config"), in.Config.term()),
-		ast.Item(ast.InternedTerm("nodes"), nc.terms(in.Nodes)),
+		ast.Item(ast.InternedTerm("nodes"), nodesOnly(nc.terms(in.Nodes))),
 		ast.Item(ast.InternedTerm("bgpNodeSelector"), requirementsTerm(in.BGPNodeSelector)),
 	)
 }
 
-func (in SelectionInput) value(nc *nodeCache) ast.Value {
+func nodesOnly(t *ast.Term, _ map[string]cachedNode) *ast.Term { return t }
+
+// value also returns the names of the nodes (a read-only map), so that
+// the decision can be checked against them without building another one.
+func (in SelectionInput) value(nc *nodeCache) (ast.Value, map[string]cachedNode) {
+	nodes, names := nc.terms(in.Nodes)
 	return ast.NewObject(
-		ast.Item(ast.InternedTerm("nodes"), nc.terms(in.Nodes)),
+		ast.Item(ast.InternedTerm("nodes"), nodes),
 		ast.Item(ast.InternedTerm("bgpNodeSelector"), requirementsTerm(in.BGPNodeSelector)),
-	)
+	), names
 }
 
 func (s Service) term() *ast.Term {
@@ -217,7 +222,9 @@ type cachedNode struct {
 	term  *ast.Term
 }
 
-func (c *nodeCache) terms(nodes []Node) *ast.Term {
+// terms returns the array of nodes and the cache entries by name, which
+// hold every name of nodes (duplicates included) and are never modified.
+func (c *nodeCache) terms(nodes []Node) (*ast.Term, map[string]cachedNode) {
 	c.mu.Lock()
 	old, last := c.byName, c.last
 	c.mu.Unlock()
@@ -230,7 +237,7 @@ func (c *nodeCache) terms(nodes []Node) *ast.Term {
 		}
 	}
 	if same {
-		return last
+		return last, old
 	}
 	next := make(map[string]cachedNode, len(nodes))
 	terms := make([]*ast.Term, len(nodes))
@@ -245,15 +252,16 @@ func (c *nodeCache) terms(nodes []Node) *ast.Term {
 		next[n.Name] = cached
 	}
 	arr := ast.ArrayTerm(terms...)
-	if len(next) != len(nodes) {
-		// Duplicate names: index no longer identifies a position, so
-		// never take the whole-array shortcut for this list.
-		arr, next = ast.ArrayTerm(terms...), map[string]cachedNode{}
-	}
 	c.mu.Lock()
-	c.byName, c.last = next, arr
+	if len(next) == len(nodes) {
+		c.byName, c.last = next, arr
+	} else {
+		// Duplicate names: an index no longer identifies a position, so
+		// the whole-array shortcut must not be taken for this list.
+		c.byName, c.last = map[string]cachedNode{}, nil
+	}
 	c.mu.Unlock()
-	return arr
+	return arr, next
 }
 
 func requirementsTerm(reqs []Requirement) *ast.Term {
