@@ -301,8 +301,16 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 			mergeTargets[objectKey{schema.FromAPIVersionAndKind(rd.APIVersion, rd.Kind), rd.Namespace, rd.Name}] = true
 		}
 	}
+	// Resolve and encode everything first: a kind the cluster lacks or a
+	// wrong scope must fail before the first write, not halfway.
+	type write struct {
+		m    *meta.RESTMapping
+		key  objectKey
+		kind string
+		body []byte
+	}
+	var writes []write
 	desired := map[objectKey]bool{}
-	force := true
 	for _, o := range resp.Objects {
 		gvk := schema.FromAPIVersionAndKind(o.APIVersion(), o.Kind())
 		key := objectKey{gvk, o.Namespace(), o.Name()}
@@ -310,6 +318,9 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		m, err := r.mapping(gvk)
 		if err != nil {
 			return r.applyErr("cannot apply %s %s: the cluster does not serve %s (%v); install the CRDs the module needs (for MetalLB, install MetalLB)", o.Kind(), qualified(key.namespace, key.name), o.APIVersion(), err)
+		}
+		if namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace; namespaced != (key.namespace != "") {
+			return r.applyErr("declares %s %s with the wrong scope: the cluster has it %s; declare a namespace in describe exactly for namespaced kinds", o.APIVersion(), o.Kind(), map[bool]string{true: "namespaced", false: "cluster-scoped"}[namespaced])
 		}
 		obj := copyObject(o)
 		if !mergeTargets[key] {
@@ -325,8 +336,12 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		if err != nil {
 			return r.applyErr("encoding %s %s: %v", o.Kind(), key.name, err)
 		}
-		if _, err := r.resource(m, key.namespace).Patch(ctx, key.name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, FieldValidation: "Strict"}); err != nil {
-			return r.applyErr("applying %s %s: %s", o.Kind(), qualified(key.namespace, key.name), oneLine(err.Error()))
+		writes = append(writes, write{m, key, o.Kind(), body})
+	}
+	force := true
+	for _, w := range writes {
+		if _, err := r.resource(w.m, w.key.namespace).Patch(ctx, w.key.name, types.ApplyPatchType, w.body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, FieldValidation: "Strict"}); err != nil {
+			return r.applyErr("applying %s %s: %s", w.kind, qualified(w.key.namespace, w.key.name), oneLine(err.Error()))
 		}
 		objectsApplied.Inc()
 	}
