@@ -116,8 +116,15 @@ excluding(nodes, req) := with_key(nodes, req.key) if {
 # title: with_value
 # description: |
 #   The nodes that have the requirement's label with one of its values.
-#   (Unifying with values[_] is the cheapest membership test in OPA.)
+#   Comparing with the only value ("key=value", the usual case), or
+#   unifying with values[_], are the cheapest membership tests in OPA.
 with_value(nodes, req) := {node.name |
+	some node in nodes
+	node.labels[key] == value
+} if {
+	key := req.key
+	[value] := req.values
+} else := {node.name |
 	some node in nodes
 	node.labels[key] == values[_]
 } if {
