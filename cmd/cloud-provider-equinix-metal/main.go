@@ -26,9 +26,6 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/provider"
 )
 
-// DefaultConcurrentServiceSyncs replaces upstream's default of 1.
-const DefaultConcurrentServiceSyncs = 10
-
 func main() {
 	os.Exit(run())
 }
@@ -41,11 +38,7 @@ func run() int {
 	}
 	// One provider lives in this binary, so --cloud-provider need not be given.
 	opts.KubeCloudShared.CloudProvider.Name = provider.ProviderName
-	// Upstream's single worker serialises a burst of new Services behind each
-	// other's Equinix round trips; with 10, a hundred Services get their IPs
-	// within a second at 50 ms API latency. The client-side rate limiter, not
-	// the worker count, protects the API.
-	opts.ServiceController.ConcurrentServiceSyncs = DefaultConcurrentServiceSyncs
+	opts.ServiceController.ConcurrentServiceSyncs = provider.DefaultConcurrentServiceSyncs
 
 	fss := cliflag.NamedFlagSets{}
 	metalFlags := fss.FlagSet(config.FlagSetName)

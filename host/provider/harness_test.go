@@ -33,7 +33,7 @@ const ccmUser = "equinix-ccm-under-test"
 // harness is the CCM's controllers in process against a real kube-apiserver
 // and the Equinix Metal emulator.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	env   *testenv.Env
 	emu   *emulator.Emulator
 	kube  kubernetes.Interface // admin, for the test's own reads and writes
@@ -52,7 +52,7 @@ type harnessOptions struct {
 	workers  int
 }
 
-func newHarness(t *testing.T, o harnessOptions) *harness {
+func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
 	h := &harness{t: t, env: o.env, emu: o.emu}
 	if h.env == nil {
@@ -107,7 +107,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	workers := o.workers
 	if workers == 0 {
-		workers = 10
+		workers = DefaultConcurrentServiceSyncs
 	}
 	factory.Start(ctx.Done())
 	go svc.Run(ctx, workers, metrics)

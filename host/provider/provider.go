@@ -38,6 +38,12 @@ const ProviderName = instances.ProviderName
 // FieldManager owns every object and field this CCM writes.
 const FieldManager = "cloud-provider-equinix-metal"
 
+// DefaultConcurrentServiceSyncs replaces the service controller's default
+// of one worker, which serialises a burst of new Services behind each
+// other's Equinix round trips. The client-side rate limiter, not the worker
+// count, protects the API.
+const DefaultConcurrentServiceSyncs = 50
+
 // UserAgent identifies the CCM to the Equinix Metal API.
 const UserAgent = "cloud-provider-equinix-metal (metal-ccm)"
 
