@@ -79,10 +79,11 @@ type Engine struct {
 	fsys fs.FS
 	opts Options
 
-	nodes    nodeCache
-	current  atomic.Pointer[compiled]
-	reloadMu sync.Mutex // one reload at a time
-	lastErr  atomic.Pointer[error]
+	nodes        nodeCache
+	current      atomic.Pointer[compiled]
+	reloadMu     sync.Mutex // one reload at a time; guards failedDigest
+	failedDigest string     // of the files the last failed reload refused
+	lastErr      atomic.Pointer[error]
 }
 
 // Load loads the policies of dir, or the built-in ones when dir is "" (the
@@ -140,7 +141,9 @@ func (e *Engine) LastReloadError() error {
 // Reload re-reads the policy directory and, if its files changed and
 // compile, uses them from the next evaluation on. On failure the previous
 // policies stay in use and the error says why. changed reports whether
-// the files differed from the loaded ones. The built-ins never change.
+// there is news: other files than in use, or a return to the files in use
+// after a failure. Files already refused give (false, the same error), so
+// periodic resyncs do not repeat a report. The built-ins never change.
 func (e *Engine) Reload(ctx context.Context) (changed bool, err error) {
 	if e.dir == "" {
 		return false, nil
@@ -149,7 +152,19 @@ func (e *Engine) Reload(ctx context.Context) (changed bool, err error) {
 	defer e.reloadMu.Unlock()
 	files, digest, err := snapshot(e.fsys)
 	if err == nil && digest == e.current.Load().digest {
-		return false, nil
+		if e.LastReloadError() == nil {
+			return false, nil
+		}
+		// The files went back to the version in use: nothing is stale.
+		e.lastErr.Store(nil)
+		e.failedDigest = ""
+		reloadsTotal.WithLabelValues("success").Inc()
+		reloadFailing.Set(0)
+		return true, nil
+	}
+	if err == nil && digest == e.failedDigest {
+		// Already refused; a resync must not report it again.
+		return false, e.LastReloadError()
 	}
 	var c *compiled
 	if err != nil {
@@ -160,12 +175,14 @@ func (e *Engine) Reload(ctx context.Context) (changed bool, err error) {
 	if err != nil {
 		err = fmt.Errorf("reload failed, still using the previous policies: %w", err)
 		e.lastErr.Store(&err)
+		e.failedDigest = digest
 		reloadsTotal.WithLabelValues("failure").Inc()
 		reloadFailing.Set(1)
 		return true, err
 	}
 	e.current.Store(c)
 	e.lastErr.Store(nil)
+	e.failedDigest = ""
 	reloadsTotal.WithLabelValues("success").Inc()
 	reloadFailing.Set(0)
 	return true, nil
@@ -197,7 +214,7 @@ func (e *Engine) Placement(ctx context.Context, in PlacementInput) (Placement, e
 func (e *Engine) SelectNodes(ctx context.Context, in SelectionInput) (sets.Set[string], error) {
 	c := e.current.Load()
 	const what = "BGP selection"
-	subject := fmt.Sprintf("of %d nodes", len(in.Nodes))
+	subject := fmt.Sprintf("the selection of %d nodes", len(in.Nodes))
 	input, known := in.value(&e.nodes)
 	value, err := e.eval(ctx, c, c.selection, input, decisionSelection, what, subject, selectionDeny)
 	if err != nil {

@@ -342,11 +342,11 @@ func TestSelectionErrors(t *testing.T) {
 		want []string
 	}{
 		{name: "undefined", bgp: `selected_nodes := {"a"} if input.nothing`, kind: ErrUndefined,
-			want: []string{"gave no decision for of 2 nodes", "data.equinix.bgp.selected_nodes is undefined", "set of node names"}},
+			want: []string{"gave no decision for the selection of 2 nodes", "data.equinix.bgp.selected_nodes is undefined", "set of node names"}},
 		{name: "not a set", bgp: `selected_nodes := "a"`, kind: ErrInvalidDecision, want: []string{`data.equinix.bgp.selected_nodes = "a"`, "set of node names"}},
 		{name: "not strings", bgp: `selected_nodes := {1}`, kind: ErrInvalidDecision, want: []string{"selected 1, which is not the name of a node"}},
 		{name: "unknown node", bgp: `selected_nodes := {"a", "ghost"}`, kind: ErrInvalidDecision, want: []string{`selected "ghost", which is not the name of a node in input.nodes`}},
-		{name: "deny", bgp: "selected_nodes := {\"a\"}\n\ndeny contains \"maintenance\"", kind: ErrDenied, want: []string{"BGP selection policy (in ", "denied of 2 nodes: maintenance"}},
+		{name: "deny", bgp: "selected_nodes := {\"a\"}\n\ndeny contains \"maintenance\"", kind: ErrDenied, want: []string{"BGP selection policy (in ", "denied the selection of 2 nodes: maintenance"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,6 +50,9 @@ func TestReload(t *testing.T) {
 			[]string{"still using the previous policies", "undefined function http.send"}, "ny"},
 		{"missing rule keeps previous", with(t, map[string]string{"eip.rego": ""}), true,
 			[]string{"still using the previous policies", "define no rule data.equinix.eip.placement"}, "ny"},
+		{"same bad files again", with(t, map[string]string{"eip.rego": ""}), false,
+			[]string{"still using the previous policies", "define no rule data.equinix.eip.placement"}, "ny"},
+		{"back to the files in use", with(t, fixedEIP("ny")), true, nil, "ny"},
 		{"fixed", with(t, fixedEIP("sv")), true, nil, "sv"},
 		{"added data file", with(t, map[string]string{"eip.rego": "package equinix.eip\n\nplacement := {\"metro\": data.site.metro}\n", "site.json": `{"site": {"metro": "am"}}`}), true, nil, "am"},
 	}
@@ -69,7 +72,7 @@ func TestReload(t *testing.T) {
 				if e.LastReloadError() != nil || failing != 0 {
 					t.Errorf("after a good reload: LastReloadError = %v, reload_failing = %v", e.LastReloadError(), failing)
 				}
-				if s.wantChanged && (newSuccess != success+1 || e.Digest() == digest) {
+				if s.wantChanged && (newSuccess != success+1 || (e.Digest() == digest) != (s.name == "back to the files in use")) {
 					t.Errorf("reloads_total{success} %v -> %v, digest %s -> %s", success, newSuccess, digest, e.Digest())
 				}
 			default:
@@ -82,7 +85,11 @@ func TestReload(t *testing.T) {
 						t.Errorf("error %q lacks %q", err, w)
 					}
 				}
-				if !errors.Is(e.LastReloadError(), err) || failing != 1 || newFailure != failure+1 || e.Digest() != digest {
+				wantFailures := failure + 1
+				if !s.wantChanged { // already refused: not counted again
+					wantFailures = failure
+				}
+				if !errors.Is(e.LastReloadError(), err) || failing != 1 || newFailure != wantFailures || e.Digest() != digest {
 					t.Errorf("after a failed reload: LastReloadError = %v, reload_failing = %v, failures %v -> %v, digest changed = %v",
 						e.LastReloadError(), failing, failure, newFailure, e.Digest() != digest)
 				}
