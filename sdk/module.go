@@ -72,6 +72,7 @@ func (m Module) HandleGenerate(input []byte) (out []byte, err error) {
 	if err := checkEnvelope(req.APIVersion, req.Kind, KindGenerateRequest); err != nil {
 		return nil, err
 	}
+	tuneGC(req.MemoryLimitBytes)
 	resp, err := m.Generate(req)
 	if err != nil {
 		return nil, err

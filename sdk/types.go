@@ -99,9 +99,12 @@ type ObjectRead struct {
 // GenerateRequest is the input of ccm_lb_generate: the whole snapshot, not a
 // delta, so the module never needs memory between calls.
 type GenerateRequest struct {
-	APIVersion string  `json:"apiVersion"`
-	Kind       string  `json:"kind"`
-	Options    Options `json:"options"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// MemoryLimitBytes is the host's memory limit for this call. The SDK
+	// tunes the Go garbage collector to it; a module need not look at it.
+	MemoryLimitBytes int64   `json:"memoryLimitBytes,omitempty"`
+	Options          Options `json:"options"`
 	// Services are the Services that have an address, sorted by namespace
 	// and name.
 	Services []Service `json:"services"`

@@ -258,6 +258,7 @@ func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
 // nothing should be applied.
 func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, m.options
+	req.MemoryLimitBytes = int64(m.opts.MemoryLimitMiB) << 20
 	in, err := json.Marshal(req)
 	if err != nil {
 		return sdk.GenerateResponse{}, err

@@ -237,3 +237,17 @@ func TestSameInputIsMemoized(t *testing.T) {
 		t.Fatalf("%d calls of a failing module for 2 requests, want 2", n)
 	}
 }
+
+// The documented scale fits the default memory limit (the SDK's collector
+// tuning must not trade memory for speed past it).
+func TestMetalLBScaleFitsDefaultLimit(t *testing.T) {
+	o := lbmodule.Options{CacheDir: cacheDir, Timeout: 60 * time.Second}
+	m := sdktest.Load(t, sdktest.Build(t, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, o)
+	resp, err := m.Generate(context.Background(), sdktest.Snapshot(1000, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Objects) != 1000+200+1 {
+		t.Fatalf("%d objects, want 1000 pools + 200 peers + 1 advertisement", len(resp.Objects))
+	}
+}
