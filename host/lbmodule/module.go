@@ -79,6 +79,7 @@ type Module struct {
 	opts    Options
 	options sdk.Options
 	rt      wazero.Runtime
+	cache   wazero.CompilationCache
 	cm      wazero.CompiledModule
 	desc    sdk.Description
 
@@ -161,6 +162,7 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 	if err != nil {
 		return nil, err
 	}
+	m.cache = cache
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(uint32(opts.MemoryLimitMiB * (1 << 20) / pageSize)).
 		WithCloseOnContextDone(true).
@@ -169,7 +171,7 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 	ok := false
 	defer func() {
 		if !ok {
-			_ = m.rt.Close(context.Background())
+			_ = m.Close(context.Background())
 		}
 	}()
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
@@ -190,8 +192,8 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 		return nil, fail("%v", err)
 	}
 
-	// One instance checks the ABI version and then describes: a module of
-	// another ABI never gets to parse a request it does not understand.
+	// One instance checks the ABI version and then describes (an instance
+	// costs milliseconds): describe runs only if the version matches.
 	checkABI := func(ctx context.Context, mod api.Module) error {
 		res, err := mod.ExportedFunction(exportABIVersion).Call(ctx)
 		if err != nil {
@@ -247,8 +249,14 @@ func (m *Module) Describe() sdk.Description { return m.desc }
 // to those answered from the memoized output.
 func (m *Module) GenerateCalls() uint64 { return m.calls.Load() }
 
-// Close frees the runtime and its compiled code.
-func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
+// Close frees the runtime and its compiled code (an on-disk cache stays).
+func (m *Module) Close(ctx context.Context) error {
+	err := m.rt.Close(ctx)
+	if cerr := m.cache.Close(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // Generate runs the module's generate export on req and validates the
 // output. A request byte-identical to the last successful one reuses that
