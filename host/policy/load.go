@@ -59,18 +59,32 @@ type compiled struct {
 // policy files, so that `opa test` predicts it, it cannot leak data over
 // the network, and a retry gives the same answer. A policy that calls one
 // fails to compile with "undefined function".
-var capabilities = func() *ast.Capabilities {
+var capabilities, removedBuiltins = func() (*ast.Capabilities, []string) {
 	caps := ast.CapabilitiesForThisVersion()
-	kept := caps.Builtins[:0]
+	var kept []*ast.Builtin
+	var removed []string
 	for _, b := range caps.Builtins {
-		if !b.IsNondeterministic() {
-			kept = append(kept, b)
+		if b.IsNondeterministic() {
+			removed = append(removed, b.Name)
+			continue
 		}
+		kept = append(kept, b)
 	}
 	caps.Builtins = kept
 	caps.AllowNet = []string{}
-	return caps
+	return caps, removed
 }()
+
+// sandboxHint explains an "undefined function" error that comes from the
+// sandbox rather than from a typo.
+func sandboxHint(msg string) string {
+	for _, name := range removedBuiltins {
+		if strings.Contains(msg, "undefined function "+name) {
+			return "; " + name + " is not available to CCM policies: network, clock and random builtins are disabled so that a decision depends only on its input"
+		}
+	}
+	return ""
+}
 
 // isPolicyFile says whether a file of a policy directory is loaded: Rego
 // modules except tests, and JSON/YAML data (mounted under data.<subdir> as
@@ -155,7 +169,8 @@ func compile(ctx context.Context, files fstest.MapFS, digest, dir string) (*comp
 		WithCapabilities(capabilities).
 		WithEnablePrintStatements(true)
 	if compiler.Compile(res.ParsedModules()); compiler.Failed() {
-		return nil, fmt.Errorf("policies %s do not compile: %s; fix them (check with `opa check`); network, time and random builtins are not available", source, formatErrors(compiler.Errors, dir))
+		msg := formatErrors(compiler.Errors, dir)
+		return nil, fmt.Errorf("policies %s do not compile: %s; fix them (check with `opa check`)%s", source, msg, sandboxHint(msg))
 	}
 	for _, r := range required {
 		if err := checkRule(compiler, r.rule, r.file, dir); err != nil {
