@@ -44,21 +44,11 @@ const (
 // IsControlPlaneService reports whether namespace/name is the external
 // control-plane Service. The Service load-balancer code skips it: its IP is
 // the control-plane EIP, which this package owns, so no EIP may be reserved
-// and no load-balancer config generated for it.
+// and no load-balancer config generated for it. Answering the service
+// controller with cloudprovider.ImplementedElsewhere also keeps that
+// controller from overwriting the status this package applies.
 func IsControlPlaneService(namespace, name string) bool {
 	return namespace == ExternalServiceNamespace && name == ExternalServiceName
-}
-
-// ControlPlaneServiceStatus is the load-balancer status the external Service
-// must keep: its spec.loadBalancerIP as the one ingress IP. The service
-// controller of k8s.io/cloud-provider writes whatever EnsureLoadBalancer
-// returns into the status, so the Service LB code returns this for the
-// external Service instead of an empty status that would erase the EIP.
-func ControlPlaneServiceStatus(svc *v1.Service) *v1.LoadBalancerStatus {
-	if svc == nil || svc.Spec.LoadBalancerIP == "" {
-		return &v1.LoadBalancerStatus{}
-	}
-	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: svc.Spec.LoadBalancerIP}}}
 }
 
 // apiServerTargetPort is the port the kube-apiservers listen on, from the

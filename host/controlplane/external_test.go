@@ -30,17 +30,6 @@ func TestIsControlPlaneService(t *testing.T) {
 	}
 }
 
-func TestControlPlaneServiceStatus(t *testing.T) {
-	svc := &v1.Service{Spec: v1.ServiceSpec{LoadBalancerIP: "147.75.1.2"}}
-	got := ControlPlaneServiceStatus(svc)
-	if len(got.Ingress) != 1 || got.Ingress[0].IP != "147.75.1.2" {
-		t.Fatalf("status = %+v, want one ingress 147.75.1.2", got)
-	}
-	if got := ControlPlaneServiceStatus(&v1.Service{}); len(got.Ingress) != 0 {
-		t.Fatalf("status without loadBalancerIP = %+v, want empty", got)
-	}
-}
-
 func kubernetesService(port int32, target intstr.IntOrString) *v1.Service {
 	return &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},
