@@ -1,0 +1,49 @@
+package policy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
+)
+
+// The CCM loads the policies once (dir "" = the built-ins), runs Watch in
+// the background, and asks for a decision per new EIP and per node change.
+func Example() {
+	ctx := context.Background()
+	engine, err := policy.Load(ctx, "", policy.Options{})
+	if err != nil {
+		panic(err)
+	}
+	go func() { _ = engine.Watch(ctx) }() // returns at once for the built-ins
+
+	cfg := policy.PlacementConfig{
+		AnnotationEIPMetro:    "metal.equinix.com/eip-metro",
+		AnnotationEIPFacility: "metal.equinix.com/eip-facility",
+	}
+	where, err := engine.Placement(ctx, policy.PlacementInput{
+		Service: policy.Service{Namespace: "shop", Name: "web",
+			Annotations: map[string]string{"metal.equinix.com/eip-metro": "da"}},
+		Config: cfg,
+	})
+	fmt.Println(where, err)
+
+	_, err = engine.Placement(ctx, policy.PlacementInput{Service: policy.Service{Namespace: "shop", Name: "api"}, Config: cfg})
+	var deny *policy.DenyError
+	fmt.Println(errors.As(err, &deny), len(deny.Messages))
+
+	selector, _ := policy.ParseSelector("bgp=yes")
+	nodes, err := engine.SelectNodes(ctx, policy.SelectionInput{
+		Nodes: []policy.Node{
+			{Name: "a", Labels: map[string]string{"bgp": "yes"}},
+			{Name: "b", Labels: map[string]string{"bgp": "no"}},
+		},
+		BGPNodeSelector: selector,
+	})
+	fmt.Println(nodes.UnsortedList(), err)
+	// Output:
+	// metro da <nil>
+	// true 1
+	// [a] <nil>
+}
