@@ -51,7 +51,7 @@ func newReservationStore() *store {
 			}
 			return keys, nil
 		},
-	})
+	}, indexTag)
 }
 
 // RefreshReservations re-reads every public IPv4 reservation of the project
@@ -124,29 +124,23 @@ func (c *Client) ReservationsWithTagsFresh(ctx context.Context, tags ...string) 
 	return c.reservationsWithTags(tags), nil
 }
 
-// reservationsWithTags looks up the tag index: it starts from the most
-// selective tag and keeps the reservations that carry every other one.
-// Tags are tried longest first (a per-Service hash tag is longer than the
-// shared usage and cluster tags) and the search stops at a tag held by at
-// most one reservation, so a typical lookup reads one short index entry.
+// reservationsWithTags looks up the tag index: it starts from the tag that
+// the fewest reservations carry (usually the per-Service one) and keeps
+// those that carry every other tag.
 func (c *Client) reservationsWithTags(tags []string) []metalv1.IPReservation {
-	order := slices.Clone(tags)
-	slices.SortStableFunc(order, func(a, b string) int { return len(b) - len(a) })
-	var best []any
-	for i, t := range order {
-		objs, _ := c.reservations.idx.ByIndex(indexTag, t)
-		if len(objs) == 0 {
+	rarest, fewest := "", -1
+	for _, t := range tags {
+		n := c.reservations.count(indexTag, t)
+		if n == 0 {
 			return nil // nothing carries this tag, so nothing carries them all
 		}
-		if i == 0 || len(objs) < len(best) {
-			best = objs
-		}
-		if len(best) <= 1 {
-			break
+		if fewest < 0 || n < fewest {
+			rarest, fewest = t, n
 		}
 	}
+	objs, _ := c.reservations.idx.ByIndex(indexTag, rarest)
 	var out []metalv1.IPReservation
-	for _, o := range best {
+	for _, o := range objs {
 		r := o.(*metalv1.IPReservation)
 		if hasAllTags(r.Tags, tags) {
 			out = append(out, *r)

@@ -36,6 +36,10 @@ type store struct {
 	completed uint64 // number of the latest listing applied to idx
 	inFlight  bool
 	journal   []journalEntry
+	size      int
+	// counted indexes keep a count per value (see count).
+	counted map[string]cache.IndexFunc
+	counts  map[string]map[string]int
 
 	sf singleflight.Group
 }
@@ -46,8 +50,15 @@ type journalEntry struct {
 	delete bool
 }
 
-func newStore(name string, keyFunc cache.KeyFunc, indexers cache.Indexers) *store {
-	return &store{name: name, keyFunc: keyFunc, idx: cache.NewIndexer(keyFunc, indexers)}
+// newStore builds a store; the indexes named in counted also keep a count
+// per value.
+func newStore(name string, keyFunc cache.KeyFunc, indexers cache.Indexers, counted ...string) *store {
+	s := &store{name: name, keyFunc: keyFunc, idx: cache.NewIndexer(keyFunc, indexers),
+		counted: map[string]cache.IndexFunc{}, counts: map[string]map[string]int{}}
+	for _, c := range counted {
+		s.counted[c] = indexers[c]
+	}
+	return s
 }
 
 // isLoaded tells whether the store has ever been filled by a listing; an
@@ -82,26 +93,68 @@ func (s *store) joinTicket() uint64 {
 func (s *store) upsert(obj any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_ = s.idx.Update(obj)
-	if s.inFlight {
-		if k, err := s.keyFunc(obj); err == nil {
-			s.journal = append(s.journal, journalEntry{key: k, obj: obj})
-		}
+	k, err := s.keyFunc(obj)
+	if err != nil {
+		return
 	}
-	cacheObjects.WithLabelValues(s.name).Set(float64(len(s.idx.ListKeys())))
+	s.put(k, obj)
+	if s.inFlight {
+		s.journal = append(s.journal, journalEntry{key: k, obj: obj})
+	}
+	cacheObjects.WithLabelValues(s.name).Set(float64(s.size))
 }
 
 // remove records a deletion (ours, or a 404 from a single GET).
 func (s *store) remove(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if obj, ok, _ := s.idx.GetByKey(key); ok {
-		_ = s.idx.Delete(obj)
-	}
+	s.del(key)
 	if s.inFlight {
 		s.journal = append(s.journal, journalEntry{key: key, delete: true})
 	}
-	cacheObjects.WithLabelValues(s.name).Set(float64(len(s.idx.ListKeys())))
+	cacheObjects.WithLabelValues(s.name).Set(float64(s.size))
+}
+
+// put and del change idx and keep size and counts in step; s.mu is held.
+func (s *store) put(key string, obj any) {
+	if old, ok, _ := s.idx.GetByKey(key); ok {
+		s.countObj(old, -1)
+	} else {
+		s.size++
+	}
+	_ = s.idx.Update(obj)
+	s.countObj(obj, +1)
+}
+
+func (s *store) del(key string) {
+	if old, ok, _ := s.idx.GetByKey(key); ok {
+		s.countObj(old, -1)
+		s.size--
+		_ = s.idx.Delete(old)
+	}
+}
+
+// countObj adds d to the counts of obj's values in the counted indexes.
+func (s *store) countObj(obj any, d int) {
+	for name, fn := range s.counted {
+		vals, _ := fn(obj)
+		for _, v := range vals {
+			if s.counts[name] == nil {
+				s.counts[name] = map[string]int{}
+			}
+			if s.counts[name][v] += d; s.counts[name][v] <= 0 {
+				delete(s.counts[name], v)
+			}
+		}
+	}
+}
+
+// count is how many objects have value in a counted index, without
+// building the list (Indexer's IndexKeys sorts, ByIndex copies).
+func (s *store) count(index, value string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[index][value]
 }
 
 // refresh makes sure the store holds the result of a listing numbered above
@@ -146,19 +199,22 @@ func (s *store) refresh(ctx context.Context, after uint64, timeout time.Duration
 			if err := s.idx.Replace(objs, ""); err != nil {
 				return n, fmt.Errorf("filling the %s cache: %w", s.name, err)
 			}
+			s.size = len(s.idx.ListKeys())
+			s.counts = map[string]map[string]int{}
+			for _, o := range s.idx.List() {
+				s.countObj(o, +1)
+			}
 			for _, j := range journal {
 				if j.delete {
-					if obj, ok, _ := s.idx.GetByKey(j.key); ok {
-						_ = s.idx.Delete(obj)
-					}
+					s.del(j.key)
 				} else {
-					_ = s.idx.Update(j.obj)
+					s.put(j.key, j.obj)
 				}
 			}
 			s.loaded = true
 			s.completed = n
 			cacheRefreshes.WithLabelValues(s.name, "success").Inc()
-			cacheObjects.WithLabelValues(s.name).Set(float64(len(s.idx.ListKeys())))
+			cacheObjects.WithLabelValues(s.name).Set(float64(s.size))
 			return n, nil
 		})
 		select {

@@ -57,8 +57,43 @@ func TestStoreReplaysWritesMadeDuringARefresh(t *testing.T) {
 		t.Errorf("after refresh: %v, want %v", got, want)
 	}
 	byTag, _ := s.idx.ByIndex(indexTag, "a")
-	if len(byTag) != 2 {
-		t.Errorf("tag index has %d entries, want 2", len(byTag))
+	if len(byTag) != 2 || s.count(indexTag, "a") != 2 {
+		t.Errorf("tag index has %d entries (count %d), want 2", len(byTag), s.count(indexTag, "a"))
+	}
+}
+
+// The per-tag counts follow every kind of change.
+func TestStoreCounts(t *testing.T) {
+	s := newReservationStore()
+	_ = s.refresh(context.Background(), 0, time.Minute, func(context.Context) ([]any, error) {
+		return []any{res("1", "a", "b"), res("2", "a"), res("3", "c")}, nil
+	})
+	steps := []struct {
+		name string
+		do   func()
+		want map[string]int
+	}{
+		{"after listing", func() {}, map[string]int{"a": 2, "b": 1, "c": 1}},
+		{"new object", func() { s.upsert(res("4", "a", "c")) }, map[string]int{"a": 3, "b": 1, "c": 2}},
+		{"tags changed", func() { s.upsert(res("1", "c")) }, map[string]int{"a": 2, "b": 0, "c": 3}},
+		{"removed", func() { s.remove("3") }, map[string]int{"a": 2, "b": 0, "c": 2}},
+		{"removed twice", func() { s.remove("3") }, map[string]int{"a": 2, "b": 0, "c": 2}},
+		{"unknown removed", func() { s.remove("nope") }, map[string]int{"a": 2, "b": 0, "c": 2}},
+	}
+	for _, st := range steps {
+		st.do()
+		for tag, want := range st.want {
+			if got := s.count(indexTag, tag); got != want {
+				t.Errorf("%s: count(%s) = %d, want %d", st.name, tag, got, want)
+			}
+			objs, _ := s.idx.ByIndex(indexTag, tag)
+			if len(objs) != want {
+				t.Errorf("%s: index(%s) has %d, count says %d", st.name, tag, len(objs), want)
+			}
+		}
+	}
+	if s.size != 3 {
+		t.Errorf("size = %d, want 3", s.size)
 	}
 }
 
