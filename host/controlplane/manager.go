@@ -135,6 +135,7 @@ func (o Options) withDefaults() Options {
 // Event reasons, on the external Service.
 const (
 	ReasonMoved        = "ControlPlaneEIPMoved"
+	ReasonTrimmed      = "ControlPlaneEIPDuplicateRemoved"
 	ReasonAssigned     = "ControlPlaneEIPAssigned"
 	ReasonUnhealthy    = "ControlPlaneUnhealthy"
 	ReasonRecovered    = "ControlPlaneRecovered"
@@ -516,7 +517,7 @@ func (m *Manager) roundErr(ctx context.Context, now time.Time) (time.Duration, e
 	case Keep:
 		metricStuck.Set(0)
 		if m.lastReport != "" {
-			m.event(v1.EventTypeNormal, ReasonRecovered, "The control-plane EIP %s is on a healthy node %s again", m.res.address, holderNode)
+			m.event(v1.EventTypeNormal, ReasonRecovered, "The control-plane EIP %s is on a healthy node again (%s)", m.res.address, holderNode)
 			m.lastReport = ""
 		}
 	case Stuck:
@@ -703,7 +704,7 @@ func (m *Manager) execute(ctx context.Context, d Decision, now time.Time, fromNo
 	}
 	if d.Kind == Trim {
 		m.setHolder(now)
-		m.event(v1.EventTypeNormal, ReasonMoved, "Control-plane EIP %s: %s", m.res.address, d.Reason)
+		m.event(v1.EventTypeNormal, ReasonTrimmed, "Control-plane EIP %s: %s", m.res.address, d.Reason)
 		metricFailovers.WithLabelValues(d.Cause).Inc()
 		return nil
 	}

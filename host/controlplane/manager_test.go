@@ -314,6 +314,7 @@ func TestManagerTrimsDuplicateAssignments(t *testing.T) {
 	if d := h.round(); d.Kind != Keep {
 		t.Fatalf("after trim: %+v, want keep", d)
 	}
+	containsAll(t, "events", h.events(), "Normal ControlPlaneEIPDuplicateRemoved Control-plane EIP 147.75.0.10: the EIP has 2 assignments; keeping the one on device dev-a")
 }
 
 func TestManagerTagErrors(t *testing.T) {

@@ -35,7 +35,7 @@ func nodeState(n *v1.Node, h Health) NodeState {
 	dev := ""
 	if n.Spec.ProviderID != "" {
 		if id, err := instances.DeviceID(n.Spec.ProviderID); err == nil {
-			dev = id
+			dev = strings.ToLower(id) // UUIDs; the API writes them in lower case
 		}
 	}
 	return NodeState{
@@ -88,11 +88,11 @@ func relevantNodeChange(old, cur *v1.Node) bool {
 func deviceIDFromHref(href string) string {
 	if _, after, ok := strings.Cut(href, "/devices/"); ok {
 		id, _, _ := strings.Cut(after, "/")
-		return id
+		return strings.ToLower(id)
 	}
 	href = strings.TrimRight(href, "/")
 	if i := strings.LastIndexByte(href, '/'); i >= 0 {
-		return href[i+1:]
+		href = href[i+1:]
 	}
-	return href
+	return strings.ToLower(href)
 }

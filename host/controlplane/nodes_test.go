@@ -43,6 +43,8 @@ func TestNodeState(t *testing.T) {
 			NodeState{Name: "a", DeviceID: "d1"}},
 		{"legacy packet provider ID", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: "packet://d2"}},
 			NodeState{Name: "a", DeviceID: "d2"}},
+		{"upper-case UUID", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://D3"}},
+			NodeState{Name: "a", DeviceID: "d3"}},
 		{"another cloud's provider ID", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: "aws:///us-east-1a/i-1"}},
 			NodeState{Name: "a"}},
 		{"no provider ID yet, cordoned, deleting", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", DeletionTimestamp: &now}, Spec: v1.NodeSpec{Unschedulable: true}},
@@ -116,6 +118,7 @@ func TestDeviceIDFromHref(t *testing.T) {
 		"/metal/v1/devices/abc/":           "abc",
 		"https://api.equinix.com/x/y/uuid": "uuid",
 		"uuid":                             "uuid",
+		"/metal/v1/devices/ABC-Def":        "abc-def",
 	} {
 		if got := deviceIDFromHref(href); got != want {
 			t.Errorf("deviceIDFromHref(%q) = %q, want %q", href, got, want)
