@@ -82,8 +82,15 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; echo "run: gofmt -w <files>"; exit 1; fi
 
-run:
-	@echo "make run: the sandbox is not built yet (see the README's status)"; exit 1
+# The sandbox: emulator + real kube-apiserver + the CCM + sample Services.
+# Pass options with SANDBOX_ARGS, for example
+#   make run SANDBOX_ARGS="--loadbalancer=metallb:///metallb-system/config"
+#   make run SANDBOX_ARGS="--policy-dir=examples/policies/<name>"
+SANDBOX_ARGS ?=
+run: build k8s-bins $(K8S_BIN_DIR)/kubectl
+	@$(GO) build -o $(BIN_DIR)/sandbox ./cmd/sandbox
+	@echo ">> kubectl for the sandbox: $(K8S_BIN_DIR)/kubectl"
+	@PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/sandbox --ccm $(CCM_BIN) $(SANDBOX_ARGS)
 
 # Builds only what is missing: no file prerequisites, so a fresh clone (with
 # new timestamps) never rebuilds binaries that are already cached. The

@@ -17,12 +17,14 @@ operators := {"=", "==", "in", "!=", "notin", "exists", "!", "gt", "lt"}
 # description: |
 #   The names of the nodes (objects with "name" and "labels") whose labels
 #   satisfy every requirement; all of them when there is no requirement (an
-#   empty selector selects every node). It intersects one set per
+#   empty selector selects every node). It combines one set of names per
 #   requirement instead of testing node by node, because per-node function
 #   calls and negations cost several times more in OPA, and 5,000 nodes
-#   are one decision of the CCM.
-selected(nodes, requirements) := intersection({all} | {matching(nodes, all, req) | some req in requirements}) if {
-	all := {node.name | some node in nodes}
+#   are one decision of the CCM: the nodes every positive requirement
+#   includes, minus those a negative one excludes.
+selected(nodes, requirements) := without(candidates(nodes, included), excluded) if {
+	included := {names | some req in requirements; names := including(nodes, req)}
+	excluded := {names | some req in requirements; names := excluding(nodes, req)}
 }
 
 # METADATA
@@ -35,39 +37,41 @@ matches(labels, requirements) if {
 }
 
 # METADATA
-# title: matching (equality and set membership)
+# title: candidates
+# description: |
+#   The nodes in every included set; all nodes when no requirement is
+#   positive (only !=, notin and ! requirements, or none).
+candidates(nodes, included) := intersection(included) if {
+	count(included) > 0
+} else := {node.name | some node in nodes}
+
+# METADATA
+# title: without
+# description: |
+#   names minus every set in excluded; names itself when there is none,
+#   which spares copying thousands of names for the common selectors.
+without(names, excluded) := names if {
+	count(excluded) == 0
+} else := names - union(excluded)
+
+# METADATA
+# title: including (equality and set membership)
 # description: The nodes with the label set to one of the requirement's values.
-matching(nodes, _, req) := with_value(nodes, req) if {
+including(nodes, req) := with_value(nodes, req) if {
 	req.operator in {"=", "==", "in"}
 }
 
 # METADATA
-# title: matching (inequality and set exclusion)
-# description: |
-#   The nodes without the label or with another value: Kubernetes selects a
-#   node without the label for "key!=v" and "key notin (v)".
-matching(nodes, all, req) := all - with_value(nodes, req) if {
-	req.operator in {"!=", "notin"}
-}
-
-# METADATA
-# title: matching (exists)
+# title: including (exists)
 # description: The nodes with the label, whatever its value (even empty).
-matching(nodes, _, req) := with_key(nodes, req.key) if {
+including(nodes, req) := with_key(nodes, req.key) if {
 	req.operator == "exists"
 }
 
 # METADATA
-# title: matching (does not exist)
-# description: The nodes without the label ("!key").
-matching(nodes, all, req) := all - with_key(nodes, req.key) if {
-	req.operator == "!"
-}
-
-# METADATA
-# title: matching (greater than)
+# title: including (greater than)
 # description: The nodes whose label is an integer greater than the requirement's only value.
-matching(nodes, _, req) := {node.name |
+including(nodes, req) := {node.name |
 	some node in nodes
 	greater(node.labels[req.key], req.values[0])
 } if {
@@ -75,9 +79,9 @@ matching(nodes, _, req) := {node.name |
 }
 
 # METADATA
-# title: matching (less than)
+# title: including (less than)
 # description: The nodes whose label is an integer less than the requirement's only value.
-matching(nodes, _, req) := {node.name |
+including(nodes, req) := {node.name |
 	some node in nodes
 	greater(req.values[0], node.labels[req.key])
 } if {
@@ -85,22 +89,47 @@ matching(nodes, _, req) := {node.name |
 }
 
 # METADATA
-# title: matching (unknown operator)
+# title: including (unknown operator)
 # description: No node matches an operator this library does not know.
-matching(_, _, req) := set() if {
+including(_, req) := set() if {
 	not req.operator in operators
+}
+
+# METADATA
+# title: excluding (inequality and set exclusion)
+# description: |
+#   The nodes with the label set to one of the values; the others, with
+#   another value or without the label, match "key!=v" and "key notin (v)",
+#   as in Kubernetes.
+excluding(nodes, req) := with_value(nodes, req) if {
+	req.operator in {"!=", "notin"}
+}
+
+# METADATA
+# title: excluding (does not exist)
+# description: The nodes with the label, which "!key" excludes.
+excluding(nodes, req) := with_key(nodes, req.key) if {
+	req.operator == "!"
 }
 
 # METADATA
 # title: with_value
 # description: |
-#   The nodes that have the requirement's label with one of its values. The
-#   values become a set so that each node costs one lookup, not a call.
+#   The nodes that have the requirement's label with one of its values.
+#   Comparing with the only value ("key=value", the usual case), or
+#   unifying with values[_], are the cheapest membership tests in OPA.
 with_value(nodes, req) := {node.name |
 	some node in nodes
-	values[node.labels[req.key]]
+	node.labels[key] == value
 } if {
-	values := {v | some v in req.values}
+	key := req.key
+	[value] := req.values
+} else := {node.name |
+	some node in nodes
+	node.labels[key] == values[_]
+} if {
+	key := req.key
+	values := req.values
 }
 
 # METADATA
