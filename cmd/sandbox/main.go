@@ -74,7 +74,7 @@ func main() {
 
 // device is one machine of the sandbox project.
 type device struct {
-	name, metro string
+	name, metro  string
 	controlPlane bool
 	privateIP    string
 }
