@@ -251,3 +251,52 @@ func TestMetalLBScaleFitsDefaultLimit(t *testing.T) {
 		t.Fatalf("%d objects, want 1000 pools + 200 peers + 1 advertisement", len(resp.Objects))
 	}
 }
+
+// The sandbox: no filesystem, no network, no environment, a fake clock and
+// a deterministic random source, the same in every fresh instance.
+func TestSandbox(t *testing.T) {
+	var seen []any
+	for range 2 {
+		m := load(t, hostile(t), "sandbox")
+		resp, err := m.Generate(context.Background(), request())
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := resp.Objects[0]["data"].(map[string]any)
+		want := map[string]any{"file": "true", "net": "true", "env": "0", "year": "2022"}
+		for k, v := range want {
+			if data[k] != v {
+				t.Errorf("%s = %v, want %v (data %v)", k, data[k], v, data)
+			}
+		}
+		seen = append(seen, data["rand"])
+	}
+	if seen[0] != seen[1] {
+		t.Errorf("random values differ between instances: %v", seen)
+	}
+}
+
+// A built-in loads from the binary, or, in a build made without `make
+// modules`, fails with the fix in the message.
+func TestLoadBuiltin(t *testing.T) {
+	for _, lb := range []config.LoadBalancer{
+		{Kind: config.LBMetalLBCRD, Namespace: "metallb-system"},
+		{Kind: config.LBMetalLBConfigMap, Namespace: "metallb-system", ConfigMap: "config"},
+		{Kind: config.LBKubeVIP},
+		{Kind: config.LBEmpty},
+	} {
+		t.Run(string(lb.Kind), func(t *testing.T) {
+			m, err := lbmodule.Load(context.Background(), lb, opts())
+			if err != nil {
+				if !strings.Contains(err.Error(), "run make modules") {
+					t.Fatal(err)
+				}
+				return
+			}
+			defer m.Close(context.Background())
+			if _, err := m.Generate(context.Background(), request()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

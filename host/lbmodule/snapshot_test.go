@@ -2,11 +2,13 @@ package lbmodule_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -43,6 +45,34 @@ func TestServiceFromK8s(t *testing.T) {
 			got, ok := lbmodule.ServiceFromK8s(tc.svc)
 			if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v %v, want %+v %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestSourceFor(t *testing.T) {
+	for _, tc := range []struct {
+		url     string
+		builtin string
+		path    string
+		opts    sdk.Options
+	}{
+		{"metallb:///", "metallb-crd", "", sdk.Options{Namespace: "metallb-system"}},
+		{"metallb:///lb?crdConfiguration=true&x=y", "metallb-crd", "", sdk.Options{Namespace: "lb", Params: map[string]string{"x": "y"}}},
+		{"metallb:///lb/cfg", "metallb-configmap", "", sdk.Options{Namespace: "lb", ConfigMap: "cfg"}},
+		{"metallb:///lb?crdConfiguration=false", "metallb-configmap", "", sdk.Options{Namespace: "lb", ConfigMap: "config"}},
+		{"kube-vip://", "kube-vip", "", sdk.Options{}},
+		{"empty://", "empty", "", sdk.Options{}},
+		{"wasm:///m/mine.wasm?sha256=" + strings.Repeat("a", 64) + "&k=v", "", "/m/mine.wasm", sdk.Options{Params: map[string]string{"k": "v"}}},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			lb, err := config.ParseLoadBalancer(tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			builtin, path, o, err := lbmodule.SourceFor(lb)
+			if err != nil || builtin != tc.builtin || path != tc.path || !reflect.DeepEqual(o, tc.opts) {
+				t.Errorf("got %q %q %+v %v, want %q %q %+v", builtin, path, o, err, tc.builtin, tc.path, tc.opts)
 			}
 		})
 	}

@@ -7,8 +7,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"runtime/debug"
+	"time"
 	"unsafe"
 )
 
@@ -122,6 +126,13 @@ func generate() int32 {
 		logLine(2, unsafe.Pointer(&b[0]), int32(len(b)))
 		write(errorWrite, "cannot work with password "+password)
 		return 1
+	case "sandbox":
+		// Everything a module must not be able to reach, reported back.
+		_, ferr := os.ReadFile("/etc/hostname")
+		_, nerr := net.Dial("tcp", "127.0.0.1:443")
+		report := fmt.Sprintf(`"file":%q,"net":%q,"env":"%d","year":"%d","rand":"%d"`,
+			fmt.Sprint(ferr != nil), fmt.Sprint(nerr != nil), len(os.Environ()), time.Now().Year(), rand.Uint64())
+		objects = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"sandbox","namespace":"hostile"},"data":{` + report + `}}`
 	case "annotate":
 		write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"GenerateResponse","objects":[`+objects+`],"nodeAnnotations":{"worker-1":{"example.com/speaker":"on"}}}`)
 		return 0
