@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+)
+
+// TestSampleServices runs the sample Services of examples/services through
+// the host's snapshot code and this module, as the sandbox does: the plain
+// Service gets the Elastic IP the CCM would have reserved, the others bring
+// their own, and the TCP+UDP pair that shares an address is one route.
+// (examples/services decodes the samples strictly; here they are inputs.)
+func TestSampleServices(t *testing.T) {
+	files, err := filepath.Glob("../../services/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sample Services in ../../services (%v)", err)
+	}
+	var req sdk.GenerateRequest
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+			var svc v1.Service
+			if err := yaml.Unmarshal(doc, &svc); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if svc.Spec.LoadBalancerIP == "" { //nolint:staticcheck // what the samples use
+				svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "145.40.1.5"}}
+			}
+			s, ok := lbmodule.ServiceFromK8s(&svc)
+			if !ok {
+				t.Fatalf("%s: %s/%s has no address", f, svc.Namespace, svc.Name)
+			}
+			req.Services = append(req.Services, s)
+		}
+	}
+	req.Nodes = fixtureNodes()
+	lbmodule.SortSnapshot(&req)
+	req.Options = birdOptions
+	resp, err := generate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Warnings) != 0 {
+		t.Errorf("warnings: %q", resp.Warnings)
+	}
+	got := configMapData(t, resp)[ServicesKey]
+	var routes []string
+	for _, line := range strings.Split(got, "\n") {
+		if strings.HasPrefix(line, "\troute ") {
+			routes = append(routes, line)
+		}
+	}
+	want := []string{
+		"\troute 145.40.1.5/32 blackhole; # default/web",
+		"\troute 145.40.90.10/32 blackhole; # default/api",
+		"\troute 145.40.90.20/32 blackhole; # default/dns-tcp, default/dns-udp",
+	}
+	if strings.Join(routes, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("routes:\n%s\nwant:\n%s", strings.Join(routes, "\n"), strings.Join(want, "\n"))
+	}
+}
