@@ -177,6 +177,12 @@ func (s *store) refresh(ctx context.Context, after uint64, timeout time.Duration
 		}
 		ch := s.sf.DoChan("refresh", func() (any, error) {
 			s.mu.Lock()
+			if s.completed > after {
+				// Landed between the check above and this flight.
+				n := s.completed
+				s.mu.Unlock()
+				return n, nil
+			}
 			s.flights++
 			n := s.flights
 			s.inFlight = true

@@ -179,8 +179,9 @@ func TestStoreCallerCancelDoesNotAbortSharedListing(t *testing.T) {
 	s := newReservationStore()
 	started, release := make(chan struct{}), make(chan struct{})
 	var sawCancel atomic.Bool
+	var once sync.Once
 	list := func(ctx context.Context) ([]any, error) {
-		close(started)
+		once.Do(func() { close(started) })
 		<-release
 		sawCancel.Store(ctx.Err() != nil)
 		return []any{res("r")}, nil
