@@ -122,13 +122,13 @@ func New(opts Options) (*Client, error) {
 	}
 	u, err := url.Parse(opts.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("equinix metal client: base URL %q is not an http(s) URL; set base-url like %s", opts.BaseURL, config.DefaultBaseURL)
+		return nil, fmt.Errorf("equinix metal client: base URL %q is not an http(s) URL; set base-url (METAL_BASE_URL) to one like %s", opts.BaseURL, config.DefaultBaseURL)
 	}
 	if opts.Retries < 0 {
-		return nil, fmt.Errorf("equinix metal client: retries is %d; use 0 or more", opts.Retries)
+		return nil, fmt.Errorf("equinix metal client: retries is %d; set apiRetries (METAL_API_RETRIES) to 0 or more", opts.Retries)
 	}
 	if opts.QPS < 0 || opts.Burst < 0 {
-		return nil, fmt.Errorf("equinix metal client: QPS %g and burst %d must not be negative", opts.QPS, opts.Burst)
+		return nil, fmt.Errorf("equinix metal client: QPS %g and burst %d must not be negative; fix apiQPS and apiBurst (METAL_API_QPS, METAL_API_BURST)", opts.QPS, opts.Burst)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = defaultTimeout
