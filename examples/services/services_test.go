@@ -58,11 +58,11 @@ type want struct {
 
 func TestSamples(t *testing.T) {
 	cases := map[string][]want{
-		"plain-metro.yaml":       {{name: "web", metro: "da", protocols: []v1.Protocol{v1.ProtocolTCP}}},
-		"bring-your-own-ip.yaml": {{name: "api", ip: "145.40.90.10", protocols: []v1.Protocol{v1.ProtocolTCP}}},
+		"plain-metro.yaml":       {{name: "shop-web", metro: "da", protocols: []v1.Protocol{v1.ProtocolTCP}}},
+		"bring-your-own-ip.yaml": {{name: "byo-api", ip: "145.40.91.10", protocols: []v1.Protocol{v1.ProtocolTCP}}},
 		"shared-ip-dns.yaml": {
-			{name: "dns-tcp", ip: "145.40.90.20", sharingKey: "dns", protocols: []v1.Protocol{v1.ProtocolTCP}},
-			{name: "dns-udp", ip: "145.40.90.20", sharingKey: "dns", protocols: []v1.Protocol{v1.ProtocolUDP}},
+			{name: "dns-tcp", ip: "145.40.91.20", sharingKey: "dns", protocols: []v1.Protocol{v1.ProtocolTCP}},
+			{name: "dns-udp", ip: "145.40.91.20", sharingKey: "dns", protocols: []v1.Protocol{v1.ProtocolUDP}},
 		},
 	}
 	files, err := filepath.Glob("*.yaml")

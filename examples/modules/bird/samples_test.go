@@ -63,9 +63,9 @@ func TestSampleServices(t *testing.T) {
 		}
 	}
 	want := []string{
-		"\troute 145.40.1.5/32 blackhole; # default/web",
-		"\troute 145.40.90.10/32 blackhole; # default/api",
-		"\troute 145.40.90.20/32 blackhole; # default/dns-tcp, default/dns-udp",
+		"\troute 145.40.1.5/32 blackhole; # default/shop-web",
+		"\troute 145.40.91.10/32 blackhole; # default/byo-api",
+		"\troute 145.40.91.20/32 blackhole; # default/dns-tcp, default/dns-udp",
 	}
 	if strings.Join(routes, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("routes:\n%s\nwant:\n%s", strings.Join(routes, "\n"), strings.Join(want, "\n"))
