@@ -361,3 +361,24 @@ func TestEmulatorControlPlaneFailoverCalls(t *testing.T) {
 		t.Errorf("emulator assignments: %+v", r.Assignments)
 	}
 }
+
+// A 429 on the reservation POST is a refusal (nothing was created): the
+// next attempt waits for Retry-After, looks up the tags again, and posts.
+func TestEmulatorRequestReservationAfter429(t *testing.T) {
+	e, c := startEmulator(t)
+	e.FailNext(emulator.RouteRequestIPReservation, 1, emulator.Failure{Status: 429, RetryAfter: emulator.Duration(time.Second)})
+	start := time.Now()
+	r, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: svcTags(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Errorf("posted again after %v, before Retry-After: 1", waited)
+	}
+	if got := e.ElasticReservations(emulator.DefaultProjectID, svcTags(3)...); len(got) != 1 || got[0].ID != r.GetId() {
+		t.Errorf("emulator holds %v", got)
+	}
+	if n := e.Count(emulator.RouteRequestIPReservation); n != 2 {
+		t.Errorf("%d POSTs, want 2", n)
+	}
+}

@@ -251,6 +251,17 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 		}
 		if createMayBeRetried(err, c.opts.RetryWaitMax) {
 			lastErr = err
+			// Honour the server's Retry-After on top of the backoff.
+			var ae *Error
+			if errors.As(err, &ae) && ae.RetryAfter > 0 {
+				t := time.NewTimer(ae.RetryAfter)
+				defer t.Stop()
+				select {
+				case <-ctx.Done():
+					return false, ctx.Err()
+				case <-t.C:
+				}
+			}
 			return false, nil
 		}
 		return false, err
