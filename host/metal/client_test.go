@@ -748,8 +748,16 @@ func TestWritesUpdateTheReservationCache(t *testing.T) {
 			"assigned_to": map[string]any{"href": "/metal/v1/devices/d2"}})
 	})
 	f.handle("GET /ips/eip", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, eip) })
+	d1 := device("d1", "cp-1")
+	d1["ip_addresses"] = []any{map[string]any{"id": "asg-1", "address": "147.75.9.9", "public": true, "address_family": 4}}
+	f.handle("GET /projects/"+projectID+"/devices", func(w http.ResponseWriter, r *http.Request) {
+		paged(w, r, "devices", []map[string]any{d1, device("d2", "cp-2")})
+	})
 	c := f.client()
 	ctx := context.Background()
+	if err := c.RefreshDevices(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	assignments := func() []string {
 		t.Helper()
@@ -779,6 +787,25 @@ func TestWritesUpdateTheReservationCache(t *testing.T) {
 	}
 	if got := assignments(); fmt.Sprint(got) != "[asg-2]" {
 		t.Errorf("after assign: %v", got)
+	}
+	deviceHas := func(id, asg string) bool {
+		t.Helper()
+		d, err := c.Device(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range d.IpAddresses {
+			if a.GetId() == asg {
+				return true
+			}
+		}
+		return false
+	}
+	if !deviceHas("d2", "asg-2") {
+		t.Error("the cached device d2 does not show its new assignment")
+	}
+	if deviceHas("d1", "asg-1") {
+		t.Error("the cached device d1 still shows the assignment that was deleted")
 	}
 	if err := c.DeleteIP(ctx, "svc"); err != nil { // release a Service EIP
 		t.Fatal(err)

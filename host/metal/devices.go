@@ -15,7 +15,10 @@ import (
 // are in the device without another call.
 var deviceInclude = []string{"ip_addresses.parent_block"}
 
-const indexHostname = "hostname"
+const (
+	indexHostname         = "hostname"
+	indexDeviceAssignment = "assignment"
+)
 
 // idKey keys cached objects by their API ID.
 func idKey(obj any) (string, error) {
@@ -35,6 +38,18 @@ func newDeviceStore() *store {
 				return []string{h}, nil
 			}
 			return nil, nil
+		},
+		// The device's IP assignments, so that AssignIP and DeleteIP keep
+		// its ip_addresses in step with the reservation cache.
+		indexDeviceAssignment: func(obj any) ([]string, error) {
+			d := obj.(*metalv1.Device)
+			ids := make([]string, 0, len(d.IpAddresses))
+			for _, a := range d.IpAddresses {
+				if a.GetId() != "" {
+					ids = append(ids, a.GetId())
+				}
+			}
+			return ids, nil
 		},
 	})
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/emulator"
@@ -337,7 +340,15 @@ func TestEmulatorControlPlaneFailoverCalls(t *testing.T) {
 	if err != nil || len(rs) != 1 || len(rs[0].Assignments) != 1 {
 		t.Fatalf("fresh lookup = %+v, %v", rs, err)
 	}
-	// Move the EIP: unassign, assign elsewhere; the cache follows.
+	if err := c.RefreshDevices(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := c.Device(ctx, devs[0].ID); !slices.ContainsFunc(d.IpAddresses, func(a metalv1.IPAssignment) bool {
+		return a.GetAddress() == eip.Prefix.Addr().String()
+	}) {
+		t.Fatal("the first holder's device does not list the EIP")
+	}
+	// Move the EIP: unassign, assign elsewhere; the caches follow.
 	if err := c.DeleteIP(ctx, rs[0].Assignments[0].GetId()); err != nil {
 		t.Fatal(err)
 	}
@@ -352,8 +363,23 @@ func TestEmulatorControlPlaneFailoverCalls(t *testing.T) {
 	if !strings.HasSuffix(rs[0].Assignments[0].AssignedTo.GetHref(), devs[1].ID) {
 		t.Errorf("cached assignment points at %s, want device %s", rs[0].Assignments[0].AssignedTo.GetHref(), devs[1].ID)
 	}
+	holds := func(id string) bool {
+		d, err := c.Device(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range d.IpAddresses {
+			if a.GetAddress() == eip.Prefix.Addr().String() {
+				return true
+			}
+		}
+		return false
+	}
+	if holds(devs[0].ID) || !holds(devs[1].ID) {
+		t.Errorf("cached devices: old holder has the EIP %v, new holder has it %v; want false, true", holds(devs[0].ID), holds(devs[1].ID))
+	}
 	if n := e.TotalRequests(); n != 0 {
-		t.Errorf("%d calls for the cached lookup", n)
+		t.Errorf("%d calls for the cached lookups", n)
 	}
 	// The emulator agrees.
 	r, _ := e.Reservation(rs[0].GetId())

@@ -419,6 +419,14 @@ func (c *Client) forgetIP(id string) {
 		c.reservations.remove(id)
 		return
 	}
+	devs, _ := c.devices.idx.ByIndex(indexDeviceAssignment, id)
+	for _, o := range devs {
+		d := *o.(*metalv1.Device)
+		d.IpAddresses = slices.DeleteFunc(slices.Clone(d.IpAddresses), func(a metalv1.IPAssignment) bool {
+			return a.GetId() == id
+		})
+		c.devices.upsert(&d)
+	}
 	objs, _ := c.reservations.idx.ByIndex(indexAssignment, id)
 	for _, o := range objs {
 		r := *o.(*metalv1.IPReservation) // copy: the cached object may be held by a caller
@@ -444,14 +452,22 @@ func (c *Client) AssignIP(ctx context.Context, deviceID, address string) (*metal
 	if err != nil {
 		return nil, c.red.apiError(opAssignIP, resp, err)
 	}
-	c.rememberAssignment(address, a)
+	c.rememberAssignment(deviceID, address, a)
 	return a, nil
 }
 
-// rememberAssignment adds a new assignment to its reservation in the cache.
-func (c *Client) rememberAssignment(address string, a *metalv1.IPAssignment) {
+// rememberAssignment adds a new assignment to its device and its
+// reservation in the caches.
+func (c *Client) rememberAssignment(deviceID, address string, a *metalv1.IPAssignment) {
 	c.editMu.Lock()
 	defer c.editMu.Unlock()
+	if o, ok, _ := c.devices.idx.GetByKey(deviceID); ok {
+		d := *o.(*metalv1.Device)
+		d.IpAddresses = append(slices.DeleteFunc(slices.Clone(d.IpAddresses), func(x metalv1.IPAssignment) bool {
+			return x.GetId() == a.GetId()
+		}), *a)
+		c.devices.upsert(&d)
+	}
 	var candidates []string
 	for _, s := range []string{address, a.GetAddress(), a.GetNetwork()} {
 		if s == "" {
