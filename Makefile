@@ -20,7 +20,7 @@ K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/
 K8S_BINS := $(K8S_BIN_DIR)/kube-apiserver $(K8S_BIN_DIR)/etcd
 export METAL_CCM_K8S_ASSETS := $(K8S_BIN_DIR)
 
-.PHONY: all build test unit lint vet fmt-check run k8s-bins modules policy-test clean help
+.PHONY: all build test unit lint vet fmt-check run k8s-bins modules examples policy-test clean help
 
 all: build
 
@@ -33,7 +33,7 @@ help:
 build: modules
 	$(GO) build -o $(CCM_BIN) ./cmd/cloud-provider-equinix-metal
 
-test: lint k8s-bins modules policy-test
+test: lint k8s-bins modules examples policy-test
 	$(GO) test ./...
 
 # --- load-balancer modules (owned by the module work) ---
@@ -48,6 +48,15 @@ modules: $(MODULE_WASM)
 modules/wasm/%.wasm: $(MODULE_SRCS)
 	@echo ">> building load-balancer module $*"
 	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $@.tmp ./modules/$* || { rm -f $@.tmp; exit 1; }
+	@mv $@.tmp $@
+
+# The example custom module (examples/modules/bird), built like a user would.
+EXAMPLE_WASM := examples/modules/bird/bird.wasm
+examples: $(EXAMPLE_WASM)
+
+$(EXAMPLE_WASM): $(MODULE_SRCS) $(shell find examples/modules -name '*.go' -not -name '*_test.go' 2>/dev/null)
+	@echo ">> building the example module $@"
+	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $@.tmp ./examples/modules/bird || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
 
 # --- Rego policy tests (owned by the policy work) ---
@@ -85,9 +94,9 @@ fmt-check:
 # The sandbox: emulator + real kube-apiserver + the CCM + sample Services.
 # Pass options with SANDBOX_ARGS, for example
 #   make run SANDBOX_ARGS="--loadbalancer=metallb:///metallb-system/config"
-#   make run SANDBOX_ARGS="--policy-dir=examples/policies/<name>"
+#   make run SANDBOX_ARGS="--loadbalancer=wasm://$(CURDIR)/$(EXAMPLE_WASM)?namespace=bird"
 SANDBOX_ARGS ?=
-run: build k8s-bins $(K8S_BIN_DIR)/kubectl
+run: build examples k8s-bins $(K8S_BIN_DIR)/kubectl
 	@$(GO) build -o $(BIN_DIR)/sandbox ./cmd/sandbox
 	@echo ">> kubectl for the sandbox: $(K8S_BIN_DIR)/kubectl"
 	@PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/sandbox --ccm $(CCM_BIN) $(SANDBOX_ARGS)

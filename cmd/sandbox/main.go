@@ -30,14 +30,17 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
 const (
@@ -162,8 +165,14 @@ func run(o options) error {
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	say("kube-apiserver ready in %s; try: KUBECONFIG=%s kubectl get svc,nodes -A", env.StartDuration.Round(time.Millisecond), env.KubeconfigPath)
 
-	// 3. The control-plane nodes' kube-apiservers, as far as /healthz goes.
-	health, port, err := startHealthServers(devices)
+	// 3. The control-plane nodes' kube-apiservers, as far as /healthz goes:
+	// on each node's own address and the port default/kubernetes names, as
+	// kube-apiserver listens on every control-plane node.
+	kubeSvc, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || len(kubeSvc.Spec.Ports) == 0 {
+		return fmt.Errorf("reading default/kubernetes: %v", err)
+	}
+	health, err := startHealthServers(devices, kubeSvc.Spec.Ports[0].TargetPort.IntValue())
 	if err != nil {
 		return err
 	}
@@ -186,7 +195,7 @@ func run(o options) error {
 	// 5. The CCM.
 	cloudConfig := map[string]any{
 		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": metalURL,
-		"loadbalancer": o.loadBalancer, "eipTag": cpTag, "apiServerPort": port, "eipHealthCheckUseHostIP": true,
+		"loadbalancer": o.loadBalancer, "eipTag": cpTag, "eipHealthCheckUseHostIP": true,
 		"moduleCacheDir": filepath.Join(dir, "module-cache"),
 	}
 	if o.policyDir != "" {
@@ -203,6 +212,12 @@ func run(o options) error {
 	ccmExited := make(chan error, 1)
 	go func() { ccmExited <- ccmCmd.Wait() }()
 	say("CCM started (loadbalancer %s); its log: %s", o.loadBalancer, ccmLog)
+
+	// What the chosen module writes into must exist, as it would in a
+	// cluster where the load balancer is installed.
+	if err := prepareModuleTargets(ctx, kube, o.loadBalancer); err != nil {
+		return err
+	}
 
 	// 6. Sample Services.
 	for _, s := range sampleServices() {
@@ -239,6 +254,34 @@ func run(o options) error {
 		case <-ticker.C:
 		}
 	}
+}
+
+// prepareModuleTargets creates the namespace a custom module writes into
+// (its namespace option) and, in legacy MetalLB mode, the ConfigMap with an
+// entry of the user's own, so the view shows the CCM merging into it.
+func prepareModuleTargets(ctx context.Context, kube kubernetes.Interface, loadBalancer string) error {
+	lb, err := config.ParseLoadBalancer(loadBalancer)
+	if err != nil {
+		return fmt.Errorf("--loadbalancer: %q %v", loadBalancer, err)
+	}
+	if ns := lb.Options["namespace"]; lb.Kind == config.LBWasm && ns != "" {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	if lb.Kind == config.LBMetalLBConfigMap {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lb.Namespace}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: lb.Namespace, Name: lb.ConfigMap},
+			Data: map[string]string{"config": "address-pools:\n- name: users-own-pool\n  protocol: bgp\n  addresses:\n  - 192.0.2.0/28\n"}}
+		if _, err := kube.CoreV1().ConfigMaps(lb.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // sampleServices: one per behaviour worth seeing.
@@ -287,30 +330,16 @@ type healthServers struct {
 	servers map[string]*httptest.Server // by node name
 }
 
-func startHealthServers(devs []device) (*healthServers, int, error) {
-	// One port for all, as kube-apiserver listens on the same port everywhere.
-	first := ""
-	for _, d := range devs {
-		if d.controlPlane {
-			first = d.privateIP
-			break
-		}
-	}
-	l, err := net.Listen("tcp", first+":0")
-	if err != nil {
-		return nil, 0, fmt.Errorf("listening on %s (loopback addresses other than 127.0.0.1 are needed): %w", first, err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
+func startHealthServers(devs []device, port int) (*healthServers, error) {
 	h := &healthServers{servers: map[string]*httptest.Server{}}
 	for _, d := range devs {
 		if !d.controlPlane {
 			continue
 		}
-		var ln net.Listener = l
-		if d.privateIP != first {
-			if ln, err = net.Listen("tcp", fmt.Sprintf("%s:%d", d.privateIP, port)); err != nil {
-				return nil, 0, err
-			}
+		ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", d.privateIP, port))
+		if err != nil {
+			h.stopAll()
+			return nil, fmt.Errorf("listening on %s:%d for %s's /healthz (loopback addresses other than 127.0.0.1 are needed): %w", d.privateIP, port, d.name, err)
 		}
 		s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/healthz" {
@@ -324,7 +353,7 @@ func startHealthServers(devs []device) (*healthServers, int, error) {
 		s.StartTLS()
 		h.servers[d.name] = s
 	}
-	return h, port, nil
+	return h, nil
 }
 
 func (h *healthServers) stop(node string) error {
@@ -468,6 +497,23 @@ func (v *viewer) draw(ctx context.Context) {
 		}
 		sort.Strings(names)
 		fmt.Fprintf(&b, "  %-17s %d: %s\n", g.kind, len(names), summarise(names, 6))
+	}
+
+	cms, err := v.kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel})
+	if err == nil && len(cms.Items) > 0 {
+		var names []string
+		for _, cm := range cms.Items {
+			names = append(names, fmt.Sprintf("%s/%s (%d keys)", cm.Namespace, cm.Name, len(cm.Data)))
+		}
+		sort.Strings(names)
+		fmt.Fprintf(&b, "  %-17s %d: %s\n", "ConfigMap", len(names), summarise(names, 6))
+	}
+	if lb, err := config.ParseLoadBalancer(v.lb); err == nil && lb.Kind == config.LBMetalLBConfigMap {
+		if cm, err := v.kube.CoreV1().ConfigMaps(lb.Namespace).Get(ctx, lb.ConfigMap, metav1.GetOptions{}); err == nil {
+			pools := strings.Count(cm.Data["config"], "- name:")
+			peers := strings.Count(cm.Data["config"], "peer-address:")
+			fmt.Fprintf(&b, "  %-17s %s/%s: %d address pools (one is the user's own), %d peers\n", "legacy ConfigMap", lb.Namespace, lb.ConfigMap, pools, peers)
+		}
 	}
 
 	holder := v.holder()

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSandbox runs what `make run` runs, for long enough to see every part
+// work, including a control-plane failover, and checks the live view.
+func TestSandbox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and the CCM for a minute; run without -short")
+	}
+	dir := t.TempDir()
+	build := func(out, pkg string) string {
+		bin := filepath.Join(dir, out)
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Dir = "../.."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
+		return bin
+	}
+	ccm := build("ccm", "./cmd/cloud-provider-equinix-metal")
+	sandbox := build("sandbox", "./cmd/sandbox")
+
+	cmd := exec.Command(sandbox, "--ccm", ccm, "--plain", "--duration", "60s", "--failover-after", "25s", "--refresh", "2s", "--dir", filepath.Join(dir, "work"))
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	text := string(out)
+	if err != nil {
+		t.Fatalf("sandbox: %v\n%s", err, tail(text, 60))
+	}
+	last := text[strings.LastIndex(text, "Equinix Metal CCM sandbox"):]
+	for _, want := range []string{
+		"metro da, created",       // web's EIP, where its annotation says
+		"metro sv, created",       // api's
+		"145.40.90.10",            // byo keeps its own address
+		"none: bring your own IP", // and reserves nothing
+		"denied Service",          // nowhere: the placement policy's clear error
+		"equinixmetal://",         // nodes initialised
+		"169.254.255.1 AS65530",   // BGP peers in the annotations
+		"IPAddressPool     3",     // one pool per Service with an address
+		"BGPPeer           16",    // 8 nodes x 2 peers
+		"BGPAdvertisement  1",
+		"failover: the EIP moved from cp-0 to", // the control-plane EIP moved
+	} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the last view lacks %q:\n%s", want, last)
+		}
+	}
+	if strings.Contains(text, "emulator-token") {
+		t.Error("the API key was printed")
+	}
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(s, "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
