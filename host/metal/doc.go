@@ -49,8 +49,9 @@
 // Options.RefreshPeriod by Run. Concurrent re-reads are collapsed into one;
 // a "fresh" read waits for a listing that started after it was asked for.
 // Our own writes (RequestReservation, Reservation, DeleteIP, AssignIP,
-// DeviceFresh) update the cache at once, and a re-read that was already under
-// way when such a write landed does not undo it. So a reconcile with nothing
+// DeviceFresh) update the caches at once (an assignment moves in both the
+// reservation and the device), and a re-read that was already under way when
+// such a write landed does not undo it. So a reconcile with nothing
 // to change makes no API call, and the cache is at most one RefreshPeriod
 // behind changes made outside this process.
 //
