@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
@@ -510,9 +511,18 @@ func (v *viewer) draw(ctx context.Context) {
 	}
 	if lb, err := config.ParseLoadBalancer(v.lb); err == nil && lb.Kind == config.LBMetalLBConfigMap {
 		if cm, err := v.kube.CoreV1().ConfigMaps(lb.Namespace).Get(ctx, lb.ConfigMap, metav1.GetOptions{}); err == nil {
-			pools := strings.Count(cm.Data["config"], "- name:")
-			peers := strings.Count(cm.Data["config"], "peer-address:")
-			fmt.Fprintf(&b, "  %-17s %s/%s: %d address pools (one is the user's own), %d peers\n", "legacy ConfigMap", lb.Namespace, lb.ConfigMap, pools, peers)
+			var legacy struct {
+				Pools []struct {
+					Name string `json:"name"`
+				} `json:"address-pools"`
+				Peers []any `json:"peers"`
+			}
+			_ = yaml.Unmarshal([]byte(cm.Data["config"]), &legacy)
+			var pools []string
+			for _, p := range legacy.Pools {
+				pools = append(pools, p.Name)
+			}
+			fmt.Fprintf(&b, "  %-17s %s/%s: %d peers; address pools: %s\n", "legacy ConfigMap", lb.Namespace, lb.ConfigMap, len(legacy.Peers), strings.Join(pools, ", "))
 		}
 	}
 

@@ -12,6 +12,10 @@ import (
 // through one of the methods below, so a Secret can sit in a struct that is
 // logged whole (for example at --v=10) without leaking. The only way to get
 // the value is Reveal, which makes each use greppable.
+//
+// Keep Secrets in exported fields: fmt cannot call methods on a value it
+// reaches through an unexported field, so %+v of a struct with an
+// unexported Secret field prints the value in clear.
 type Secret string
 
 const redacted = "[redacted]"

@@ -16,6 +16,9 @@ import (
 // for every node every few minutes (and every 5 s for NotReady nodes).
 type Devices interface {
 	Device(ctx context.Context, id string) (*metalv1.Device, error)
+	// DeviceFresh bypasses the cache: whether a device still exists or is
+	// powered off must not be up to a cache period old.
+	DeviceFresh(ctx context.Context, id string) (*metalv1.Device, error)
 	DeviceByHostname(ctx context.Context, hostname string) (*metalv1.Device, error)
 }
 
@@ -36,12 +39,17 @@ func New(devices Devices, notFound func(error) bool) *Instances {
 }
 
 // device finds the node's device: by provider ID when the node has one,
-// else by hostname, which the kubelet sets from the device name.
-func (i *Instances) device(ctx context.Context, node *v1.Node) (*metalv1.Device, error) {
+// else by hostname, which the kubelet sets from the device name. fresh reads
+// past the cache; the node lifecycle controller asks only about NotReady
+// nodes, so the cost stays with the nodes that need an up-to-date answer.
+func (i *Instances) device(ctx context.Context, node *v1.Node, fresh bool) (*metalv1.Device, error) {
 	if node.Spec.ProviderID != "" {
 		id, err := DeviceID(node.Spec.ProviderID)
 		if err != nil {
 			return nil, err
+		}
+		if fresh {
+			return i.devices.DeviceFresh(ctx, id)
 		}
 		return i.devices.Device(ctx, id)
 	}
@@ -54,7 +62,7 @@ func (i *Instances) device(ctx context.Context, node *v1.Node) (*metalv1.Device,
 
 // InstanceExists is false only when the API says the device is gone (404).
 func (i *Instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	_, err := i.device(ctx, node)
+	_, err := i.device(ctx, node, true)
 	switch {
 	case err == nil:
 		return true, nil
@@ -67,7 +75,7 @@ func (i *Instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, er
 
 // InstanceShutdown is true for a powered-off ("inactive") device.
 func (i *Instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
-	d, err := i.device(ctx, node)
+	d, err := i.device(ctx, node, true)
 	if err != nil {
 		return false, err
 	}
@@ -78,7 +86,7 @@ func (i *Instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, 
 // metro as region and the facility as zone (upstream left the zone empty,
 // which left topology.kubernetes.io/zone unset).
 func (i *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
-	d, err := i.device(ctx, node)
+	d, err := i.device(ctx, node, false)
 	if err != nil {
 		if i.notFound(err) {
 			return nil, cloudprovider.InstanceNotFound

@@ -161,6 +161,10 @@ func (f fakeDevices) Device(_ context.Context, id string) (*metalv1.Device, erro
 	return nil, errNotFound
 }
 
+func (f fakeDevices) DeviceFresh(ctx context.Context, id string) (*metalv1.Device, error) {
+	return f.Device(ctx, id)
+}
+
 func (f fakeDevices) DeviceByHostname(_ context.Context, h string) (*metalv1.Device, error) {
 	if d, ok := f.byName[h]; ok {
 		return d, nil
