@@ -140,3 +140,17 @@ func TestHandleDescribeFillsIdentity(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}
 }
+
+func TestObjectFromKeepsLargeIntegersExact(t *testing.T) {
+	type spec struct {
+		ASN uint64 `json:"asn"`
+	}
+	o, err := sdk.ObjectFrom(map[string]any{"apiVersion": "v1", "kind": "X", "spec": spec{ASN: 4294967295123}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(o)
+	if !strings.Contains(string(b), `"asn":4294967295123`) {
+		t.Errorf("got %s", b)
+	}
+}

@@ -15,7 +15,10 @@
 // language could produce.
 package sdk
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // APIVersion versions the JSON payloads, apart from the ABI (the import
 // module name ccm_lb_v1). Additive fields keep it; breaking changes get a new
@@ -204,7 +207,9 @@ func ObjectFrom(v any) (Object, error) {
 		return nil, err
 	}
 	var o Object
-	if err := json.Unmarshal(b, &o); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // exact integers, as in the request's objects
+	if err := dec.Decode(&o); err != nil {
 		return nil, err
 	}
 	return o, nil
