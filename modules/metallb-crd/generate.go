@@ -51,31 +51,21 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	for _, p := range pools {
 		name := poolName(p)
 		poolNames = append(poolNames, name)
-		addrs := make([]any, len(p.CIDRs))
-		for i, c := range p.CIDRs {
-			addrs[i] = c
-		}
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": poolAPI, "kind": "IPAddressPool",
 			"metadata": meta(name, ns, map[string]any{servicesAn: strings.Join(p.Services, ",")}),
-			"spec":     map[string]any{"addresses": addrs, "autoAssign": false},
+			"spec":     poolSpec{Addresses: p.CIDRs, AutoAssign: false},
 		})
 	}
 	for _, s := range metallb.Sessions(req.Nodes) {
-		spec := map[string]any{
-			"myASN":       s.LocalASN,
-			"peerASN":     s.Peer.ASN,
-			"peerAddress": s.Peer.IP,
-			"peerPort":    bgpPort,
-			"nodeSelectors": []any{map[string]any{
-				"matchLabels": map[string]any{metallb.HostnameLabel: s.Hostname},
-			}},
-		}
-		if s.SourceIP != "" {
-			spec["sourceAddress"] = s.SourceIP
-		}
-		if s.Peer.Password != "" {
-			spec["password"] = string(s.Peer.Password)
+		spec := peerSpec{
+			MyASN:         s.LocalASN,
+			NodeSelectors: []selector{{MatchLabels: map[string]string{metallb.HostnameLabel: s.Hostname}}},
+			Password:      string(s.Peer.Password),
+			PeerASN:       s.Peer.ASN,
+			PeerAddress:   s.Peer.IP,
+			PeerPort:      bgpPort,
+			SourceAddress: s.SourceIP,
 		}
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": peerAPI, "kind": "BGPPeer",
@@ -84,14 +74,10 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		})
 	}
 	if !userAdvertisement(req.Existing, ns) {
-		names := make([]any, len(poolNames))
-		for i, n := range poolNames {
-			names[i] = n
-		}
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": advAPI, "kind": "BGPAdvertisement",
 			"metadata": meta(advName, ns, nil),
-			"spec":     map[string]any{"ipAddressPools": names},
+			"spec":     advSpec{IPAddressPools: poolNames},
 		})
 	}
 	return resp, nil
@@ -135,4 +121,31 @@ func meta(name, ns string, annotations map[string]any) map[string]any {
 		m["annotations"] = annotations
 	}
 	return m
+}
+
+// Typed specs encode much faster than maps inside the Wasm guest. Their
+// fields are in the byte order of their JSON names, so the output is the
+// same canonical, sorted JSON that maps give (the golden files and the
+// host's re-encoding agree byte for byte).
+type poolSpec struct {
+	Addresses  []string `json:"addresses"`
+	AutoAssign bool     `json:"autoAssign"`
+}
+
+type selector struct {
+	MatchLabels map[string]string `json:"matchLabels"`
+}
+
+type peerSpec struct {
+	MyASN         uint32     `json:"myASN"`
+	NodeSelectors []selector `json:"nodeSelectors"`
+	Password      string     `json:"password,omitempty"`
+	PeerASN       uint32     `json:"peerASN"`
+	PeerAddress   string     `json:"peerAddress"`
+	PeerPort      int        `json:"peerPort"`
+	SourceAddress string     `json:"sourceAddress,omitempty"`
+}
+
+type advSpec struct {
+	IPAddressPools []string `json:"ipAddressPools"`
 }
