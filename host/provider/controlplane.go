@@ -17,14 +17,7 @@ func (c *Cloud) setupControlPlane(cfg *config.Config) error {
 		return nil
 	}
 	c.hooks = append(c.hooks, func(ctx context.Context, env *runEnv) {
-		m := controlplane.New(controlplane.Options{
-			EIPTag:        cfg.EIPTag,
-			APIServerPort: cfg.APIServerPort,
-			UseHostIP:     cfg.EIPHealthCheckUseHostIP,
-			Interval:      cfg.HealthCheckInterval,
-			Timeout:       cfg.HealthCheckTimeout,
-			Failures:      cfg.HealthCheckFailures,
-		}, c.metal, env.kube, env.informers, env.recorder)
+		m := controlplane.New(controlplane.OptionsFromConfig(cfg), c.metal, env.kube, env.informers, env.recorder)
 		go func() {
 			if err := m.Run(ctx); err != nil && ctx.Err() == nil {
 				klog.ErrorS(err, "Control-plane EIP manager stopped")

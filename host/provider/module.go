@@ -42,9 +42,7 @@ var (
 // and registers the loop that keeps the cluster at its output.
 func (c *Cloud) setupModule(cfg *config.Config) error {
 	registerOnce.Do(func() { legacyregistry.MustRegister(announcedPrefixes, prefixLimit) })
-	mod, err := lbmodule.Load(context.Background(), cfg.LB, lbmodule.Options{
-		CacheDir: cfg.ModuleCacheDir, MemoryLimitMiB: cfg.ModuleMemoryLimitMiB, Timeout: cfg.ModuleTimeout,
-	})
+	mod, err := lbmodule.Load(context.Background(), cfg.LB, lbmodule.OptionsFromConfig(cfg))
 	if err != nil {
 		return err
 	}
