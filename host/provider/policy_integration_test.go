@@ -1,0 +1,92 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/emulator"
+)
+
+// mountPolicies builds a policy directory as a user would mount it: the
+// default policies, with the files of the given examples replacing theirs.
+func mountPolicies(t *testing.T, examples ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	copyRego := func(from string) {
+		files, err := filepath.Glob(filepath.Join(from, "*.rego"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.rego") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	copyRego("../../policies")
+	for _, e := range examples {
+		copyRego(filepath.Join("../../examples/policies", e))
+	}
+	return dir
+}
+
+// TestCustomPolicies mounts two example policies: control-plane nodes get
+// no BGP, and an EIP without a location goes to the metro where most BGP
+// nodes are (the default would refuse it).
+func TestCustomPolicies(t *testing.T) {
+	seed := emulator.DefaultSeed()
+	seed.Devices = append(seed.Devices,
+		emulator.DeviceSeed{Hostname: "cp-0", Metro: "da"},
+		emulator.DeviceSeed{Hostname: "worker-0", Metro: "sv"},
+		emulator.DeviceSeed{Hostname: "worker-1", Metro: "sv"},
+	)
+	h := newHarness(t, harnessOptions{seed: seed, settings: map[string]any{
+		"policyDir": mountPolicies(t, "bgp-no-control-plane", "eip-majority-metro"),
+	}})
+	ctx := context.Background()
+	h.addNode("cp-0", map[string]string{"node-role.kubernetes.io/control-plane": ""})
+	h.addNode("worker-0", nil)
+	h.addNode("worker-1", nil)
+
+	h.eventually("only the workers get BGP annotations", func() (bool, string) {
+		nodes, err := h.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		for _, n := range nodes.Items {
+			if n.Annotations["metal.equinix.com/bgp-peers-0-peer-ip"] != "" {
+				got = append(got, n.Name)
+			}
+		}
+		return fmt.Sprint(got) == "[worker-0 worker-1]", fmt.Sprintf("annotated: %v", got)
+	})
+	cp0, _ := h.emu.DeviceByHostname(emulator.DefaultProjectID, "cp-0")
+	if s := h.emu.BGPSessions(cp0.ID); len(s) != 0 {
+		t.Fatalf("the control-plane device got a BGP session: %v", s)
+	}
+
+	h.addService("placed", nil, "")
+	h.eventually("the EIP is requested in the BGP nodes' metro", func() (bool, string) {
+		ip, msg := h.serviceIP("placed")
+		return ip != "", msg
+	})
+	res := h.emu.Reservations(emulator.DefaultProjectID, eip.Tags(h.clusterID(), "default", "placed")...)
+	if len(res) != 1 || res[0].Metro != "sv" {
+		t.Fatalf("reservation %+v; want one in metro sv, where both BGP nodes are", res)
+	}
+}
