@@ -10,8 +10,8 @@ BIN_DIR := bin
 CCM_BIN := $(BIN_DIR)/cloud-provider-equinix-metal
 
 # Kubernetes test binaries: built from the Go module proxy by the nested
-# module in host/testenv/k8sbins, at the same minor as the k8s.io/* libraries.
-K8S_VERSION := $(shell sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' host/testenv/k8sbins/go.mod)
+# module in host/testing/testenv/k8sbins, at the same minor as the k8s.io/* libraries.
+K8S_VERSION := $(shell sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' host/testing/testenv/k8sbins/go.mod)
 K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION)))
 CACHE_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 K8S_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/k8s/$(K8S_VERSION)
@@ -110,19 +110,19 @@ $(K8S_BIN_DIR)/kube-apiserver:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building kube-apiserver $(K8S_VERSION) into $(K8S_BIN_DIR) (once; about 4 minutes on 2 cores)"
 	@start=$$(date +%s); \
-	$(GO) build -C host/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver; \
+	$(GO) build -C host/testing/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver; \
 	mv $@.tmp $@; echo ">> kube-apiserver built in $$(( $$(date +%s) - start ))s"
 
 $(K8S_BIN_DIR)/etcd:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building etcd into $(K8S_BIN_DIR) (once)"
-	@$(GO) build -C host/testenv/k8sbins -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3
+	@$(GO) build -C host/testing/testenv/k8sbins -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3
 	@mv $@.tmp $@
 
 $(K8S_BIN_DIR)/kubectl:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building kubectl $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
-	@$(GO) build -C host/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl
+	@$(GO) build -C host/testing/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl
 	@mv $@.tmp $@
 
 clean:

@@ -1,7 +1,9 @@
-package deploy
+package deploy_test
 
 import (
 	"context"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/deploycheck"
 	"io/fs"
 	"maps"
 	"slices"
@@ -15,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/policies"
 )
 
@@ -28,7 +30,7 @@ var wantKustomizations = []string{".", "overlays/custom-module", "overlays/kube-
 // of the objects they cover.
 func allowedNamespace(o *unstructured.Unstructured) bool {
 	switch o.GetNamespace() {
-	case Namespace:
+	case deploy.Namespace:
 		return true
 	case "default", "metallb-system":
 		return o.GetKind() == "Role" || o.GetKind() == "RoleBinding"
@@ -38,12 +40,12 @@ func allowedNamespace(o *unstructured.Unstructured) bool {
 
 func renderAll(t *testing.T) map[string][]*unstructured.Unstructured {
 	t.Helper()
-	if got := Kustomizations(); !slices.Equal(got, wantKustomizations) {
+	if got := deploy.Kustomizations(); !slices.Equal(got, wantKustomizations) {
 		t.Fatalf("Kustomizations() = %v, want %v", got, wantKustomizations)
 	}
 	out := map[string][]*unstructured.Unstructured{}
-	for _, dir := range Kustomizations() {
-		objs, err := Render(dir)
+	for _, dir := range deploy.Kustomizations() {
+		objs, err := deploy.Render(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +65,7 @@ func find(objs []*unstructured.Unstructured, kind, ns, name string) *unstructure
 
 func deployment(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
 	t.Helper()
-	u := find(objs, "Deployment", Namespace, "cloud-provider-equinix-metal")
+	u := find(objs, "Deployment", deploy.Namespace, "cloud-provider-equinix-metal")
 	if u == nil {
 		t.Fatal("no Deployment kube-system/cloud-provider-equinix-metal")
 	}
@@ -113,13 +115,13 @@ func TestRender(t *testing.T) {
 					t.Errorf("missing %s", e)
 				}
 			}
-			if find(objs, "ServiceAccount", Namespace, ServiceAccountName) == nil {
+			if find(objs, "ServiceAccount", deploy.Namespace, deploy.ServiceAccountName) == nil {
 				t.Error("missing the ServiceAccount")
 			}
 
 			d := deployment(t, objs)
 			pod := d.Spec.Template.Spec
-			if pod.ServiceAccountName != ServiceAccountName || !pod.HostNetwork || pod.DNSPolicy != "Default" {
+			if pod.ServiceAccountName != deploy.ServiceAccountName || !pod.HostNetwork || pod.DNSPolicy != "Default" {
 				t.Errorf("pod: serviceAccount %q hostNetwork %v dnsPolicy %q", pod.ServiceAccountName, pod.HostNetwork, pod.DNSPolicy)
 			}
 			if *d.Spec.Replicas < 2 {
@@ -135,7 +137,7 @@ func TestRender(t *testing.T) {
 				}
 			}
 			c := pod.Containers[0]
-			for _, arg := range []string{"--cloud-config=/etc/cloud-sa/cloud-sa.json", "--leader-elect=true", "--leader-elect-resource-name=cloud-controller-manager", "--metal-policy-dir=" + PolicyDir} {
+			for _, arg := range []string{"--cloud-config=/etc/cloud-sa/cloud-sa.json", "--leader-elect=true", "--leader-elect-resource-name=cloud-controller-manager", "--metal-policy-dir=" + deploy.PolicyDir} {
 				if !slices.Contains(c.Args, arg) {
 					t.Errorf("args lack %s: %v", arg, c.Args)
 				}
@@ -155,11 +157,11 @@ func TestRender(t *testing.T) {
 					volumes[v.Name] = "configmap " + v.ConfigMap.Name
 				}
 			}
-			if volumes["cloud-config"] != "secret "+SecretName || volumes["policies"] != "configmap "+PoliciesConfigMap {
+			if volumes["cloud-config"] != "secret "+deploy.SecretName || volumes["policies"] != "configmap "+deploy.PoliciesConfigMap {
 				t.Errorf("volumes = %v", volumes)
 			}
-			if cm := find(objs, "ConfigMap", Namespace, PoliciesConfigMap); cm == nil {
-				t.Errorf("the Deployment mounts ConfigMap %s, which is not rendered", PoliciesConfigMap)
+			if cm := find(objs, "ConfigMap", deploy.Namespace, deploy.PoliciesConfigMap); cm == nil {
+				t.Errorf("the Deployment mounts ConfigMap %s, which is not rendered", deploy.PoliciesConfigMap)
 			}
 		})
 	}
@@ -184,13 +186,13 @@ func TestPoliciesConfigMapMatchesPolicies(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("policies.FS has no policies")
 	}
-	objs, err := Render(".")
+	objs, err := deploy.Render(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm := find(objs, "ConfigMap", Namespace, PoliciesConfigMap)
+	cm := find(objs, "ConfigMap", deploy.Namespace, deploy.PoliciesConfigMap)
 	if cm == nil {
-		t.Fatalf("no ConfigMap %s", PoliciesConfigMap)
+		t.Fatalf("no ConfigMap %s", deploy.PoliciesConfigMap)
 	}
 	got, _, err := unstructured.NestedStringMap(cm.Object, "data")
 	if err != nil {
@@ -210,24 +212,24 @@ func TestPoliciesConfigMapMatchesPolicies(t *testing.T) {
 		}
 	}
 	if len(differ) > 0 {
-		t.Errorf("ConfigMap %s differs from policies/ in %v: run deploy/hack/sync-policies.sh", PoliciesConfigMap, differ)
+		t.Errorf("ConfigMap %s differs from policies/ in %v: run deploy/hack/sync-policies.sh", deploy.PoliciesConfigMap, differ)
 	}
 }
 
 // TestSecretTemplate: the template has the name, namespace and key the
 // Deployment mounts, and the two fields cloud-sa.json needs.
 func TestSecretTemplate(t *testing.T) {
-	s, err := SecretTemplateObject()
+	s, err := deploy.SecretTemplateObject()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.GetKind() != "Secret" || s.GetNamespace() != Namespace || s.GetName() != SecretName {
+	if s.GetKind() != "Secret" || s.GetNamespace() != deploy.Namespace || s.GetName() != deploy.SecretName {
 		t.Fatalf("template is %s %s/%s", s.GetKind(), s.GetNamespace(), s.GetName())
 	}
-	file, _, _ := unstructured.NestedString(s.Object, "stringData", SecretKey)
+	file, _, _ := unstructured.NestedString(s.Object, "stringData", deploy.SecretKey)
 	for _, field := range []string{`"apiKey"`, `"projectID"`} {
 		if !strings.Contains(file, field) {
-			t.Errorf("%s lacks %s", SecretKey, field)
+			t.Errorf("%s lacks %s", deploy.SecretKey, field)
 		}
 	}
 }
@@ -239,13 +241,13 @@ func TestSecretTemplate(t *testing.T) {
 func TestServerSideDryRun(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
-	secret, err := SecretTemplateObject()
+	secret, err := deploy.SecretTemplateObject()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for dir, objs := range renderAll(t) {
 		t.Run(dir, func(t *testing.T) {
-			got, err := DryRun(ctx, env.Config, append(objs, secret))
+			got, err := deploycheck.DryRun(ctx, env.Config, append(objs, secret))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -261,24 +263,24 @@ func TestServerSideDryRun(t *testing.T) {
 	}
 	// The check has teeth: a misspelt field or a bad value is refused.
 	t.Run("a broken manifest fails", func(t *testing.T) {
-		objs, err := Render(".")
+		objs, err := deploy.Render(".")
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := find(objs, "Deployment", Namespace, "cloud-provider-equinix-metal").DeepCopy()
+		d := find(objs, "Deployment", deploy.Namespace, "cloud-provider-equinix-metal").DeepCopy()
 		if err := unstructured.SetNestedField(d.Object, true, "spec", "template", "spec", "hostNetwrok"); err != nil {
 			t.Fatal(err)
 		}
-		sa := find(objs, "ServiceAccount", Namespace, ServiceAccountName).DeepCopy()
+		sa := find(objs, "ServiceAccount", deploy.Namespace, deploy.ServiceAccountName).DeepCopy()
 		sa.SetName("Not_A_DNS_Name")
-		_, err = DryRun(ctx, env.Config, []*unstructured.Unstructured{d, sa})
+		_, err = deploycheck.DryRun(ctx, env.Config, []*unstructured.Unstructured{d, sa})
 		if err == nil || !strings.Contains(err.Error(), "hostNetwrok") || !strings.Contains(err.Error(), "Not_A_DNS_Name") {
 			t.Errorf("DryRun of two broken objects: %v; want both named", err)
 		}
 	})
 	// Dry run stored nothing.
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	if _, err := kube.AppsV1().Deployments(Namespace).Get(ctx, "cloud-provider-equinix-metal", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := kube.AppsV1().Deployments(deploy.Namespace).Get(ctx, "cloud-provider-equinix-metal", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after dry run, getting the Deployment: %v, want NotFound", err)
 	}
 }

@@ -1,7 +1,9 @@
-package deploy
+package deploy_test
 
 import (
 	"context"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/deploycheck"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 )
 
 // call writes an API call compactly: "verb resource[.group][/sub] [ns/]name"
@@ -141,14 +143,14 @@ func TestCheckAllowed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.dir, func(t *testing.T) {
-			objs, err := Render(tc.dir)
+			objs, err := deploy.Render(tc.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := Install(ctx, env.Config, RBACObjects(objs)); err != nil {
+			if err := deploycheck.Install(ctx, env.Config, deploy.RBACObjects(objs)); err != nil {
 				t.Fatal(err)
 			}
-			denied, err := CheckAllowed(ctx, kube, append(slices.Clone(tc.allowed), tc.denied...))
+			denied, err := deploycheck.CheckAllowed(ctx, kube, append(slices.Clone(tc.allowed), tc.denied...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +160,7 @@ func TestCheckAllowed(t *testing.T) {
 			}
 			var want []string
 			for _, c := range tc.denied {
-				want = append(want, Denied{Call: c}.String())
+				want = append(want, deploycheck.Denied{Call: c}.String())
 			}
 			for _, g := range got {
 				if !slices.Contains(want, stripReason(g)) {
@@ -190,15 +192,15 @@ func stripReason(s string) string {
 // handed to CheckAllowed, which must flag exactly the requests the server
 // refused (403).
 func TestCheckAllowedFromAuditLog(t *testing.T) {
-	sa := testenv.ServiceAccountUser(Namespace, ServiceAccountName)
+	sa := testenv.ServiceAccountUser(deploy.Namespace, deploy.ServiceAccountName)
 	env := testenv.New(t, testenv.Options{AuditLog: true, Users: []testenv.User{sa}})
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
-	objs, err := Render(".")
+	objs, err := deploy.Render(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Install(ctx, env.Config, RBACObjects(objs)); err != nil {
+	if err := deploycheck.Install(ctx, env.Config, deploy.RBACObjects(objs)); err != nil {
 		t.Fatal(err)
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
@@ -227,11 +229,11 @@ func TestCheckAllowedFromAuditLog(t *testing.T) {
 			return err
 		}, true},
 		{"read the cloud-config Secret", func() error {
-			_, err := ccm.CoreV1().Secrets(Namespace).Get(ctx, SecretName, metav1.GetOptions{})
+			_, err := ccm.CoreV1().Secrets(deploy.Namespace).Get(ctx, deploy.SecretName, metav1.GetOptions{})
 			return err
 		}, false},
 		{"list ConfigMaps in kube-system", func() error {
-			_, err := ccm.CoreV1().ConfigMaps(Namespace).List(ctx, metav1.ListOptions{})
+			_, err := ccm.CoreV1().ConfigMaps(deploy.Namespace).List(ctx, metav1.ListOptions{})
 			return err
 		}, false},
 	}
@@ -250,14 +252,14 @@ func TestCheckAllowedFromAuditLog(t *testing.T) {
 	if len(made) < len(requests) {
 		t.Fatalf("audit log has %d calls by %s, want at least %d: %v", len(made), sa.Name, len(requests), made)
 	}
-	denied, err := CheckAllowed(ctx, admin, made)
+	denied, err := deploycheck.CheckAllowed(ctx, admin, made)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var refused []string
 	for _, c := range made {
 		if c.Code == 403 {
-			refused = append(refused, Denied{Call: c}.String())
+			refused = append(refused, deploycheck.Denied{Call: c}.String())
 		}
 	}
 	var flagged []string

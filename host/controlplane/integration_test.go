@@ -26,9 +26,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 )
 
 // The real client is what the provider hands to New.

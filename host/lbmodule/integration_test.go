@@ -22,7 +22,7 @@ import (
 	metallbv1beta2 "go.universe.tf/metallb/api/v1beta2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
 
 // The performance goals are measured here against the emulator, and

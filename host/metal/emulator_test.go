@@ -12,7 +12,7 @@ import (
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
 
 // startEmulator serves an emulator that accepts fakeKey for its default

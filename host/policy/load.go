@@ -10,7 +10,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"testing/fstest"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/loader"
@@ -104,8 +103,8 @@ func isPolicyFile(name string) bool {
 // even if a ConfigMap update lands mid-read. Names starting with "." are
 // skipped: a mounted ConfigMap holds every file twice more under
 // "..data/" and "..<timestamp>/", and hidden files are editors' litter.
-func snapshot(fsys fs.FS) (fstest.MapFS, string, error) {
-	files := fstest.MapFS{}
+func snapshot(fsys fs.FS) (memFS, string, error) {
+	files := memFS{}
 	h := sha256.New()
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -138,7 +137,7 @@ func snapshot(fsys fs.FS) (fstest.MapFS, string, error) {
 		if err != nil {
 			return err
 		}
-		files[p] = &fstest.MapFile{Data: data}
+		files[p] = data
 		fmt.Fprintf(h, "%s\x00%d\x00", p, len(data))
 		h.Write(data)
 		return nil
@@ -151,7 +150,7 @@ func snapshot(fsys fs.FS) (fstest.MapFS, string, error) {
 
 // compile parses, compiles and prepares the snapshot. dir is where the
 // files came from ("" for the built-ins), only used in messages.
-func compile(ctx context.Context, files fstest.MapFS, digest, dir string) (*compiled, error) {
+func compile(ctx context.Context, files memFS, digest, dir string) (*compiled, error) {
 	source := sourceName(dir)
 	if len(files) == 0 {
 		return nil, fmt.Errorf("policies %s: no .rego file found; mount the policy ConfigMap there (start from the files in policies/), or unset --metal-policy-dir to use the built-in policies", source)

@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
 
 // apiCalls is what the emulator served since the last reset, by route.

@@ -21,8 +21,9 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/emulator"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/deploycheck"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 )
 
 // ccmUser is who the CCM acts as in these tests: an admin, so a missing RBAC
@@ -227,10 +228,10 @@ func (h *harness) checkRBAC() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := deploy.Install(context.Background(), h.env.Config, deploy.RBACObjects(objs)); err != nil {
+	if err := deploycheck.Install(context.Background(), h.env.Config, deploy.RBACObjects(objs)); err != nil {
 		h.t.Fatal(err)
 	}
-	denied, err := deploy.CheckAllowed(context.Background(), h.kube, calls)
+	denied, err := deploycheck.CheckAllowed(context.Background(), h.kube, calls)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
 
 // mountPolicies builds a policy directory as a user would mount it: the

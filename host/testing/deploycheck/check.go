@@ -1,4 +1,4 @@
-package deploy
+package deploycheck
 
 import (
 	"context"
@@ -9,7 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 )
 
 // Denied is an API call the CCM's ServiceAccount may not make.
@@ -43,7 +44,7 @@ func (d Denied) String() string {
 // requests checked by Path. kube needs the right to create
 // SubjectAccessReviews (an admin has it).
 func CheckAllowed(ctx context.Context, kube kubernetes.Interface, calls []testenv.APICall) ([]Denied, error) {
-	user, groups := ServiceAccountUser()
+	user, groups := deploy.ServiceAccountUser()
 	type key struct{ verb, group, resource, sub, ns, name, path string }
 	verdict := map[key]*Denied{}
 	var denied []Denied
