@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
@@ -41,10 +44,19 @@ type takeover struct {
 
 func startTakeover(t *testing.T, dir, loadbalancer string) *takeover {
 	t.Helper()
+	return startTakeoverWith(t, dir, loadbalancer, nil)
+}
+
+// startTakeoverWith lets edit change the fixture before it is loaded.
+func startTakeoverWith(t *testing.T, dir, loadbalancer string, edit func(*upstreamfixture.Fixture)) *takeover {
+	t.Helper()
 	ctx := context.Background()
 	fx, err := upstreamfixture.Load(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(fx)
 	}
 	env := testenv.New(t, testenv.Options{AuditLog: true, Users: []testenv.User{{Name: ccmUser, Groups: []string{"system:masters"}}}})
 	admin := &harness{t: t, env: env}
@@ -236,3 +248,154 @@ func TestTakeOverFromUpstreamCRD(t *testing.T) {
 }
 
 var bgpPeers = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
+
+// legacyConfig is the MetalLB ConfigMap's data.config, parsed.
+type legacyConfig struct {
+	Pools []map[string]any `json:"address-pools"`
+	Peers []map[string]any `json:"peers"`
+}
+
+func (to *takeover) legacy() (legacyConfig, string) {
+	to.t.Helper()
+	cm, err := to.kube.CoreV1().ConfigMaps(metallbNS).Get(context.Background(), "config", metav1.GetOptions{})
+	if err != nil {
+		to.t.Fatal(err)
+	}
+	var c legacyConfig
+	if err := yaml.Unmarshal([]byte(cm.Data["config"]), &c); err != nil {
+		to.t.Fatal(err)
+	}
+	return c, cm.Data["config"]
+}
+
+func (c legacyConfig) pool(name string) map[string]any {
+	for _, p := range c.Pools {
+		if p["name"] == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// withoutAutoAssign rewrites the captured ConfigMap's user-pool as MetalLB
+// documents it, without auto-assign (upstream v3.8.1 crashes on it; the
+// capture spells it out for that reason).
+func withoutAutoAssign(t *testing.T, fx *upstreamfixture.Fixture) {
+	for _, o := range fx.Objects {
+		if o.GetKind() != "ConfigMap" {
+			continue
+		}
+		cfg, _, _ := unstructured.NestedString(o.Object, "data", "config")
+		var c map[string]any
+		if err := yaml.Unmarshal([]byte(cfg), &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range c["address-pools"].([]any) {
+			if pm := p.(map[string]any); pm["name"] == "user-pool" {
+				delete(pm, "auto-assign")
+			}
+		}
+		b, _ := yaml.Marshal(c)
+		if err := unstructured.SetNestedField(o.Object, string(b), "data", "config"); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatal("the fixture has no ConfigMap")
+}
+
+// TestTakeOverFromUpstreamConfigMap: upstream v3.8.1 in legacy ConfigMap
+// mode left 5 Services, their pools and peers in metallb-system/config
+// next to the user's own pool. This CCM takes over without touching
+// Equinix; the user's pool stays as it is (also when it omits auto-assign,
+// which crashes upstream); a new Service gets a pool and deleting one
+// Service releases exactly its reservation and pool.
+func TestTakeOverFromUpstreamConfigMap(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		noAutoAssign bool
+	}{{"as captured", false}, {"user pool without auto-assign", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			testTakeOverConfigMap(t, tc.noAutoAssign)
+		})
+	}
+}
+
+func testTakeOverConfigMap(t *testing.T, noAutoAssign bool) {
+	var edit func(*upstreamfixture.Fixture)
+	if noAutoAssign {
+		edit = func(fx *upstreamfixture.Fixture) { withoutAutoAssign(t, fx) }
+	}
+	to := startTakeoverWith(t, "testdata/upstream-v3.8.1/configmap", "metallb:///metallb-system/config", edit)
+	ctx := context.Background()
+	c0, _ := to.legacy()
+	userPool := c0.pool("user-pool")
+	if userPool == nil {
+		t.Fatal("the fixture's ConfigMap has no user-pool")
+	}
+	if _, has := userPool["auto-assign"]; has == noAutoAssign {
+		t.Fatalf("user-pool as loaded: %v", userPool)
+	}
+
+	// The take-over is done when the CCM's peers replaced upstream's: same
+	// sessions, and ownership is visible in the ConfigMap's managed fields.
+	to.eventually("the ConfigMap taken over", func() (bool, string) {
+		cm, err := to.kube.CoreV1().ConfigMaps(metallbNS).Get(ctx, "config", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		applied := false
+		for _, mf := range cm.ManagedFields {
+			applied = applied || (mf.Manager == "cloud-provider-equinix-metal" && mf.Operation == metav1.ManagedFieldsOperationApply)
+		}
+		return applied, fmt.Sprintf("managers %v", cm.ManagedFields)
+	})
+	c1, raw := to.legacy()
+	if !reflect.DeepEqual(c1.pool("user-pool"), userPool) {
+		t.Errorf("user-pool changed: %v, was %v", c1.pool("user-pool"), userPool)
+	}
+	for name, ip := range to.before {
+		p := c1.pool("default/" + name)
+		if p == nil || fmt.Sprint(p["addresses"]) != fmt.Sprint([]any{ip + "/32"}) {
+			t.Errorf("pool default/%s = %v, want %s/32", name, p, ip)
+		}
+	}
+	if len(c1.Pools) != len(to.before)+1 || len(c1.Peers) != 8 {
+		t.Errorf("%d pools and %d peers, want %d and 8:\n%s", len(c1.Pools), len(c1.Peers), len(to.before)+1, raw)
+	}
+	to.checkKept()
+	if res, rel := to.requests(); res != 0 || rel != 0 {
+		t.Fatalf("taking over: %d reservations requested, %d released; want 0 and 0", res, rel)
+	}
+
+	to.addService("svc-new", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
+	to.eventually("the new Service has a pool", func() (bool, string) {
+		ip, msg := to.serviceIP("svc-new")
+		if ip == "" {
+			return false, msg
+		}
+		c, raw := to.legacy()
+		p := c.pool("default/svc-new")
+		return p != nil && fmt.Sprint(p["addresses"]) == fmt.Sprint([]any{ip + "/32"}), raw
+	})
+	if res, rel := to.requests(); res != 1 || rel != 0 {
+		t.Fatalf("after one new Service: %d reservations requested, %d released; want 1 and 0", res, rel)
+	}
+
+	if err := to.kube.CoreV1().Services("default").Delete(ctx, "svc-002", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	to.eventually("svc-002's reservation released and pool removed", func() (bool, string) {
+		_, held := to.emu.Reservation(to.eips["svc-002"])
+		c, raw := to.legacy()
+		return !held && c.pool("default/svc-002") == nil, fmt.Sprintf("reservation held %v; config:\n%s", held, raw)
+	})
+	to.checkKept("svc-002")
+	c2, raw := to.legacy()
+	if !reflect.DeepEqual(c2.pool("user-pool"), userPool) || len(c2.Pools) != len(to.before)+1 {
+		t.Errorf("after the deletion:\n%s", raw)
+	}
+	if res, rel := to.requests(); res != 1 || rel != 1 {
+		t.Fatalf("after deleting one Service: %d reservations requested, %d released; want 1 and 1", res, rel)
+	}
+}
