@@ -44,6 +44,9 @@ var (
 // and registers the loop that keeps the cluster at its output.
 func (c *Cloud) setupModule(cfg *config.Config) error {
 	registerOnce.Do(func() { legacyregistry.MustRegister(announcedPrefixes, prefixLimit) })
+	if choice := config.ModeChoice(cfg.LoadBalancer); choice != "" {
+		klog.InfoS("MetalLB mode chosen: "+choice, "loadbalancer", cfg.LB.String())
+	}
 	mod, err := lbmodule.Load(context.Background(), cfg.LB, lbmodule.OptionsFromConfig(cfg))
 	if err != nil {
 		return err
