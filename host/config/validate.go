@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -13,10 +12,6 @@ import (
 
 // PeerIndex is the placeholder in annotation templates.
 const PeerIndex = "{{n}}"
-
-// bgpPassPattern is what the Equinix Metal API accepts for a project's BGP
-// MD5 password (BgpConfigRequestInput.md5).
-var bgpPassPattern = regexp.MustCompile(`^[A-Za-z0-9]{10,20}$`)
 
 // validate checks cross-field rules and ranges and fills the parsed fields.
 // source names where an option's value came from; failed lists the options
@@ -51,9 +46,8 @@ func validate(c *Config, source func(option) string, failed map[string]bool) []s
 	if c.LocalASN == 0 {
 		add("localASN", "0 is not an ASN; use a number between 1 and 4294967295")
 	}
-	if c.BGPPass != "" && !bgpPassPattern.MatchString(c.BGPPass.Reveal()) {
-		add("bgpPass", "the password must be 10 to 20 letters and digits, as the Equinix Metal API requires (the value is not shown)")
-	}
+	// bgpPass is checked by bgp.EnableProject, only when this CCM sets it:
+	// a project whose BGP is already enabled keeps its own password.
 
 	templates := []struct{ key, value string }{
 		{"annotationLocalASN", c.AnnotationLocalASN},
