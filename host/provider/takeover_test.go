@@ -363,6 +363,7 @@ func testTakeOverConfigMap(t *testing.T, noAutoAssign bool) {
 	if len(c1.Pools) != len(to.before)+1 || len(c1.Peers) != 8 {
 		t.Errorf("%d pools and %d peers, want %d and 8:\n%s", len(c1.Pools), len(c1.Peers), len(to.before)+1, raw)
 	}
+	checkUpstreamPeers(t, c1.Peers, to.before)
 	to.checkKept()
 	if res, rel := to.requests(); res != 0 || rel != 0 {
 		t.Fatalf("taking over: %d reservations requested, %d released; want 0 and 0", res, rel)
@@ -397,5 +398,38 @@ func testTakeOverConfigMap(t *testing.T, noAutoAssign bool) {
 	}
 	if res, rel := to.requests(); res != 1 || rel != 1 {
 		t.Fatalf("after deleting one Service: %d reservations requested, %d released; want 1 and 1", res, rel)
+	}
+}
+
+// checkUpstreamPeers: for a rollback, every peer is in the form upstream
+// v3.8.1 looks for (its Equal ignores only the per-Service selectors): the
+// node's hostname selector, one nomatch selector per Service, and no
+// peer-port (upstream compares the port and writes none).
+func checkUpstreamPeers(t *testing.T, peers []map[string]any, services map[string]string) {
+	t.Helper()
+	for _, p := range peers {
+		if _, has := p["peer-port"]; has {
+			t.Errorf("peer %v has a peer-port; upstream would add a second copy", p)
+		}
+		sels, _ := p["node-selectors"].([]any)
+		served := map[string]bool{}
+		hostname := 0
+		for _, s := range sels {
+			ml, _ := s.(map[string]any)["match-labels"].(map[string]any)
+			if ml["kubernetes.io/hostname"] != nil {
+				hostname++
+			}
+			if ns, name := ml["nomatch.metal.equinix.com/service-namespace"], ml["nomatch.metal.equinix.com/service-name"]; ns != nil && name != nil {
+				served[fmt.Sprint(ns, "/", name)] = true
+			}
+		}
+		for name := range services {
+			if !served["default/"+name] {
+				t.Errorf("peer %v lacks upstream's selector for Service default/%s", p["peer-address"], name)
+			}
+		}
+		if hostname != 1 || len(sels) != 1+len(served) {
+			t.Errorf("peer node-selectors %v: want the hostname and the Services' selectors only", sels)
+		}
 	}
 }
