@@ -245,6 +245,7 @@ func TestTakeOverFromUpstreamCRD(t *testing.T) {
 	if _, ok := to.emu.Reservation(to.eips["svc-002"]); ok {
 		t.Fatal("svc-002's reservation is still there")
 	}
+	to.checkRBAC()
 }
 
 var bgpPeers = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
