@@ -36,7 +36,9 @@ type kindKey struct {
 	Namespace  string `json:"namespace,omitempty"`
 }
 
-func (k kindKey) gvk() schema.GroupVersionKind { return schema.FromAPIVersionAndKind(k.APIVersion, k.Kind) }
+func (k kindKey) gvk() schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(k.APIVersion, k.Kind)
+}
 
 func keysOf(d sdk.Description) map[kindKey]bool {
 	out := map[kindKey]bool{}
