@@ -130,9 +130,9 @@ func equalKeys(a, b map[kindKey]bool) bool {
 	return true
 }
 
-// recordKinds adds the kinds d declares to the record before anything of
-// them is written.
-func (r *Reconciler) recordKinds(ctx context.Context, d sdk.Description) error {
+// recordKinds adds the kinds of the owned objects about to be applied to
+// the record, before they are written.
+func (r *Reconciler) recordKinds(ctx context.Context, kinds map[kindKey]bool) error {
 	old, err := r.loadRecord(ctx)
 	if err != nil {
 		return err
@@ -141,15 +141,30 @@ func (r *Reconciler) recordKinds(ctx context.Context, d sdk.Description) error {
 	for k := range old {
 		next[k] = true
 	}
-	for k := range keysOf(d) {
+	for k := range kinds {
 		next[k] = true
 	}
 	return r.saveRecord(ctx, old, next)
 }
 
+// mergeKinds are the declared kinds the module also reads by name in the
+// same namespace: it merges into the user's object (the legacy MetalLB
+// ConfigMap) rather than owning objects of that kind, so unless the record
+// says otherwise there is nothing of it to prune, and the CCM needs no
+// right to list the kind (least privilege: one ConfigMap by name).
+func mergeKinds(d sdk.Description) map[kindKey]bool {
+	out := map[kindKey]bool{}
+	for _, rd := range d.Reads {
+		if rd.Name != "" {
+			out[kindKey{rd.APIVersion, rd.Kind, rd.Namespace}] = true
+		}
+	}
+	return out
+}
+
 // prune deletes every owned object of a recorded kind that the module no
-// longer wants: of the kinds it declares, and of the kinds a previous
-// module wrote. A namespaced kind is only ever listed in its recorded
+// longer wants: of the kinds it declares (but merges into), and of the
+// kinds a previous module wrote. A namespaced kind is only ever listed in its recorded
 // namespace; a namespaced kind recorded without one is an error, never a
 // list across the cluster. A kind no longer declared leaves the record
 // once nothing owned is left of it.
@@ -159,19 +174,24 @@ func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep
 		return r.applyErr("%v", err)
 	}
 	declared := keysOf(d)
+	merged := mergeKinds(d)
 	next := map[kindKey]bool{}
 	for k := range old {
 		next[k] = true
 	}
-	for k := range declared {
-		next[k] = true
+	visit := map[kindKey]bool{}
+	for k := range old {
+		visit[k] = true
 	}
-	for _, k := range sortedKeys(next) {
+	for k := range declared {
+		if !merged[k] {
+			visit[k] = true
+		}
+	}
+	for _, k := range sortedKeys(visit) {
 		m, err := r.mapping(k.gvk())
 		if meta.IsNoMatchError(err) {
-			if !declared[k] {
-				delete(next, k) // the CRD is gone, and its objects with it
-			}
+			delete(next, k) // the CRD is gone, and its objects with it
 			continue
 		} else if err != nil {
 			return r.applyErr("pruning %s: %v", k.Kind, err)
@@ -183,8 +203,8 @@ func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep
 		if err != nil {
 			return err
 		}
-		if !declared[k] && left == 0 {
-			delete(next, k)
+		if left == 0 {
+			delete(next, k) // recorded again before its next write
 		}
 	}
 	if err := r.saveRecord(ctx, old, next); err != nil {

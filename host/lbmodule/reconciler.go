@@ -341,7 +341,13 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		}
 		writes = append(writes, write{m, key, o.Kind(), body})
 	}
-	if err := r.recordKinds(ctx, d); err != nil {
+	owned := map[kindKey]bool{}
+	for _, w := range writes {
+		if !mergeTargets[w.key] {
+			owned[kindKey{w.key.gvk.GroupVersion().String(), w.key.gvk.Kind, w.key.namespace}] = true
+		}
+	}
+	if err := r.recordKinds(ctx, owned); err != nil {
 		return r.applyErr("%v", err)
 	}
 	force := true

@@ -400,6 +400,7 @@ func testTakeOverConfigMap(t *testing.T, noAutoAssign bool) {
 	if res, rel := to.requests(); res != 1 || rel != 1 {
 		t.Fatalf("after deleting one Service: %d reservations requested, %d released; want 1 and 1", res, rel)
 	}
+	to.checkRBACOf("overlays/metallb-legacy")
 }
 
 // checkUpstreamPeers: for a rollback, every peer is in the form upstream
