@@ -38,8 +38,9 @@ type takeover struct {
 	*harness
 	fx     *upstreamfixture.Fixture
 	dyn    dynamic.Interface
-	before map[string]string // Service name -> ingress IP, as upstream left it
-	eips   map[string]string // Service name -> reservation ID, as upstream left it
+	before map[string]string            // Service name -> ingress IP, as upstream left it
+	eips   map[string]string            // Service name -> reservation ID, as upstream left it
+	notes  map[string]map[string]string // node -> upstream's metal.equinix.com/ annotations
 }
 
 func startTakeover(t *testing.T, dir, loadbalancer string) *takeover {
@@ -69,8 +70,11 @@ func startTakeoverWith(t *testing.T, dir, loadbalancer string, edit func(*upstre
 	if err := fx.Apply(ctx, env.Config); err != nil {
 		t.Fatal(err)
 	}
-	to := &takeover{fx: fx, dyn: dynamic.NewForConfigOrDie(env.Config), before: map[string]string{}, eips: map[string]string{}}
+	to := &takeover{fx: fx, dyn: dynamic.NewForConfigOrDie(env.Config), before: map[string]string{}, eips: map[string]string{}, notes: map[string]map[string]string{}}
 	for _, o := range fx.Objects {
+		if o.GetKind() == "Node" {
+			to.notes[o.GetName()] = metalAnnotations(o.GetAnnotations())
+		}
 		if o.GetKind() != "Service" {
 			continue
 		}
@@ -90,10 +94,29 @@ func startTakeoverWith(t *testing.T, dir, loadbalancer string, edit func(*upstre
 	return to
 }
 
-// checkKept: every Service keeps its IP, and Equinix saw no reservation
-// requested or released.
+func metalAnnotations(a map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		if strings.HasPrefix(k, "metal.equinix.com/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// checkKept: every Service keeps its IP, every node upstream's BGP
+// annotations, and Equinix saw no reservation requested or released.
 func (to *takeover) checkKept(except ...string) {
 	to.t.Helper()
+	for name, want := range to.notes {
+		n, err := to.kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			to.t.Fatal(err)
+		}
+		if got := metalAnnotations(n.Annotations); !reflect.DeepEqual(got, want) {
+			to.t.Errorf("node %s annotations %v, upstream left %v", name, got, want)
+		}
+	}
 	for name, ip := range to.before {
 		if slices.Contains(except, name) {
 			continue
