@@ -1,8 +1,10 @@
 package wasmhost_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -226,5 +228,28 @@ func TestSandbox(t *testing.T) {
 	}
 	if seen[0] != seen[1] {
 		t.Errorf("random values differ between instances: %v", seen)
+	}
+}
+
+// A module's log lines reach the host's slog.Logger at the module's level,
+// tagged with the module's name, with the request's passwords scrubbed.
+func TestModuleLogLines(t *testing.T) {
+	var buf bytes.Buffer
+	o := opts()
+	o.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m, err := wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "error"}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	if _, err := m.Generate(context.Background(), request()); err == nil {
+		t.Fatal("the error mode succeeded")
+	}
+	got := buf.String()
+	if want := `level=WARN msg="about to fail with [redacted]" module=hostile`; !strings.Contains(got, want) {
+		t.Errorf("log = %q, want a line containing %q", got, want)
+	}
+	if strings.Contains(got, fakePassword) {
+		t.Errorf("log leaks the BGP password: %q", got)
 	}
 }
