@@ -40,15 +40,6 @@ func opts() wasmhost.Options {
 	return wasmhost.Options{CacheDir: cacheDir, MemoryLimitMiB: 32, Timeout: 20 * time.Second}
 }
 
-func request() sdk.GenerateRequest {
-	return sdk.GenerateRequest{
-		Services: []sdk.Service{{Namespace: "default", Name: "nginx", UID: "u1", IPs: []string{"145.40.1.5"}}},
-		Nodes: []sdk.Node{{Name: "worker-1", LocalASN: 65000, SourceIP: "10.0.0.1",
-			Peers: []sdk.Peer{{ASN: 65530, IP: "169.254.255.1", Password: fakePassword}}}},
-		Annotations: sdk.AnnotationTemplates{LocalASN: "metal.equinix.com/bgp-peers-{{n}}-node-asn"},
-	}
-}
-
 // The runtime's own refusals are tested in sdk/wasmhost; these are the
 // catalogue's: the loadbalancer setting and the module file it names.
 func TestLoadRejects(t *testing.T) {
@@ -133,7 +124,7 @@ func TestLoadBuiltin(t *testing.T) {
 				return
 			}
 			defer m.Close(context.Background())
-			if _, err := m.Generate(context.Background(), request()); err != nil {
+			if _, err := m.Generate(context.Background(), sdktest.Snapshot(2, 2)); err != nil {
 				t.Fatal(err)
 			}
 		})
