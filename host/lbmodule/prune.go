@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // The kinds record: every kind (and namespace) the CCM has applied objects
@@ -63,7 +64,7 @@ func (r *Reconciler) loadRecord(ctx context.Context) (map[kindKey]bool, error) {
 		return rec, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the record of the kinds it wrote, ConfigMap %s/%s: %s", RecordNamespace, RecordName, oneLine(err.Error()))
+		return nil, fmt.Errorf("reading the record of the kinds it wrote, ConfigMap %s/%s: %s", RecordNamespace, RecordName, wasmhost.OneLine(err.Error()))
 	}
 	var kinds []kindKey
 	if raw := cm.Data[recordKey]; raw != "" {
@@ -106,7 +107,7 @@ func (r *Reconciler) saveRecord(ctx context.Context, old, rec map[kindKey]bool) 
 	body, _ := json.Marshal(cm)
 	force := true
 	if _, err := r.cfg.Kube.CoreV1().ConfigMaps(RecordNamespace).Patch(ctx, RecordName, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
-		return fmt.Errorf("writing the record of the kinds it writes, ConfigMap %s/%s: %s", RecordNamespace, RecordName, oneLine(err.Error()))
+		return fmt.Errorf("writing the record of the kinds it writes, ConfigMap %s/%s: %s", RecordNamespace, RecordName, wasmhost.OneLine(err.Error()))
 	}
 	r.setRecord(rec)
 	return nil
@@ -219,7 +220,7 @@ func (r *Reconciler) pruneKind(ctx context.Context, m *meta.RESTMapping, k kindK
 	gvk := k.gvk()
 	list, err := r.resource(m, k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel + "=" + sdk.OwnedValue})
 	if err != nil {
-		return 0, r.applyErr("listing owned %s to prune: %s", k.Kind, oneLine(err.Error()))
+		return 0, r.applyErr("listing owned %s to prune: %s", k.Kind, wasmhost.OneLine(err.Error()))
 	}
 	left := 0
 	for _, u := range list.Items {
@@ -230,7 +231,7 @@ func (r *Reconciler) pruneKind(ctx context.Context, m *meta.RESTMapping, k kindK
 		}
 		err := r.resource(m, u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(u.GetUID())}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return 0, r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), oneLine(err.Error()))
+			return 0, r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), wasmhost.OneLine(err.Error()))
 		}
 		objectsPruned.Inc()
 		r.log.V(2).Info("Pruned an object the module no longer wants", "kind", k.Kind, "object", qualified(key.namespace, key.name))

@@ -1,4 +1,4 @@
-package lbmodule
+package wasmhost
 
 import (
 	"strings"
@@ -10,7 +10,7 @@ import (
 // the core group); every kind of the groups mapped to nil is namespaced.
 // The loader knows no cluster, so it can only refuse what it knows; the
 // reconciler refuses any other namespaced kind declared without a
-// namespace when it resolves the kind (prune.go).
+// namespace when it resolves the kind (host/lbmodule's prune).
 var namespacedKinds = map[string]map[string]bool{
 	"": set("ConfigMap", "Secret", "Service", "Endpoints", "Pod", "ServiceAccount", "PersistentVolumeClaim",
 		"Event", "LimitRange", "ResourceQuota", "ReplicationController", "PodTemplate"),

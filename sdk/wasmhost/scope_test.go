@@ -1,4 +1,4 @@
-package lbmodule
+package wasmhost
 
 import (
 	"strings"
