@@ -70,20 +70,6 @@ type SelectionInput struct {
 	BGPNodeSelector []Requirement `json:"bgpNodeSelector"`
 }
 
-// Placement is where an EIP is reserved: exactly one field is set.
-type Placement struct {
-	Metro    string
-	Facility string
-}
-
-// String is "metro da" or "facility da11", for logs and Events.
-func (p Placement) String() string {
-	if p.Facility != "" {
-		return "facility " + p.Facility
-	}
-	return "metro " + p.Metro
-}
-
 // Labels of a node that carry its Equinix Metal location. The CCM sets the
 // region to the device's metro; the zone is set by whoever labels nodes with
 // the facility (upstream leaves it empty).
