@@ -1,6 +1,6 @@
 // Package policy evaluates the CCM's OPA Rego policies: where a Service's
 // Elastic IP is reserved (data.equinix.eip.placement) and which nodes get
-// BGP (data.equinix.bgp.selected_nodes). The contract is in DESIGN.md and
+// BGP (data.equinix.bgp.selected_nodes). The contract is in ARCHITECTURE.md and
 // policies/README.md; the default policies are embedded from policies/.
 //
 // An Engine loads a policy directory (or the built-ins), checks that the

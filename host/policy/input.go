@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// The input documents below are the policy contract of DESIGN.md; the JSON
+// The input documents below are the policy contract of ARCHITECTURE.md; the JSON
 // names are what a policy reads (input.service.namespace, ...), and
 // policies/README.md shows them. Changing a name breaks users' policies.
 
