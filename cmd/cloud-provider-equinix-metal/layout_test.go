@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -38,21 +41,13 @@ type listedPackage struct {
 	Imports    []string
 }
 
-// modulePackages lists the module's packages as "relative path → relative
-// imports within the module" (imports outside the module are dropped).
+// modulePackages lists the packages of the repository's Go modules (the
+// root one and nested ones such as the SDK's, except those of machinery) as
+// "relative path → relative imports within the repository"; imports from
+// elsewhere are dropped.
 func modulePackages(t *testing.T) map[string][]string {
 	t.Helper()
 	const module = "github.com/metal-ccm/cloud-provider-equinix-metal"
-	cmd := exec.Command("go", "list", "-json", "./...")
-	cmd.Dir = "../.."
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("go list -json ./...: %v\n%s", err, ee.Stderr)
-		}
-		t.Fatalf("go list -json ./...: %v", err)
-	}
 	rel := func(p string) (string, bool) {
 		if p == module {
 			return ".", true
@@ -60,7 +55,67 @@ func modulePackages(t *testing.T) map[string][]string {
 		return strings.CutPrefix(p, module+"/")
 	}
 	pkgs := map[string][]string{}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for _, dir := range moduleDirs(t, "../..") {
+		for _, p := range goList(t, dir) {
+			from, ok := rel(p.ImportPath)
+			if !ok {
+				continue
+			}
+			var imports []string
+			for _, imp := range p.Imports {
+				if to, ok := rel(imp); ok {
+					imports = append(imports, to)
+				}
+			}
+			pkgs[from] = imports
+		}
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list -json ./... listed none of the module's packages")
+	}
+	return pkgs
+}
+
+// moduleDirs finds the folders with a go.mod below root, leaving out
+// testdata, hidden folders and machinery.
+func moduleDirs(t *testing.T, root string) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		relDir, _ := filepath.Rel(root, p)
+		relDir = filepath.ToSlash(relDir)
+		if d.IsDir() && relDir != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || isMachinery(relDir)) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && d.Name() == "go.mod" {
+			dirs = append(dirs, filepath.Dir(p))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("looking for go.mod files: %v", err)
+	}
+	return dirs
+}
+
+// goList is `go list -json ./...` in dir.
+func goList(t *testing.T, dir string) []listedPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", "./...")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list -json ./... in %s: %v\n%s", dir, err, ee.Stderr)
+		}
+		t.Fatalf("go list -json ./... in %s: %v", dir, err)
+	}
+	var pkgs []listedPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p listedPackage
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
@@ -68,20 +123,7 @@ func modulePackages(t *testing.T) map[string][]string {
 		} else if err != nil {
 			t.Fatalf("decoding go list output: %v", err)
 		}
-		from, ok := rel(p.ImportPath)
-		if !ok {
-			continue
-		}
-		var imports []string
-		for _, imp := range p.Imports {
-			if to, ok := rel(imp); ok {
-				imports = append(imports, to)
-			}
-		}
-		pkgs[from] = imports
-	}
-	if len(pkgs) == 0 {
-		t.Fatal("go list -json ./... listed none of the module's packages")
+		pkgs = append(pkgs, p)
 	}
 	return pkgs
 }
