@@ -73,82 +73,20 @@ func (s *store) addReservationSeed(r ReservationSeed) (*reservation, error) {
 	return res, nil
 }
 
-// reserve creates a reservation (the API's request, or a seed).
+// reserve creates a reservation (the API's request, or a seed): it checks
+// the type and quantity, picks the pool, allocates the block (or claims the
+// seed's address) and records the reservation.
 func (s *store) reserve(q reserveRequest, id string) (*reservation, error) {
-	if q.typ == "" {
-		if q.api {
-			return nil, errf(422, "Type can't be blank")
-		}
-		q.typ = TypePublicIPv4
+	if err := checkReserveType(&q); err != nil {
+		return nil, err
 	}
-	switch q.typ {
-	case TypePublicIPv4, TypeGlobalIPv4, TypePublicIPv6:
-	case TypePrivateIPv4:
-		return nil, errf(422, "Private IPv4 blocks are allocated with devices and cannot be requested")
-	case "vrf":
-		return nil, errf(422, "VRF IP reservations are not supported by this emulator")
-	default:
-		return nil, errf(422, "Type %s is not one of public_ipv4, global_ipv4, public_ipv6", q.typ)
+	explicit, err := normaliseQuantity(&q)
+	if err != nil {
+		return nil, err
 	}
-	var explicit netip.Prefix
-	if q.address != "" {
-		p, err := netip.ParsePrefix(q.address)
-		if err != nil {
-			a, err2 := netip.ParseAddr(q.address)
-			if err2 != nil {
-				return nil, fmt.Errorf("address %q is neither an address nor a prefix", q.address)
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		explicit = p.Masked()
-		if q.quantity == 0 {
-			q.quantity = 1 << (explicit.Addr().BitLen() - explicit.Bits())
-		}
-	}
-	if q.quantity == 0 && !q.api {
-		q.quantity = 1
-	}
-	if q.quantity <= 0 {
-		return nil, errf(422, "Quantity must be greater than 0")
-	}
-	if bits.OnesCount(uint(q.quantity)) != 1 {
-		return nil, errf(422, "Quantity must be a power of 2")
-	}
-	log2 := bits.TrailingZeros(uint(q.quantity))
-	var m *metro
-	var f *facility
-	var pl *pool
-	prefixBits := 0
-	switch q.typ {
-	case TypeGlobalIPv4:
-		if q.metro != "" || q.facility != "" {
-			return nil, errf(422, "Global IPv4 reservations cannot have a metro or facility")
-		}
-		if q.quantity > 4 {
-			return nil, errf(422, "Global IPv4 reservations can have at most 4 addresses")
-		}
-		pl, prefixBits = s.global4, 32-log2
-	case TypePublicIPv4:
-		var err error
-		if m, f, err = s.locate(q.metro, q.facility, !q.api); err != nil {
-			return nil, err
-		}
-		if m == nil {
-			return nil, errf(422, "Metro or facility is required")
-		}
-		if q.quantity > 256 {
-			return nil, errf(422, "Public IPv4 reservations can have at most 256 addresses")
-		}
-		pl, prefixBits = m.public4, 32-log2
-	case TypePublicIPv6:
-		var err error
-		if m, f, err = s.locate(q.metro, q.facility, !q.api); err != nil {
-			return nil, err
-		}
-		if m == nil {
-			return nil, errf(422, "Metro or facility is required")
-		}
-		pl, prefixBits = m.pub6, 128-log2
+	m, f, pl, prefixBits, err := s.reservePool(q)
+	if err != nil {
+		return nil, err
 	}
 	pr := q.project
 	approval := q.pending
@@ -167,11 +105,8 @@ func (s *store) reserve(q reserveRequest, id string) (*reservation, error) {
 			return nil, err
 		}
 		blk = explicit
-	} else {
-		var err error
-		if blk, err = pl.alloc(prefixBits); err != nil {
-			return nil, errf(422, "No addresses available: %v", err)
-		}
+	} else if blk, err = pl.alloc(prefixBits); err != nil {
+		return nil, errf(422, "No addresses available: %v", err)
 	}
 	rid, err := s.idFor(id, "reservation", s.idTaken)
 	if err != nil {
@@ -193,6 +128,85 @@ func (s *store) reserve(q reserveRequest, id string) (*reservation, error) {
 	s.reservations[rid] = r
 	pr.reservations = append(pr.reservations, r)
 	return r, nil
+}
+
+// checkReserveType refuses the types that cannot be requested; a seed
+// without a type is public IPv4.
+func checkReserveType(q *reserveRequest) error {
+	if q.typ == "" {
+		if q.api {
+			return errf(422, "Type can't be blank")
+		}
+		q.typ = TypePublicIPv4
+	}
+	switch q.typ {
+	case TypePublicIPv4, TypeGlobalIPv4, TypePublicIPv6:
+		return nil
+	case TypePrivateIPv4:
+		return errf(422, "Private IPv4 blocks are allocated with devices and cannot be requested")
+	case "vrf":
+		return errf(422, "VRF IP reservations are not supported by this emulator")
+	}
+	return errf(422, "Type %s is not one of public_ipv4, global_ipv4, public_ipv6", q.typ)
+}
+
+// normaliseQuantity parses a seed's explicit address (whose size gives the
+// quantity when none is set) and checks the quantity is a power of 2.
+func normaliseQuantity(q *reserveRequest) (netip.Prefix, error) {
+	var explicit netip.Prefix
+	if q.address != "" {
+		p, err := netip.ParsePrefix(q.address)
+		if err != nil {
+			a, err2 := netip.ParseAddr(q.address)
+			if err2 != nil {
+				return netip.Prefix{}, fmt.Errorf("address %q is neither an address nor a prefix", q.address)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		explicit = p.Masked()
+		if q.quantity == 0 {
+			q.quantity = 1 << (explicit.Addr().BitLen() - explicit.Bits())
+		}
+	}
+	if q.quantity == 0 && !q.api {
+		q.quantity = 1
+	}
+	if q.quantity <= 0 {
+		return netip.Prefix{}, errf(422, "Quantity must be greater than 0")
+	}
+	if bits.OnesCount(uint(q.quantity)) != 1 {
+		return netip.Prefix{}, errf(422, "Quantity must be a power of 2")
+	}
+	return explicit, nil
+}
+
+// reservePool picks the location and the pool of a reservation of q.typ,
+// and the prefix length of q.quantity addresses.
+func (s *store) reservePool(q reserveRequest) (*metro, *facility, *pool, int, error) {
+	log2 := bits.TrailingZeros(uint(q.quantity))
+	if q.typ == TypeGlobalIPv4 {
+		if q.metro != "" || q.facility != "" {
+			return nil, nil, nil, 0, errf(422, "Global IPv4 reservations cannot have a metro or facility")
+		}
+		if q.quantity > 4 {
+			return nil, nil, nil, 0, errf(422, "Global IPv4 reservations can have at most 4 addresses")
+		}
+		return nil, nil, s.global4, 32 - log2, nil
+	}
+	m, f, err := s.locate(q.metro, q.facility, !q.api)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	if m == nil {
+		return nil, nil, nil, 0, errf(422, "Metro or facility is required")
+	}
+	if q.typ == TypePublicIPv6 {
+		return m, f, m.pub6, 128 - log2, nil
+	}
+	if q.quantity > 256 {
+		return nil, nil, nil, 0, errf(422, "Public IPv4 reservations can have at most 256 addresses")
+	}
+	return m, f, m.public4, 32 - log2, nil
 }
 
 // assign assigns an address (or block) of one of the device's project's
