@@ -152,13 +152,8 @@ func TestProductImportsNoMachinery(t *testing.T) {
 func TestNoFolderImportCircle(t *testing.T) {
 	// edges[parent][child] is the set of siblings that child imports.
 	edges := map[string]map[string]map[string][]string{}
-	seen := map[string]bool{}
 	for from, imports := range modulePackages(t) {
 		for _, to := range imports {
-			if edge := from + " → " + to; circleToBreak[edge] != "" {
-				seen[edge] = true
-				continue
-			}
 			parent, a, b := siblings(from, to)
 			if a == b {
 				continue
@@ -172,11 +167,6 @@ func TestNoFolderImportCircle(t *testing.T) {
 			edges[parent][a][b] = append(edges[parent][a][b], from+" → "+to)
 		}
 	}
-	for edge, why := range circleToBreak {
-		if !seen[edge] {
-			t.Errorf("the import %s is gone (%s): delete it from circleToBreak", edge, why)
-		}
-	}
 	for parent, graph := range edges {
 		if circle := findCircle(graph); circle != nil {
 			var why []string
@@ -187,14 +177,6 @@ func TestNoFolderImportCircle(t *testing.T) {
 				parent, strings.Join(circle, " → "), strings.Join(why, ", "))
 		}
 	}
-}
-
-// circleToBreak names the imports that still close a folder circle, each
-// with the change that removes it; the test fails once one is gone, so the
-// list only shrinks.
-var circleToBreak = map[string]string{
-	"modules/internal/golden → host/lbmodule": "the Wasm runtime moves from host/lbmodule into the SDK module",
-	"sdk/sdktest → host/lbmodule":             "the Wasm runtime moves from host/lbmodule into the SDK module",
 }
 
 // siblings names the two folders, children of the deepest folder holding
