@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +18,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -53,7 +55,10 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 			return
 		}
 		services := env.informers.Core().V1().Services()
-		snap := &snapshotter{cloud: c, services: services.Lister().List, recorder: env.recorder}
+		snap := &snapshotter{
+			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), maxPrefixes: cfg.BGPMaxPrefixes,
+			services: services.Lister().List, bgpNodes: bgpNodes(&c.bgp), recorder: env.recorder,
+		}
 		rec, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
 			Module: mod, Dynamic: dyn, Kube: env.kube, Snapshot: snap.request, Recorder: env.recorder,
 		})
@@ -83,13 +88,18 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 	return nil
 }
 
-// snapshotter builds the module input and watches the prefix budget.
+// snapshotter is the thin adapter around lbsnapshot.Build: it reads the
+// Service lister and the BGP controller into an lbsnapshot.Input, and
+// watches the prefix budget of the result.
 type snapshotter struct {
-	cloud    *Cloud
-	services func(labels.Selector) ([]*v1.Service, error)
-	recorder record.EventRecorder
-	mu       sync.Mutex
-	exceeded map[string]bool // nodes already warned
+	lb          config.LoadBalancer
+	templates   bgp.Templates
+	maxPrefixes int
+	services    func(labels.Selector) ([]*v1.Service, error)
+	bgpNodes    func() []bgp.Node
+	recorder    record.EventRecorder
+	mu          sync.Mutex
+	exceeded    map[string]bool // nodes already warned
 }
 
 func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) {
@@ -97,13 +107,20 @@ func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) 
 	if err != nil {
 		return sdk.GenerateRequest{}, err
 	}
-	var nodes []bgp.Node
-	if ctl := s.cloud.bgp.Load(); ctl != nil {
-		nodes = ctl.Nodes()
-	}
-	req := buildRequest(moduleOptions(s.cloud.cfg.LB), svcs, nodes, bgp.TemplatesFrom(s.cloud.cfg))
+	req := lbsnapshot.Build(lbsnapshot.Input{LB: s.lb, Templates: s.templates, Services: svcs, Nodes: s.bgpNodes()})
 	s.checkPrefixes(req)
 	return req, nil
+}
+
+// bgpNodes reads the BGP nodes from the controller once it runs; before
+// (or without BGP) there are none.
+func bgpNodes(ctl *atomic.Pointer[bgp.Controller]) func() []bgp.Node {
+	return func() []bgp.Node {
+		if c := ctl.Load(); c != nil {
+			return c.Nodes()
+		}
+		return nil
+	}
 }
 
 // checkPrefixes warns once per node when the Service addresses every BGP
@@ -116,7 +133,7 @@ func (s *snapshotter) checkPrefixes(req sdk.GenerateRequest) {
 			ips[ip] = true
 		}
 	}
-	limit := s.cloud.cfg.BGPMaxPrefixes
+	limit := s.maxPrefixes
 	announcedPrefixes.Set(float64(len(ips)))
 	prefixLimit.Set(float64(limit))
 	s.mu.Lock()
