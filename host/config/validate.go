@@ -8,10 +8,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
-// PeerIndex is the placeholder in annotation templates.
-const PeerIndex = "{{n}}"
+// PeerIndex is the placeholder in annotation templates: the SDK's, since
+// the SDK renders and matches the annotations.
+const PeerIndex = sdk.Placeholder
 
 // validate checks cross-field rules and ranges and fills the parsed fields.
 // source names where an option's value came from; failed lists the options

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
@@ -106,7 +107,7 @@ func (r *Reconciler) saveRecord(ctx context.Context, old, rec map[kindKey]bool) 
 	}
 	body, _ := json.Marshal(cm)
 	force := true
-	if _, err := r.cfg.Kube.CoreV1().ConfigMaps(RecordNamespace).Patch(ctx, RecordName, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
+	if _, err := r.cfg.Kube.CoreV1().ConfigMaps(RecordNamespace).Patch(ctx, RecordName, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldmanager.CCM, Force: &force}); err != nil {
 		return fmt.Errorf("writing the record of the kinds it writes, ConfigMap %s/%s: %s", RecordNamespace, RecordName, wasmhost.OneLine(err.Error()))
 	}
 	r.setRecord(rec)
