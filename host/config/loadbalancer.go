@@ -49,6 +49,7 @@ type LoadBalancer struct {
 //	metallb:///<ns>                     CRD mode in <ns>
 //	metallb:///<ns>?crdConfiguration=true
 //	metallb:///<ns>/<configmap>         legacy ConfigMap mode
+//	metallb:///<ns>/<configmap>?crdConfiguration=true   CRD mode in <ns>, as upstream
 //	metallb:///<ns>?crdConfiguration=false   legacy, ConfigMap "config"
 //	kube-vip://   empty://
 //	wasm:///abs/path/module.wasm[?sha256=<hex>&key=value]
@@ -99,7 +100,9 @@ func ParseLoadBalancer(raw string) (LoadBalancer, error) {
 			}
 			switch {
 			case crd && lb.Kind == LBMetalLBConfigMap:
-				return LoadBalancer{}, fmt.Errorf("names a ConfigMap (%s) and asks for crdConfiguration=true; drop the ConfigMap name for CRD mode, or drop crdConfiguration for ConfigMap mode", lb.ConfigMap)
+				// Upstream runs this in CRD mode and ignores the name;
+				// ModeChoice says so at start.
+				lb.Kind, lb.ConfigMap = LBMetalLBCRD, ""
 			case !crd && lb.Kind == LBMetalLBCRD:
 				lb.Kind, lb.ConfigMap = LBMetalLBConfigMap, DefaultMetalLBConfigMap
 			}
@@ -141,6 +144,35 @@ func ParseLoadBalancer(raw string) (LoadBalancer, error) {
 		return LoadBalancer{}, fmt.Errorf("has no type; use <type>:///<detail> with type metallb, kube-vip, empty or wasm")
 	default:
 		return LoadBalancer{}, fmt.Errorf("has the unknown type %q; use metallb, kube-vip, empty or wasm", u.Scheme)
+	}
+}
+
+// ModeChoice is the start-up log line that says which MetalLB mode raw
+// selects and why, naming the URL that selects the other mode: the two
+// upstream READMEs disagree on the bare metallb:///<ns> (the newer says
+// ConfigMap, the older CRDs, upstream v3.8.1's code picks the ConfigMap),
+// so a user switching must be able to see which one they got. Empty for
+// the other kinds and for a URL that does not parse.
+func ModeChoice(raw string) string {
+	lb, err := ParseLoadBalancer(raw)
+	if err != nil || (lb.Kind != LBMetalLBCRD && lb.Kind != LBMetalLBConfigMap) {
+		return ""
+	}
+	u, _ := url.Parse(raw)
+	crd, given := u.Query()["crdConfiguration"]
+	named := len(splitPath(u.Path)) == 2
+	ns := lb.Namespace
+	switch {
+	case lb.Kind == LBMetalLBCRD && given && named:
+		return fmt.Sprintf("MetalLB custom resources in namespace %s, because of crdConfiguration=%s; the ConfigMap name %q in the URL is ignored, as upstream ignores it. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s", ns, crd[0], splitPath(u.Path)[1], ns, splitPath(u.Path)[1])
+	case lb.Kind == LBMetalLBCRD && given:
+		return fmt.Sprintf("MetalLB custom resources in namespace %s, because of crdConfiguration=%s. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s", ns, crd[0], ns, DefaultMetalLBConfigMap)
+	case lb.Kind == LBMetalLBCRD:
+		return fmt.Sprintf("MetalLB custom resources in namespace %s: the URL names no ConfigMap and has no crdConfiguration, and MetalLB <= 0.12 (the ConfigMap's only reader) is out of support; upstream v3.8.1 used the ConfigMap %s/%s for this URL. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s or metallb:///%s?crdConfiguration=false", ns, ns, DefaultMetalLBConfigMap, ns, DefaultMetalLBConfigMap, ns)
+	case given:
+		return fmt.Sprintf("MetalLB <= 0.12 ConfigMap %s/%s, because of crdConfiguration=%s. For MetalLB custom resources use metallb:///%s?crdConfiguration=true", ns, lb.ConfigMap, crd[0], ns)
+	default:
+		return fmt.Sprintf("MetalLB <= 0.12 ConfigMap %s/%s, because the URL names it. For MetalLB custom resources use metallb:///%s?crdConfiguration=true", ns, lb.ConfigMap, ns)
 	}
 }
 

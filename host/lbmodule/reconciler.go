@@ -88,6 +88,9 @@ type Reconciler struct {
 	// fieldmanager.ModuleNodeAnnotations; nil until the first sync has looked.
 	annotated map[string]bool
 	lastErr   error
+	// record is the kinds record (prune.go) as last read or written; nil
+	// until the first sync reads it.
+	record map[kindKey]bool
 }
 
 // NewReconciler checks cfg and builds a Reconciler; call Run to start it.
@@ -333,6 +336,15 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		}
 		writes = append(writes, write{m, key, o.Kind(), body})
 	}
+	owned := map[kindKey]bool{}
+	for _, w := range writes {
+		if !mergeTargets[w.key] {
+			owned[kindKey{w.key.gvk.GroupVersion().String(), w.key.gvk.Kind, w.key.namespace}] = true
+		}
+	}
+	if err := r.recordKinds(ctx, owned); err != nil {
+		return r.applyErr("%v", err)
+	}
 	force := true
 	for _, w := range writes {
 		if _, err := r.resource(w.m, w.key.namespace).Patch(ctx, w.key.name, types.ApplyPatchType, w.body, metav1.PatchOptions{FieldManager: fieldmanager.CCM, Force: &force, FieldValidation: "Strict"}); err != nil {
@@ -340,31 +352,8 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		}
 		objectsApplied.Inc()
 	}
-
-	for _, k := range d.Emits {
-		gvk := schema.FromAPIVersionAndKind(k.APIVersion, k.Kind)
-		m, err := r.mapping(gvk)
-		if meta.IsNoMatchError(err) {
-			continue
-		} else if err != nil {
-			return r.applyErr("pruning %s: %v", k.Kind, err)
-		}
-		list, err := r.resource(m, k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel + "=" + sdk.OwnedValue})
-		if err != nil {
-			return r.applyErr("listing owned %s to prune: %s", k.Kind, wasmhost.OneLine(err.Error()))
-		}
-		for _, u := range list.Items {
-			key := objectKey{gvk, u.GetNamespace(), u.GetName()}
-			if desired[key] || mergeTargets[key] {
-				continue
-			}
-			err := r.resource(m, u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(u.GetUID())}})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), wasmhost.OneLine(err.Error()))
-			}
-			objectsPruned.Inc()
-			r.log.V(2).Info("Pruned an object the module no longer wants", "kind", k.Kind, "object", qualified(key.namespace, key.name))
-		}
+	if err := r.prune(ctx, d, desired, mergeTargets); err != nil {
+		return err
 	}
 	return r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
 }

@@ -3,9 +3,11 @@ package provider
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -21,6 +23,9 @@ import (
 // path, a failed sha256 pin or an invalid module stops the CCM at start,
 // and registers the loop that keeps the cluster at its output.
 func (c *Cloud) setupModule(cfg *config.Config) error {
+	if choice := config.ModeChoice(cfg.LoadBalancer); choice != "" {
+		klog.InfoS("MetalLB mode chosen: "+choice, "loadbalancer", cfg.LB.String())
+	}
 	mod, err := lbmodule.Load(context.Background(), cfg.LB, lbmodule.OptionsFromConfig(cfg))
 	if err != nil {
 		return err
@@ -60,9 +65,39 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 				DeleteFunc: func(any) { rec.MarkDirty() },
 			},
 		})
-		go rec.Run(ctx)
+		go func() {
+			if c.waitForInputs(ctx, services.Informer().HasSynced) {
+				rec.Run(ctx)
+			}
+		}()
 	})
 	return nil
+}
+
+// waitForInputs holds the first sync until the module's input is complete:
+// every Service read, and every BGP node synced once. A sync from a partial
+// snapshot would prune the pools and peers of the Services and nodes not
+// seen yet — after every restart, and when taking over from upstream.
+func (c *Cloud) waitForInputs(ctx context.Context, servicesSynced cache.InformerSynced) bool {
+	if !cache.WaitForCacheSync(ctx.Done(), servicesSynced) {
+		return false
+	}
+	if c.lb == nil {
+		return true // no BGP without load balancing
+	}
+	logged := false
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		ctl := c.bgp.Load()
+		if ctl != nil && ctl.Synced() {
+			return true, nil
+		}
+		if !logged {
+			klog.InfoS("Load-balancer module waits for the BGP nodes before its first sync")
+			logged = true
+		}
+		return false, nil
+	})
+	return err == nil
 }
 
 // snapshotter is the thin adapter around lbsnapshot.Build: it reads the

@@ -80,8 +80,12 @@ func describe() int32 {
 	if r.Options.Params["mode"] == "annotate" {
 		annotate = "true"
 	}
+	ns := `"hostile"`
+	if r.Options.Params["mode"] == "no-namespace" {
+		ns = `""` // the SDK README's skeleton without ?namespace=
+	}
 	write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"DescribeResponse","name":"hostile","version":"0",`+
-		`"emits":[{"apiVersion":"v1","kind":"ConfigMap","namespace":"hostile"}],"nodeAnnotations":`+annotate+`}`)
+		`"emits":[{"apiVersion":"v1","kind":"ConfigMap","namespace":`+ns+`}],"nodeAnnotations":`+annotate+`}`)
 	return 0
 }
 
