@@ -26,6 +26,10 @@ type options struct {
 	timeout    time.Duration
 	dir        string
 	skipModule bool
+	// moduleWait bounds the wait for the module's objects once the
+	// Services have their addresses: a module that keeps failing is
+	// reported, not waited for.
+	moduleWait time.Duration
 }
 
 // ccmUser is who the CCM acts as, so that the audit log tells its writes
@@ -204,6 +208,15 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 	t0 := time.Now()
 	var nodesAt, svcsAt time.Duration
 	lastLog := time.Now()
+	progress := func(nodes, svcs int) {
+		if time.Since(lastLog) < 30*time.Second {
+			return
+		}
+		lastLog = time.Now()
+		pools, peers, _ := b.moduleObjects(ctx)
+		b.logf("after %s: %d/%d nodes, %d/%d Services with ingress, %d pools, %d BGP peers, %d Equinix calls",
+			time.Since(t0).Round(time.Second), nodes, o.nodes, svcs, o.services, pools, peers, b.emu.TotalRequests())
+	}
 	err = b.poll(ctx, func() (bool, error) {
 		nodes, svcs := b.watch.counts()
 		if nodesAt == 0 && nodes >= o.nodes {
@@ -214,22 +227,23 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 			svcsAt = time.Since(t0)
 			b.logf("all %d Services have their ingress after %s", o.services, svcsAt.Round(time.Millisecond))
 		}
-		pools, peers, err := b.moduleObjects(ctx)
-		if err != nil {
-			return false, err
-		}
-		if time.Since(lastLog) > 30*time.Second {
-			lastLog = time.Now()
-			b.logf("after %s: %d/%d nodes, %d/%d Services with ingress, %d pools, %d BGP peers, %d Equinix calls",
-				time.Since(t0).Round(time.Second), nodes, o.nodes, svcs, o.services, pools, peers, b.emu.TotalRequests())
-		}
-		return nodesAt > 0 && svcsAt > 0 && pools >= o.services && peers >= 2*o.nodes, nil
+		progress(nodes, svcs)
+		return nodesAt > 0 && svcsAt > 0, nil
 	})
 	if err != nil {
 		return err
 	}
-	rep.nodesReady, rep.servicesReady, rep.fillWall = nodesAt, svcsAt, time.Since(t0)
-	b.logf("the module's objects are applied after %s", rep.fillWall.Round(time.Millisecond))
+	rep.nodesReady, rep.servicesReady = nodesAt, svcsAt
+	rep.moduleApplied, err = b.waitModule(ctx, o.services, o.nodes)
+	if err != nil {
+		return err
+	}
+	rep.fillWall = time.Since(t0)
+	if rep.moduleApplied {
+		b.logf("the module's objects are applied after %s", rep.fillWall.Round(time.Millisecond))
+	} else {
+		b.logf("the module's objects are NOT all applied %s after the last ingress; going on", o.moduleWait)
+	}
 	rep.fill, err = b.phaseResult("fill", rep.fillWall, before, nil)
 	if err != nil {
 		return err
@@ -251,10 +265,14 @@ func (b *bench) oneMoreService(ctx context.Context, rep *report) error {
 	}
 	if err := b.poll(ctx, func() (bool, error) {
 		_, svcs := b.watch.counts()
-		pools, _, err := b.moduleObjects(ctx)
-		return svcs > b.o.services && pools > b.o.services, err
+		return svcs > b.o.services, nil
 	}); err != nil {
 		return err
+	}
+	if rep.moduleApplied {
+		if _, err := b.waitModule(ctx, b.o.services+1, b.o.nodes); err != nil {
+			return err
+		}
 	}
 	wall := time.Since(t0)
 	if err := sleep(ctx, 5*time.Second); err != nil {
@@ -278,10 +296,14 @@ func (b *bench) oneMoreNode(ctx context.Context, rep *report) error {
 	}
 	if err := b.poll(ctx, func() (bool, error) {
 		nodes, _ := b.watch.counts()
-		_, peers, err := b.moduleObjects(ctx)
-		return nodes > b.o.nodes && peers >= 2*(b.o.nodes+1), err
+		return nodes > b.o.nodes, nil
 	}); err != nil {
 		return err
+	}
+	if rep.moduleApplied {
+		if _, err := b.waitModule(ctx, b.o.services+1, b.o.nodes+1); err != nil {
+			return err
+		}
 	}
 	wall := time.Since(t0)
 	if err := sleep(ctx, 5*time.Second); err != nil {
@@ -289,6 +311,21 @@ func (b *bench) oneMoreNode(ctx context.Context, rep *report) error {
 	}
 	rep.oneNode, err = b.phaseResult("one node joining", wall, before, m0)
 	return err
+}
+
+// waitModule waits, at most moduleWait, until the module's objects cover
+// services Services and nodes nodes; false if they never did.
+func (b *bench) waitModule(ctx context.Context, services, nodes int) (bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, b.o.moduleWait)
+	defer cancel()
+	err := b.poll(wctx, func() (bool, error) {
+		pools, peers, err := b.moduleObjects(ctx)
+		return pools >= services && peers >= 2*nodes, err
+	})
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // phaseStart resets the Equinix counters and notes the CCM's metrics and

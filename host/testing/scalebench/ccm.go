@@ -118,6 +118,8 @@ type ccmMetrics struct {
 	generateSum   float64
 	// buckets of generate_duration_seconds: upper bound → cumulative count
 	buckets map[float64]float64
+	// syncs by result (success, deadline, memory, ...)
+	syncs map[string]float64
 }
 
 func (p *ccmProcess) metrics() (*ccmMetrics, error) {
@@ -137,14 +139,24 @@ func (p *ccmProcess) metrics() (*ccmMetrics, error) {
 	return parseMetrics(body), nil
 }
 
-const generateMetric = "equinix_metal_lbmodule_generate_duration_seconds"
+const (
+	generateMetric = "equinix_metal_lbmodule_generate_duration_seconds"
+	syncsMetric    = "equinix_metal_lbmodule_syncs_total"
+)
 
 func parseMetrics(body []byte) *ccmMetrics {
-	m := &ccmMetrics{buckets: map[float64]float64{}}
+	m := &ccmMetrics{buckets: map[float64]float64{}, syncs: map[string]float64{}}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, syncsMetric+`{result="`); ok {
+			result, value, _ := strings.Cut(rest, `"} `)
+			if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+				m.syncs[result] = v
+			}
+			continue
+		}
 		if !strings.HasPrefix(line, generateMetric) {
 			continue
 		}
@@ -175,9 +187,14 @@ func (m *ccmMetrics) sub(earlier *ccmMetrics) *ccmMetrics {
 		return m
 	}
 	out := &ccmMetrics{generateCount: m.generateCount - earlier.generateCount,
-		generateSum: m.generateSum - earlier.generateSum, buckets: map[float64]float64{}}
+		generateSum: m.generateSum - earlier.generateSum, buckets: map[float64]float64{}, syncs: map[string]float64{}}
 	for k, v := range m.buckets {
 		out.buckets[k] = v - earlier.buckets[k]
+	}
+	for k, v := range m.syncs {
+		if d := v - earlier.syncs[k]; d > 0 {
+			out.syncs[k] = d
+		}
 	}
 	return out
 }

@@ -32,6 +32,7 @@ func main() {
 	flag.DurationVar(&o.latency, "latency", 50*time.Millisecond, "latency added to every Equinix Metal API call")
 	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up after this long")
 	flag.StringVar(&o.dir, "dir", "", "work directory (kept: CCM log, audit log, kubeconfig); default a new temporary directory")
+	flag.DurationVar(&o.moduleWait, "module-wait", 5*time.Minute, "how long to wait for the module's objects once every Service has its ingress")
 	flag.BoolVar(&o.skipModule, "skip-module-memory", false, "skip the in-process search for the module's smallest memory limit")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

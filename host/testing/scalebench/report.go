@@ -26,6 +26,7 @@ type report struct {
 	nodesReady, servicesReady, fillWall time.Duration
 	fill, oneService, oneNode           phase
 	peakRSSKiB, rssAfterFillKiB         int64
+	moduleApplied                       bool
 	module                              *moduleResult
 }
 
@@ -77,13 +78,19 @@ func (r *report) String() string {
 	fmt.Fprintf(&b, "\nFrom empty (CCM start) to every Service with its ingress:\n")
 	fmt.Fprintf(&b, "  nodes initialised with BGP peers  %s\n", r.nodesReady.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  Services with ingress             %s\n", r.servicesReady.Round(time.Millisecond))
-	fmt.Fprintf(&b, "  module objects all applied        %s\n", r.fillWall.Round(time.Millisecond))
+	if r.moduleApplied {
+		fmt.Fprintf(&b, "  module objects all applied        %s\n", r.fillWall.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(&b, "  module objects all applied        NEVER (gave up %s after the last ingress, at %s; see the sync results)\n", o.moduleWait, r.fillWall.Round(time.Millisecond))
+	}
 	r.writePhase(&b, r.fill, o.services)
 	fmt.Fprintf(&b, "\nCCM memory: peak RSS (VmHWM) %.1f MiB; RSS right after the fill %.1f MiB\n",
 		float64(r.peakRSSKiB)/1024, float64(r.rssAfterFillKiB)/1024)
-	fmt.Fprintf(&b, "\nOne more Service at that size: ingress and its pool applied after %s\n", r.oneService.wall.Round(time.Millisecond))
+	what := map[bool]string{true: "ingress and its pool applied", false: "ingress (the module is not converging)"}[r.moduleApplied]
+	fmt.Fprintf(&b, "\nOne more Service at that size: %s after %s\n", what, r.oneService.wall.Round(time.Millisecond))
 	r.writePhase(&b, r.oneService, 1)
-	fmt.Fprintf(&b, "\nOne node joining at that size: initialised, annotated and its BGPPeers applied after %s\n", r.oneNode.wall.Round(time.Millisecond))
+	what = map[bool]string{true: "initialised, annotated and its BGPPeers applied", false: "initialised and annotated (the module is not converging)"}[r.moduleApplied]
+	fmt.Fprintf(&b, "\nOne node joining at that size: %s after %s\n", what, r.oneNode.wall.Round(time.Millisecond))
 	r.writePhase(&b, r.oneNode, 0)
 	if m := r.module; m != nil {
 		fmt.Fprintf(&b, "\nThe metallb-crd module in process at %d x %d (request %.1f MiB of JSON):\n", o.services, o.nodes, float64(m.requestBytes)/(1<<20))
@@ -109,6 +116,14 @@ func (r *report) writePhase(b *strings.Builder, p phase, services int) {
 			g.generateCount, time.Duration(g.generateSum/g.generateCount*float64(time.Second)).Round(time.Millisecond), g.maxBound())
 	} else {
 		fmt.Fprintf(b, "  module generate calls (CCM metric): 0\n")
+	}
+	if g := p.generate; g != nil && len(g.syncs) > 0 {
+		var parts []string
+		for k, v := range g.syncs {
+			parts = append(parts, fmt.Sprintf("%s=%.0f", k, v))
+		}
+		sort.Strings(parts)
+		fmt.Fprintf(b, "  module syncs by result: %s\n", strings.Join(parts, ", "))
 	}
 	var keys []string
 	for k := range p.writes {

@@ -27,7 +27,7 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const services, nodes = 20, 4
-	rep, err := run(ctx, options{ccm: ccm, services: services, nodes: nodes, latency: 5 * time.Millisecond, dir: filepath.Join(dir, "work")}, t.Logf)
+	rep, err := run(ctx, options{ccm: ccm, services: services, nodes: nodes, latency: 5 * time.Millisecond, moduleWait: 2 * time.Minute, dir: filepath.Join(dir, "work")}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +46,9 @@ func TestSmoke(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: %d, want %d", c.what, c.got, c.want)
 		}
+	}
+	if !rep.moduleApplied {
+		t.Error("the module's objects were never all applied")
 	}
 	if rep.peakRSSKiB <= 0 {
 		t.Errorf("peak RSS %d KiB: not read", rep.peakRSSKiB)
