@@ -2,6 +2,7 @@ package lbmodule
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,6 +94,16 @@ type Reconciler struct {
 	// nil until the first sync has looked.
 	annotated map[string]bool
 	lastErr   error
+	// applied is, per owned object, what this process last applied and the
+	// resourceVersion the apiserver answered: while the object still has
+	// that version and the module wants the same body, applying it again
+	// would change nothing, so it is skipped.
+	applied map[objectKey]appliedObject
+}
+
+type appliedObject struct {
+	body [sha256.Size]byte
+	rv   string
 }
 
 // NewReconciler checks cfg and builds a Reconciler; call Run to start it.
@@ -293,7 +304,11 @@ type objectKey struct {
 // the CCM owns these fields, as upstream overwrote them each loop; strict:
 // a field the schema does not know is an error, not silently pruned), then,
 // only if all applied, deletion of owned objects no longer desired, then
-// node annotations.
+// node annotations. An owned object whose body is what this process last
+// applied, and whose resourceVersion is still the one that apply returned,
+// is not applied again: at 10,000 Services a new Service then costs one
+// write instead of 12,000. Anything else (a changed body, an object edited
+// or deleted by someone else, a restart) is applied as before.
 func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse) error {
 	mergeTargets := map[objectKey]bool{}
 	for _, rd := range d.Reads {
@@ -338,40 +353,89 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		}
 		writes = append(writes, write{m, key, o.Kind(), body})
 	}
+	// The owned objects as they are now: what to prune, and whether an
+	// object is still as we last applied it.
+	owned, err := r.listOwned(ctx, d)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	last := r.applied
+	r.mu.Unlock()
+	next := make(map[objectKey]appliedObject, len(writes))
 	force := true
 	for _, w := range writes {
-		if _, err := r.resource(w.m, w.key.namespace).Patch(ctx, w.key.name, types.ApplyPatchType, w.body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, FieldValidation: "Strict"}); err != nil {
+		sum := sha256.Sum256(w.body)
+		if prev, ok := last[w.key]; ok && prev.body == sum {
+			if u, live := owned[w.key]; live && u.GetResourceVersion() == prev.rv {
+				next[w.key] = prev
+				continue
+			}
+		}
+		out, err := r.resource(w.m, w.key.namespace).Patch(ctx, w.key.name, types.ApplyPatchType, w.body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, FieldValidation: "Strict"})
+		if err != nil {
+			r.rememberApplied(last, next)
 			return r.applyErr("applying %s %s: %s", w.kind, qualified(w.key.namespace, w.key.name), oneLine(err.Error()))
+		}
+		if !mergeTargets[w.key] {
+			next[w.key] = appliedObject{body: sum, rv: out.GetResourceVersion()}
 		}
 		objectsApplied.Inc()
 	}
+	r.rememberApplied(nil, next)
 
+	for key, u := range owned {
+		if desired[key] || mergeTargets[key] {
+			continue
+		}
+		m, err := r.mapping(key.gvk)
+		if err != nil {
+			return r.applyErr("pruning %s: %v", key.gvk.Kind, err)
+		}
+		err = r.resource(m, u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(u.GetUID())}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return r.applyErr("pruning %s %s: %s", key.gvk.Kind, qualified(key.namespace, key.name), oneLine(err.Error()))
+		}
+		objectsPruned.Inc()
+		r.log.V(2).Info("Pruned an object the module no longer wants", "kind", key.gvk.Kind, "object", qualified(key.namespace, key.name))
+	}
+	return r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
+}
+
+// rememberApplied records what this sync applied. After a failed apply,
+// keep also what the previous sync had applied and this one did not reach.
+func (r *Reconciler) rememberApplied(previous, now map[objectKey]appliedObject) {
+	for k, v := range previous {
+		if _, ok := now[k]; !ok {
+			now[k] = v
+		}
+	}
+	r.mu.Lock()
+	r.applied = now
+	r.mu.Unlock()
+}
+
+// listOwned lists the objects the CCM owns (its label) of every kind the
+// module emits.
+func (r *Reconciler) listOwned(ctx context.Context, d sdk.Description) (map[objectKey]unstructured.Unstructured, error) {
+	out := map[objectKey]unstructured.Unstructured{}
 	for _, k := range d.Emits {
 		gvk := schema.FromAPIVersionAndKind(k.APIVersion, k.Kind)
 		m, err := r.mapping(gvk)
 		if meta.IsNoMatchError(err) {
 			continue
 		} else if err != nil {
-			return r.applyErr("pruning %s: %v", k.Kind, err)
+			return nil, r.applyErr("pruning %s: %v", k.Kind, err)
 		}
 		list, err := r.resource(m, k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel + "=" + sdk.OwnedValue})
 		if err != nil {
-			return r.applyErr("listing owned %s to prune: %s", k.Kind, oneLine(err.Error()))
+			return nil, r.applyErr("listing owned %s to prune: %s", k.Kind, oneLine(err.Error()))
 		}
 		for _, u := range list.Items {
-			key := objectKey{gvk, u.GetNamespace(), u.GetName()}
-			if desired[key] || mergeTargets[key] {
-				continue
-			}
-			err := r.resource(m, u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(u.GetUID())}})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), oneLine(err.Error()))
-			}
-			objectsPruned.Inc()
-			r.log.V(2).Info("Pruned an object the module no longer wants", "kind", k.Kind, "object", qualified(key.namespace, key.name))
+			out[objectKey{gvk, u.GetNamespace(), u.GetName()}] = u
 		}
 	}
-	return r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
+	return out, nil
 }
 
 // applyNodeAnnotations applies each node's module annotations under
