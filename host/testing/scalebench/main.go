@@ -34,11 +34,21 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "work directory (kept: CCM log, audit log, kubeconfig); default a new temporary directory")
 	flag.DurationVar(&o.moduleWait, "module-wait", 5*time.Minute, "how long to wait for the module's objects once every Service has its ingress")
 	flag.BoolVar(&o.skipModule, "skip-module-memory", false, "skip the in-process search for the module's smallest memory limit")
+	moduleOnly := flag.Bool("module-only", false, "only the in-process module measurement at -services x -nodes")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
+	if *moduleOnly {
+		mr, err := measureModule(ctx, o.services, o.nodes)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scalebench: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Print((&report{o: o, module: mr}).moduleString())
+		return
+	}
 	rep, err := run(ctx, o, func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	})

@@ -92,15 +92,24 @@ func (r *report) String() string {
 	what = map[bool]string{true: "initialised, annotated and its BGPPeers applied", false: "initialised and annotated (the module is not converging)"}[r.moduleApplied]
 	fmt.Fprintf(&b, "\nOne node joining at that size: %s after %s\n", what, r.oneNode.wall.Round(time.Millisecond))
 	r.writePhase(&b, r.oneNode, 0)
-	if m := r.module; m != nil {
-		fmt.Fprintf(&b, "\nThe metallb-crd module in process at %d x %d (request %.1f MiB of JSON):\n", o.services, o.nodes, float64(m.requestBytes)/(1<<20))
-		if m.defaultErr != nil {
-			fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): FAILS after %s: %v\n", lbmodule.DefaultMemoryLimitMiB, lbmodule.DefaultTimeout, m.defaultTime.Round(time.Millisecond), m.defaultErr)
-		} else {
-			fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): generate %s\n", lbmodule.DefaultMemoryLimitMiB, lbmodule.DefaultTimeout, m.defaultTime.Round(time.Millisecond))
-		}
-		fmt.Fprintf(&b, "  smallest memory limit that works: %d MiB (generate %s)\n", m.minMiB, m.minTime.Round(time.Millisecond))
+	b.WriteString(r.moduleString())
+	return b.String()
+}
+
+// moduleString is the in-process module measurement, if any.
+func (r *report) moduleString() string {
+	m, o := r.module, r.o
+	if m == nil {
+		return ""
 	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nThe metallb-crd module in process at %d x %d (request %.1f MiB of JSON):\n", o.services, o.nodes, float64(m.requestBytes)/(1<<20))
+	if m.defaultErr != nil {
+		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): FAILS after %s: %v\n", lbmodule.DefaultMemoryLimitMiB, lbmodule.DefaultTimeout, m.defaultTime.Round(time.Millisecond), m.defaultErr)
+	} else {
+		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): generate %s\n", lbmodule.DefaultMemoryLimitMiB, lbmodule.DefaultTimeout, m.defaultTime.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, "  smallest memory limit that works: %d MiB (generate %s)\n", m.minMiB, m.minTime.Round(time.Millisecond))
 	return b.String()
 }
 
