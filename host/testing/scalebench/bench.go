@@ -51,6 +51,9 @@ type bench struct {
 	dyn   dynamic.Interface
 	ccm   *ccmProcess
 	watch *watcher
+	// hwm is the CCM's VmHWM at the last poll, in KiB: still known if the
+	// CCM exits.
+	hwm int64
 }
 
 func run(ctx context.Context, o options, logf func(string, ...any)) (*report, error) {
@@ -82,7 +85,10 @@ func run(ctx context.Context, o options, logf func(string, ...any)) (*report, er
 	if err := b.oneMoreNode(ctx, rep); err != nil {
 		return rep, err
 	}
-	rep.peakRSSKiB, _ = b.ccm.peakRSS()
+	if v, err := b.ccm.peakRSS(); err == nil {
+		b.hwm = v
+	}
+	rep.peakRSSKiB = b.hwm
 	b.ccm.stop()
 	if !o.skipModule {
 		logf("measuring the module in process at %d Services x %d nodes", o.services, o.nodes)
@@ -249,6 +255,7 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 		return err
 	}
 	rep.rssAfterFillKiB, _ = b.ccm.rss()
+	rep.peakRSSKiB = b.hwm
 	// Let the loops that follow the last change (module sync, status
 	// writes) finish before measuring the next step.
 	return sleep(ctx, 10*time.Second)
@@ -393,6 +400,9 @@ func (b *bench) moduleObjects(ctx context.Context) (pools, peers int, err error)
 // ctx ends.
 func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
 	for {
+		if v, err := b.ccm.peakRSS(); err == nil {
+			b.hwm = v
+		}
 		ok, err := done()
 		if err != nil || ok {
 			return err

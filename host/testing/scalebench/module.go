@@ -20,6 +20,9 @@ type moduleResult struct {
 	// With the production defaults (memory limit and deadline).
 	defaultTime time.Duration
 	defaultErr  error
+	// With the default memory limit and a deadline of minutes.
+	longTime time.Duration
+	longErr  error
 	// minMiB is the smallest memory limit (MiB) under which the call
 	// succeeds, with a generous deadline; its call took minTime.
 	minMiB  int
@@ -54,6 +57,9 @@ func measureModule(ctx context.Context, services, nodes int) (*moduleResult, err
 		return time.Since(start), err
 	}
 	res.defaultTime, res.defaultErr = try(0, 0)
+	if res.defaultErr != nil {
+		res.longTime, res.longErr = try(0, 5*time.Minute)
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

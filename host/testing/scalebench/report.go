@@ -75,6 +75,10 @@ func (r *report) String() string {
 	o := r.o
 	fmt.Fprintf(&b, "\n=== scale bench: %d LoadBalancer Services on %d nodes (2 BGP peers each), %s Equinix API latency, CCM %s\n",
 		o.services, o.nodes, o.latency, o.ccm)
+	if r.fill.name == "" {
+		b.WriteString("\nThe fill did not finish: see the progress lines above.\n")
+		return b.String()
+	}
 	fmt.Fprintf(&b, "\nFrom empty (CCM start) to every Service with its ingress:\n")
 	fmt.Fprintf(&b, "  nodes initialised with BGP peers  %s\n", r.nodesReady.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  Services with ingress             %s\n", r.servicesReady.Round(time.Millisecond))
@@ -86,9 +90,17 @@ func (r *report) String() string {
 	r.writePhase(&b, r.fill, o.services)
 	fmt.Fprintf(&b, "\nCCM memory: peak RSS (VmHWM) %.1f MiB; RSS right after the fill %.1f MiB\n",
 		float64(r.peakRSSKiB)/1024, float64(r.rssAfterFillKiB)/1024)
+	if r.oneService.name == "" {
+		b.WriteString("\nOne more Service: not measured (an earlier step failed).\n")
+		return b.String() + r.moduleString()
+	}
 	what := map[bool]string{true: "ingress and its pool applied", false: "ingress (the module is not converging)"}[r.moduleApplied]
 	fmt.Fprintf(&b, "\nOne more Service at that size: %s after %s\n", what, r.oneService.wall.Round(time.Millisecond))
 	r.writePhase(&b, r.oneService, 1)
+	if r.oneNode.name == "" {
+		b.WriteString("\nOne node joining: not measured (an earlier step failed).\n")
+		return b.String() + r.moduleString()
+	}
 	what = map[bool]string{true: "initialised, annotated and its BGPPeers applied", false: "initialised and annotated (the module is not converging)"}[r.moduleApplied]
 	fmt.Fprintf(&b, "\nOne node joining at that size: %s after %s\n", what, r.oneNode.wall.Round(time.Millisecond))
 	r.writePhase(&b, r.oneNode, 0)
@@ -106,6 +118,11 @@ func (r *report) moduleString() string {
 	fmt.Fprintf(&b, "\nThe metallb-crd module in process at %d x %d (request %.1f MiB of JSON):\n", o.services, o.nodes, float64(m.requestBytes)/(1<<20))
 	if m.defaultErr != nil {
 		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): FAILS after %s: %v\n", lbmodule.DefaultMemoryLimitMiB, lbmodule.DefaultTimeout, m.defaultTime.Round(time.Millisecond), m.defaultErr)
+		if m.longErr != nil {
+			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: FAILS after %s: %v\n", lbmodule.DefaultMemoryLimitMiB, m.longTime.Round(time.Millisecond), m.longErr)
+		} else {
+			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: generate %s\n", lbmodule.DefaultMemoryLimitMiB, m.longTime.Round(time.Millisecond))
+		}
 	} else {
 		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): generate %s\n", lbmodule.DefaultMemoryLimitMiB, lbmodule.DefaultTimeout, m.defaultTime.Round(time.Millisecond))
 	}
