@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
@@ -43,8 +43,8 @@ func measureModule(ctx context.Context, services, nodes int) (*moduleResult, err
 	in, _ := json.Marshal(req)
 	res := &moduleResult{requestBytes: len(in)}
 	try := func(mib int, timeout time.Duration) (time.Duration, error) {
-		m, err := lbmodule.LoadBytes(ctx, modules.MetalLBCRD, wasm, sdk.Options{Namespace: "metallb-system"},
-			lbmodule.Options{CacheDir: cacheDir, MemoryLimitMiB: mib, Timeout: timeout})
+		m, err := wasmhost.LoadBytes(ctx, modules.MetalLBCRD, wasm, sdk.Options{Namespace: "metallb-system"},
+			wasmhost.Options{CacheDir: cacheDir, MemoryLimitMiB: mib, Timeout: timeout})
 		if err != nil {
 			return 0, err
 		}

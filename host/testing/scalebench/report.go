@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 )
@@ -117,14 +117,14 @@ func (r *report) moduleString() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nThe metallb-crd module in process at %d x %d (request %.1f MiB of JSON):\n", o.services, o.nodes, float64(m.requestBytes)/(1<<20))
 	if m.defaultErr != nil {
-		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): FAILS after %s: %v\n", lbmodule.DefaultMemoryLimitMiB, lbmodule.DefaultTimeout, m.defaultTime.Round(time.Millisecond), m.defaultErr)
+		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): FAILS after %s: %v\n", wasmhost.DefaultMemoryLimitMiB, wasmhost.DefaultTimeout, m.defaultTime.Round(time.Millisecond), m.defaultErr)
 		if m.longErr != nil {
-			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: FAILS after %s: %v\n", lbmodule.DefaultMemoryLimitMiB, m.longTime.Round(time.Millisecond), m.longErr)
+			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: FAILS after %s: %v\n", wasmhost.DefaultMemoryLimitMiB, m.longTime.Round(time.Millisecond), m.longErr)
 		} else {
-			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: generate %s\n", lbmodule.DefaultMemoryLimitMiB, m.longTime.Round(time.Millisecond))
+			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: generate %s\n", wasmhost.DefaultMemoryLimitMiB, m.longTime.Round(time.Millisecond))
 		}
 	} else {
-		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): generate %s\n", lbmodule.DefaultMemoryLimitMiB, lbmodule.DefaultTimeout, m.defaultTime.Round(time.Millisecond))
+		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): generate %s\n", wasmhost.DefaultMemoryLimitMiB, wasmhost.DefaultTimeout, m.defaultTime.Round(time.Millisecond))
 	}
 	fmt.Fprintf(&b, "  smallest memory limit that works: %d MiB (generate %s)\n", m.minMiB, m.minTime.Round(time.Millisecond))
 	return b.String()
