@@ -7,10 +7,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // moduleResult is the MetalLB built-in, run in process on a synthetic
