@@ -71,7 +71,7 @@ func startCCM(bin, dir string, env *testenv.Env, metalURL string) (*ccmProcess, 
 	p.cmd = exec.Command(bin,
 		"--kubeconfig="+kubeconfig, "--cloud-config="+cc,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
-		"--authentication-skip-lookup", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*",
+		"--authentication-skip-lookup", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
 		"--v=1")
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.cmd.Env = append(os.Environ(), "METAL_API_KEY=")
