@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
 
 // When the reservation listing is younger than RefreshPeriod and nothing
@@ -56,7 +58,7 @@ func TestRequestReservationListsOnlyWhenNeeded(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r, err := c.RequestReservation(ctx, ReservationRequest{Metro: "da", Tags: reserveTags(i)})
+					r, err := c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: reserveTags(i)})
 					if err != nil {
 						t.Error(err)
 						return
@@ -113,7 +115,7 @@ func TestRequestReservationRetryListsOnlyAfterUnknownOutcome(t *testing.T) {
 				ra.postStatus = 0
 				ra.mu.Unlock()
 			})
-			r, err := c.RequestReservation(ctx, ReservationRequest{Metro: "da", Tags: reserveTags(1)})
+			r, err := c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: reserveTags(1)})
 			if err != nil {
 				t.Fatal(err)
 			}
