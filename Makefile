@@ -20,7 +20,7 @@ K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/
 K8S_BINS := $(K8S_BIN_DIR)/kube-apiserver $(K8S_BIN_DIR)/etcd
 export METAL_CCM_K8S_ASSETS := $(K8S_BIN_DIR)
 
-.PHONY: all build test unit lint vet fmt-check run k8s-bins modules examples policy-test clean help
+.PHONY: all build test unit lint vet fmt-check run k8s-bins modules examples policy-test bench-scale clean help
 
 all: build
 
@@ -29,6 +29,7 @@ help:
 	@echo "make test   - every test (builds kube-apiserver and etcd into $(K8S_BIN_DIR) once)"
 	@echo "make build  - the CCM binary in $(CCM_BIN)"
 	@echo "make lint   - go vet and gofmt check"
+	@echo "make bench-scale - the CCM at 10,000 Services x 1,000 nodes (tens of minutes)"
 
 build: modules
 	$(GO) build -o $(CCM_BIN) ./cmd/cloud-provider-equinix-metal
@@ -108,6 +109,17 @@ run: build examples k8s-bins $(K8S_BIN_DIR)/kubectl
 	@$(GO) build -o $(BIN_DIR)/sandbox ./cmd/sandbox
 	@echo ">> kubectl for the sandbox: $(K8S_BIN_DIR)/kubectl"
 	@PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/sandbox --ccm $(CCM_BIN) $(SANDBOX_ARGS)
+
+# The scale bench: the CCM binary against the emulator (50 ms API latency)
+# and a real kube-apiserver, 10,000 LoadBalancer Services on 1,000 nodes,
+# from empty to every Service with its ingress; then one more Service and
+# one node joining. Tens of minutes on 2 cores; not part of `make test`
+# (its smoke test, at 20 Services x 4 nodes, is). Change the size with
+#   make bench-scale SCALE_ARGS="-services 1000 -nodes 100"
+SCALE_ARGS ?=
+bench-scale: build k8s-bins
+	@$(GO) build -o $(BIN_DIR)/scalebench ./host/testing/scalebench
+	$(BIN_DIR)/scalebench --ccm $(CCM_BIN) $(SCALE_ARGS)
 
 # Builds only what is missing: no file prerequisites, so a fresh clone (with
 # new timestamps) never rebuilds binaries that are already cached. The
