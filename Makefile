@@ -85,6 +85,16 @@ image: modules manifests
 image-push: image
 	$(GO) run ./hack/image push --layout $(IMAGE_DIR) --ref $(IMAGE):$(VERSION)
 
+# A load-balancer module as an OCI artifact (config
+# application/vnd.wasm.config.v0+json, one application/wasm layer): an OCI
+# layout in bin/modules/<name>, pushed when MODULE_REF (registry/repo:tag)
+# is given; it prints the wasm+oci://...@sha256: reference for loadbalancer.
+WASM ?=
+MODULE_REF ?=
+module-image:
+	@test -n "$(WASM)" || { echo "usage: make module-image WASM=path/to/module.wasm [MODULE_REF=registry/repo:tag]"; exit 1; }
+	$(GO) run ./hack/image module --wasm $(WASM) --out $(BIN_DIR)/modules/$(basename $(notdir $(WASM))) $(if $(MODULE_REF),--ref $(MODULE_REF))
+
 # deploy/ (kustomize) and deploy/chart with the placeholder version
 # v0.0.0-dev and image $(PLACEHOLDER_IMAGE) replaced by this build's.
 PLACEHOLDER_IMAGE := ghcr.io/metal-ccm/cloud-provider-equinix-metal

@@ -2,7 +2,13 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +23,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -42,7 +49,11 @@ var (
 // and registers the loop that keeps the cluster at its output.
 func (c *Cloud) setupModule(cfg *config.Config) error {
 	registerOnce.Do(func() { legacyregistry.MustRegister(announcedPrefixes, prefixLimit) })
-	mod, err := lbmodule.Load(context.Background(), cfg.LB, lbmodule.OptionsFromConfig(cfg))
+	lb, err := pullModule(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	mod, err := lbmodule.Load(context.Background(), lb, lbmodule.OptionsFromConfig(cfg))
 	if err != nil {
 		return err
 	}
@@ -81,6 +92,32 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 		go rec.Run(ctx)
 	})
 	return nil
+}
+
+// pullModule turns a wasm+oci:// module into a file module: pulled once by
+// digest (credentials from $DOCKER_CONFIG, where the chart mounts a pull
+// Secret), verified, cached under the module cache directory, and then
+// loaded like a mounted file pinned by its sha256. Anything that does not
+// match the digest is never run: the CCM stops at start with the reason.
+func pullModule(ctx context.Context, cfg *config.Config) (config.LoadBalancer, error) {
+	lb := cfg.LB
+	if lb.OCIRef == "" {
+		return lb, nil
+	}
+	dir := filepath.Join(os.TempDir(), "ccm-oci-modules")
+	if cfg.ModuleCacheDir != "" {
+		dir = filepath.Join(cfg.ModuleCacheDir, "oci")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	wasm, path, err := (&ocimodule.Fetcher{CacheDir: dir}).Fetch(ctx, lb.OCIRef)
+	if err != nil {
+		return lb, fmt.Errorf("load-balancer %v", err)
+	}
+	sum := sha256.Sum256(wasm)
+	lb.Path, lb.SHA256 = path, hex.EncodeToString(sum[:])
+	klog.InfoS("Pulled the load-balancer module", "ref", lb.OCIRef, "cache", path)
+	return lb, nil
 }
 
 // snapshotter builds the module input and watches the prefix budget.
