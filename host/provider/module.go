@@ -7,48 +7,27 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
-)
-
-// ReasonPrefixLimit warns that every BGP node announces more Service
-// addresses than Equinix's per-session prefix limit (upstream issue #457):
-// past it, the routers drop the whole session, not just the extra prefixes.
-const ReasonPrefixLimit = "BGPPrefixLimitExceeded"
-
-var (
-	announcedPrefixes = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace: "equinix_metal", Subsystem: "bgp", Name: "announced_prefixes",
-		Help: "Service addresses each BGP node announces.", StabilityLevel: metrics.ALPHA,
-	})
-	prefixLimit = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace: "equinix_metal", Subsystem: "bgp", Name: "prefix_limit",
-		Help: "Configured per-session prefix limit (bgpMaxPrefixes).", StabilityLevel: metrics.ALPHA,
-	})
-	registerOnce sync.Once
 )
 
 // setupModule loads the module named by the loadbalancer setting, so a bad
 // path, a failed sha256 pin or an invalid module stops the CCM at start,
 // and registers the loop that keeps the cluster at its output.
 func (c *Cloud) setupModule(cfg *config.Config) error {
-	registerOnce.Do(func() { legacyregistry.MustRegister(announcedPrefixes, prefixLimit) })
 	lb, err := pullModule(context.Background(), cfg)
 	if err != nil {
 		return err
@@ -64,7 +43,10 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 			return
 		}
 		services := env.informers.Core().V1().Services()
-		snap := &snapshotter{cloud: c, services: services.Lister().List, recorder: env.recorder}
+		snap := &snapshotter{
+			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List,
+			bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
+		}
 		rec, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
 			Module: mod, Dynamic: dyn, Kube: env.kube, Snapshot: snap.request, Recorder: env.recorder,
 		})
@@ -120,13 +102,15 @@ func pullModule(ctx context.Context, cfg *config.Config) (config.LoadBalancer, e
 	return lb, nil
 }
 
-// snapshotter builds the module input and watches the prefix budget.
+// snapshotter is the thin adapter around lbsnapshot.Build: it reads the
+// Service lister and the BGP controller into an lbsnapshot.Input, and
+// watches the prefix budget of the result.
 type snapshotter struct {
-	cloud    *Cloud
-	services func(labels.Selector) ([]*v1.Service, error)
-	recorder record.EventRecorder
-	mu       sync.Mutex
-	exceeded map[string]bool // nodes already warned
+	lb        config.LoadBalancer
+	templates bgp.Templates
+	services  func(labels.Selector) ([]*v1.Service, error)
+	bgpNodes  func() []bgp.Node
+	budget    *bgp.PrefixBudget
 }
 
 func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) {
@@ -134,18 +118,24 @@ func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) 
 	if err != nil {
 		return sdk.GenerateRequest{}, err
 	}
-	var nodes []bgp.Node
-	if ctl := s.cloud.bgp.Load(); ctl != nil {
-		nodes = ctl.Nodes()
-	}
-	req := buildRequest(moduleOptions(s.cloud.cfg.LB), svcs, nodes, bgp.TemplatesFrom(s.cloud.cfg))
+	req := lbsnapshot.Build(lbsnapshot.Input{LB: s.lb, Templates: s.templates, Services: svcs, Nodes: s.bgpNodes()})
 	s.checkPrefixes(req)
 	return req, nil
 }
 
-// checkPrefixes warns once per node when the Service addresses every BGP
-// node announces exceed the session limit, and again if it recovers and
-// exceeds anew.
+// bgpNodes reads the BGP nodes from the controller once it runs; before
+// (or without BGP) there are none.
+func bgpNodes(ctl *atomic.Pointer[bgp.Controller]) func() []bgp.Node {
+	return func() []bgp.Node {
+		if c := ctl.Load(); c != nil {
+			return c.Nodes()
+		}
+		return nil
+	}
+}
+
+// checkPrefixes counts the distinct Service addresses every BGP node
+// announces.
 func (s *snapshotter) checkPrefixes(req sdk.GenerateRequest) {
 	ips := map[string]bool{}
 	for _, svc := range req.Services {
@@ -153,26 +143,9 @@ func (s *snapshotter) checkPrefixes(req sdk.GenerateRequest) {
 			ips[ip] = true
 		}
 	}
-	limit := s.cloud.cfg.BGPMaxPrefixes
-	announcedPrefixes.Set(float64(len(ips)))
-	prefixLimit.Set(float64(limit))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(ips) <= limit {
-		s.exceeded = nil
-		return
-	}
-	if s.exceeded == nil {
-		s.exceeded = map[string]bool{}
-	}
+	names := make([]string, 0, len(req.Nodes))
 	for _, n := range req.Nodes {
-		if s.exceeded[n.Name] {
-			continue
-		}
-		s.exceeded[n.Name] = true
-		ref := &v1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}
-		s.recorder.Eventf(ref, v1.EventTypeWarning, ReasonPrefixLimit,
-			"This node announces %d Service addresses over BGP, more than the session limit of %d; Equinix Metal drops sessions past the limit: ask Equinix to raise it and set bgpMaxPrefixes, or use fewer LoadBalancer Services", len(ips), limit)
+		names = append(names, n.Name)
 	}
-	klog.InfoS("BGP prefix limit exceeded", "announced", len(ips), "limit", limit)
+	s.budget.Check(len(ips), names)
 }
