@@ -37,6 +37,9 @@ type LoadBalancer struct {
 	ConfigMap string // legacy MetalLB mode
 	Path      string // LBWasm: the module file
 	SHA256    string // LBWasm: optional pin, lower-case hex
+	// OCIRef (LBWasm from wasm+oci://) is registry/repository@sha256:<hex>:
+	// the module is pulled by digest (host/ocimodule) into Path at start.
+	OCIRef string
 	// Options are the query parameters the module receives (all but
 	// crdConfiguration, which selects the built-in, and sha256, which pins
 	// the file).
@@ -138,6 +141,8 @@ func ParseLoadBalancer(raw string) (LoadBalancer, error) {
 		}
 		lb.Options = opts
 		return lb, nil
+	case "wasm+oci":
+		return parseOCIModule(u, opts)
 	case "emlb":
 		return LoadBalancer{}, fmt.Errorf("uses emlb://, the Equinix Metal Load Balancer, which this CCM does not support; use metallb:///, kube-vip://, empty:// or a wasm:/// module")
 	case "":
@@ -187,6 +192,10 @@ func (lb LoadBalancer) String() string {
 	case LBMetalLBConfigMap:
 		fmt.Fprintf(&b, "metallb:///%s/%s", lb.Namespace, lb.ConfigMap)
 	case LBWasm:
+		if lb.OCIRef != "" {
+			fmt.Fprintf(&b, "wasm+oci://%s", lb.OCIRef)
+			break
+		}
 		fmt.Fprintf(&b, "wasm://%s", lb.Path)
 	default:
 		fmt.Fprintf(&b, "%s://", lb.Kind)
@@ -222,4 +231,33 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// parseOCIModule reads wasm+oci://<registry>/<repository>@sha256:<hex>. A
+// tag is refused: what runs must not change when someone pushes.
+func parseOCIModule(u *url.URL, opts map[string]string) (LoadBalancer, error) {
+	ref := u.Host + u.Path
+	repo, digest, ok := strings.Cut(ref, "@")
+	if u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		return LoadBalancer{}, fmt.Errorf("does not name a registry and repository; use wasm+oci://<registry>/<repository>@sha256:<digest>")
+	}
+	if !ok {
+		return LoadBalancer{}, fmt.Errorf("is not pinned by digest; a tag can change under the CCM, so name the module by digest: wasm+oci://%s@sha256:<digest> (make module-image prints it; crane digest <ref> finds it)", u.Host+tagless(u.Path))
+	}
+	hexDigest, ok := strings.CutPrefix(digest, "sha256:")
+	if b, err := hex.DecodeString(hexDigest); !ok || err != nil || len(b) != 32 {
+		return LoadBalancer{}, fmt.Errorf("has the digest %q; want sha256: and 64 hexadecimal digits", digest)
+	}
+	if _, ok := opts["sha256"]; ok {
+		return LoadBalancer{}, fmt.Errorf("has sha256= as well as a digest; the digest pins the module already, drop sha256=")
+	}
+	return LoadBalancer{Kind: LBWasm, OCIRef: repo + "@sha256:" + strings.ToLower(hexDigest), Options: opts}, nil
+}
+
+// tagless is the repository path without a trailing :tag.
+func tagless(p string) string {
+	if i := strings.LastIndex(p, ":"); i > strings.LastIndex(p, "/") {
+		return p[:i]
+	}
+	return p
 }

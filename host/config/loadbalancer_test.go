@@ -30,7 +30,12 @@ func TestParseLoadBalancer(t *testing.T) {
 		{in: "empty://", want: LoadBalancer{Kind: LBEmpty, Options: map[string]string{}}},
 		{in: "wasm:///etc/ccm/modules/mine.wasm?asn=1", want: LoadBalancer{Kind: LBWasm, Path: "/etc/ccm/modules/mine.wasm", Options: map[string]string{"asn": "1"}}},
 		{in: "wasm:///m.wasm?sha256=" + strings.Repeat("AB", 32), want: LoadBalancer{Kind: LBWasm, Path: "/m.wasm", SHA256: strings.Repeat("ab", 32), Options: map[string]string{}}},
+		{in: "wasm+oci://registry.example:5000/team/bird@sha256:" + strings.Repeat("AB", 32) + "?namespace=bird", want: LoadBalancer{Kind: LBWasm, OCIRef: "registry.example:5000/team/bird@sha256:" + strings.Repeat("ab", 32), Options: map[string]string{"namespace": "bird"}}},
 
+		{in: "wasm+oci://registry.example:5000/team/bird:v1", err: "is not pinned by digest; a tag can change under the CCM, so name the module by digest: wasm+oci://registry.example:5000/team/bird@sha256:<digest>"},
+		{in: "wasm+oci://registry.example/team/bird@sha256:abc", err: "64 hexadecimal digits"},
+		{in: "wasm+oci://registry.example/team/bird@sha256:" + strings.Repeat("ab", 32) + "?sha256=" + strings.Repeat("ab", 32), err: "drop sha256="},
+		{in: "wasm+oci:///team/bird@sha256:" + strings.Repeat("ab", 32), err: "does not name a registry and repository"},
 		{in: "metallb:///a/b/c", err: "too many path segments"},
 		{in: "metallb:///foo?crdConfiguration=maybe", err: `crdConfiguration="maybe"`},
 		{in: "metallb:///Bad_NS", err: "not a valid namespace name"},

@@ -2,6 +2,11 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +21,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -26,7 +32,11 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 	if choice := config.ModeChoice(cfg.LoadBalancer); choice != "" {
 		klog.InfoS("MetalLB mode chosen: "+choice, "loadbalancer", cfg.LB.String())
 	}
-	mod, err := lbmodule.Load(context.Background(), cfg.LB, lbmodule.OptionsFromConfig(cfg))
+	lb, err := pullModule(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	mod, err := lbmodule.Load(context.Background(), lb, lbmodule.OptionsFromConfig(cfg))
 	if err != nil {
 		return err
 	}
@@ -98,6 +108,32 @@ func (c *Cloud) waitForInputs(ctx context.Context, servicesSynced cache.Informer
 		return false, nil
 	})
 	return err == nil
+}
+
+// pullModule turns a wasm+oci:// module into a file module: pulled once by
+// digest (credentials from $DOCKER_CONFIG, where the chart mounts a pull
+// Secret), verified, cached under the module cache directory, and then
+// loaded like a mounted file pinned by its sha256. Anything that does not
+// match the digest is never run: the CCM stops at start with the reason.
+func pullModule(ctx context.Context, cfg *config.Config) (config.LoadBalancer, error) {
+	lb := cfg.LB
+	if lb.OCIRef == "" {
+		return lb, nil
+	}
+	dir := filepath.Join(os.TempDir(), "ccm-oci-modules")
+	if cfg.ModuleCacheDir != "" {
+		dir = filepath.Join(cfg.ModuleCacheDir, "oci")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	wasm, path, err := (&ocimodule.Fetcher{CacheDir: dir}).Fetch(ctx, lb.OCIRef)
+	if err != nil {
+		return lb, fmt.Errorf("load-balancer %v", err)
+	}
+	sum := sha256.Sum256(wasm)
+	lb.Path, lb.SHA256 = path, hex.EncodeToString(sum[:])
+	klog.InfoS("Pulled the load-balancer module", "ref", lb.OCIRef, "cache", path)
+	return lb, nil
 }
 
 // snapshotter is the thin adapter around lbsnapshot.Build: it reads the
