@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	appconfig "k8s.io/cloud-provider/app/config"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
 	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
@@ -24,6 +26,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/provider"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
 )
 
 func main() {
@@ -46,6 +49,9 @@ func run() int {
 
 	var cfg *config.Config
 	initCloud := func(*appconfig.CompletedConfig) cloudprovider.Interface {
+		// Logging is configured now and no controller runs yet: from here
+		// on no log line shows a secret, client-go's body dumps included.
+		redact.Install(redact.Default, utilfeature.DefaultFeatureGate.Enabled(logsapi.ContextualLogging))
 		cloud, err := provider.New(cfg)
 		if err != nil {
 			klog.Fatalf("Equinix Metal provider: %v", err)
@@ -74,6 +80,7 @@ func run() int {
 		if err != nil {
 			return exitError(err)
 		}
+		redact.Default.Add(cfg.APIKey.Reveal(), cfg.BGPPass.Reveal())
 		for _, w := range cfg.Warnings {
 			klog.Warning(w)
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/keymutex"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
 )
 
 // Options configures a Client. Zero values take the defaults named below.
@@ -155,6 +156,9 @@ func New(opts Options) (*Client, error) {
 		opts.PageSize = maxPageSize
 	}
 	registerMetrics()
+	// The key is hidden from every log line of the process, not only from
+	// this client's errors.
+	redact.Default.Add(opts.APIKey.Reveal())
 
 	c := &Client{
 		opts:          opts,
