@@ -18,6 +18,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -132,6 +133,25 @@ func TestNoSecretInLogs(t *testing.T) {
 		t.Fatalf("the CCM never got there: %s; its output ends:\n%s", last, tail(out.String(), 40))
 	}
 	stop()
+
+	// No BGPPeer carries the password; each references the Secret that does.
+	peers, err := dyn.Resource(bgpPeers).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range peers.Items {
+		pw, _, _ := unstructured.NestedString(p.Object, "spec", "password")
+		ref, _, _ := unstructured.NestedString(p.Object, "spec", "passwordSecret", "name")
+		if pw != "" || ref != "equinix-metal-bgp-password" {
+			t.Errorf("BGPPeer %s: spec.password set: %v, passwordSecret %q; want no password and the Secret equinix-metal-bgp-password", p.GetName(), pw != "", ref)
+		}
+	}
+	sec, err := kube.CoreV1().Secrets("metallb-system").Get(ctx, "equinix-metal-bgp-password", metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("the BGP password Secret: %v", err)
+	} else if sec.Type != v1.SecretTypeBasicAuth || string(sec.Data["password"]) != testBGPPass {
+		t.Errorf("the BGP password Secret has type %q and does not hold the project's password", sec.Type)
+	}
 
 	logs := out.String()
 	if !strings.Contains(logs, "Request Body") || !strings.Contains(logs, "Response Body") {
