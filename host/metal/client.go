@@ -87,6 +87,7 @@ type Client struct {
 	api     *metalv1.APIClient
 	limiter *rate.Limiter
 	red     redactor
+	auth    *authState
 	// callTimeout bounds one call including its retries and backoff.
 	callTimeout time.Duration
 
@@ -164,6 +165,7 @@ func New(opts Options) (*Client, error) {
 		opts:          opts,
 		limiter:       rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst),
 		red:           newRedactor(opts.APIKey),
+		auth:          newAuthState(opts.APIKey),
 		reserveLocks:  keymutex.NewHashed(1024),
 		bgpSessions:   map[string]bool{},
 		uncertainTags: map[string]bool{},
@@ -176,7 +178,7 @@ func New(opts Options) (*Client, error) {
 	cfg.UserAgent = strings.TrimSpace(opts.UserAgent + " " + cfg.UserAgent)
 	// Debug would dump requests and responses to the standard logger.
 	cfg.Debug = false
-	cfg.HTTPClient = newHTTPStack(opts.APIKey, c.limiter, opts.Timeout, opts.Retries, opts.RetryWaitMin, opts.RetryWaitMax)
+	cfg.HTTPClient = newHTTPStack(c.auth, c.limiter, opts.Timeout, opts.Retries, opts.RetryWaitMin, opts.RetryWaitMax)
 	c.api = metalv1.NewAPIClient(cfg)
 	// The key now lives only in the HTTP stack (behind pointers). Printing
 	// a Client with %+v would show an unexported Secret field in clear.
