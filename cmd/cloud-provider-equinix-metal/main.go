@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -55,6 +56,13 @@ func run() int {
 		cloud, err := provider.New(cfg)
 		if err != nil {
 			klog.Fatalf("Equinix Metal provider: %v", err)
+		}
+		if path := opts.KubeCloudShared.CloudProvider.CloudConfigFile; path != "" {
+			// A rotated key in the cloud-config Secret is used without a
+			// restart, by every replica (leader or not).
+			go cloud.WatchCredentials(context.Background(), path, func(b []byte) (*config.Config, error) {
+				return config.Load(config.Sources{Flags: metalFlags, CloudConfig: b, CloudConfigPath: path})
+			})
 		}
 		return cloud
 	}
