@@ -27,6 +27,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/provider"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/readiness"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
 )
 
@@ -56,6 +57,11 @@ func run() int {
 		cloud, err := provider.New(cfg)
 		if err != nil {
 			klog.Fatalf("Equinix Metal provider: %v", err)
+		}
+		if cfg.ReadinessAddress != "" {
+			if err := readiness.Serve(context.Background(), cfg.ReadinessAddress, cloud.Readiness); err != nil {
+				klog.Fatalf("%v", err)
+			}
 		}
 		if path := opts.KubeCloudShared.CloudProvider.CloudConfigFile; path != "" {
 			// A rotated key in the cloud-config Secret is used without a

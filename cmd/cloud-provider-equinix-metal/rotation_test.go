@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,9 +111,15 @@ func TestKeyRotation(t *testing.T) {
 	}
 	vol.write(t, cloudConfig(keyA))
 
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyAddr := ln.Addr().String()
+	_ = ln.Close()
 	out := &syncBuffer{}
 	cmd := exec.Command(bin, "--kubeconfig="+env.KubeconfigPath, "--cloud-config="+filepath.Join(vol.dir, "cloud-sa.json"),
-		"--leader-elect=false", "--secure-port=0", "--authentication-skip-lookup", "--v=2")
+		"--leader-elect=false", "--secure-port=0", "--authentication-skip-lookup", "--v=2", "--metal-readiness-address="+readyAddr)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	if err := cmd.Start(); err != nil {
@@ -157,11 +166,31 @@ func TestKeyRotation(t *testing.T) {
 			return true, ""
 		})
 	}
+	readyz := func(wantCode int, wantLines ...string) func() (bool, string) {
+		return func() (bool, string) {
+			resp, err := http.Get("http://" + readyAddr + "/readyz")
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != wantCode {
+				return false, fmt.Sprintf("%d %s", resp.StatusCode, b)
+			}
+			for _, l := range wantLines {
+				if !strings.Contains(string(b), l) {
+					return false, fmt.Sprintf("%d %s", resp.StatusCode, b)
+				}
+			}
+			return true, ""
+		}
+	}
 	logged := func(text string) func() (bool, string) {
 		return func() (bool, string) { return strings.Contains(out.String(), text), "no log line " + text }
 	}
 
 	serviceGetsIP("before")
+	eventually("ready", readyz(200, "ok equinix-api", "ok module", "ok policies", "ok caches: informers synced"))
 	pid := cmd.Process.Pid
 
 	// Rotate: the new key exists, the file changes, the old key is revoked.
@@ -182,6 +211,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("the CCM reports the rejected key", logged("rejects the API key (401 Unauthorized)"))
+	eventually("not ready while the key is rejected", readyz(503, "failed equinix-api: the Equinix Metal API has rejected the API key (401)"))
 	time.Sleep(5 * time.Second) // the service controller retries meanwhile
 	if n := strings.Count(out.String(), "rejects the API key (401 Unauthorized)"); n != 1 {
 		t.Errorf("the rejected key was reported %d times, want once", n)
@@ -198,6 +228,7 @@ func TestKeyRotation(t *testing.T) {
 		}
 		return true, ""
 	})
+	eventually("ready again with the new key", readyz(200, "ok equinix-api"))
 	running()
 	if cmd.Process.Pid != pid {
 		t.Fatal("the CCM process changed")
