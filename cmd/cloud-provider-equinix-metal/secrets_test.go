@@ -53,6 +53,13 @@ func TestNoSecretInLogs(t *testing.T) {
 	if bin == "" {
 		bin = buildCCM(t)
 	}
+	// Both log formats: they are different loggers behind klog.
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) { noSecretInLogs(t, bin, format) })
+	}
+}
+
+func noSecretInLogs(t *testing.T, bin, format string) {
 	ctx := context.Background()
 	seed := emulator.DefaultSeed()
 	seed.Tokens = []emulator.TokenSeed{{Token: testAPIKey}}
@@ -83,7 +90,7 @@ func TestNoSecretInLogs(t *testing.T) {
 	}
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "--kubeconfig="+env.KubeconfigPath, "--cloud-config="+ccPath,
-		"--leader-elect=false", "--secure-port=0", "--authentication-skip-lookup", "--v=10")
+		"--leader-elect=false", "--secure-port=0", "--authentication-skip-lookup", "--v=10", "--logging-format="+format)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	if err := cmd.Start(); err != nil {
@@ -132,6 +139,13 @@ func TestNoSecretInLogs(t *testing.T) {
 		stop()
 		t.Fatalf("the CCM never got there: %s; its output ends:\n%s", last, tail(out.String(), 40))
 	}
+	// The Secret the peers reference is applied in the same sync; it is
+	// checked after the log search, so that a build without it (the code
+	// before this test) still shows what its logs hold.
+	secretErr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Secrets("metallb-system").Get(ctx, "equinix-metal-bgp-password", metav1.GetOptions{})
+		return err == nil, nil
+	})
 	stop()
 
 	// No BGPPeer carries the password; each references the Secret that does.
@@ -148,7 +162,7 @@ func TestNoSecretInLogs(t *testing.T) {
 	}
 	sec, err := kube.CoreV1().Secrets("metallb-system").Get(ctx, "equinix-metal-bgp-password", metav1.GetOptions{})
 	if err != nil {
-		t.Errorf("the BGP password Secret: %v", err)
+		t.Errorf("the BGP password Secret: %v (waited: %v)", err, secretErr)
 	} else if sec.Type != v1.SecretTypeBasicAuth || string(sec.Data["password"]) != testBGPPass {
 		t.Errorf("the BGP password Secret has type %q and does not hold the project's password", sec.Type)
 	}
@@ -199,7 +213,9 @@ func findSecrets(logs string, secrets map[string]string) []string {
 		}
 	}
 	// Hex dumps: client-go logs a protobuf body with hex.Dump; decode each
-	// run of rows and search the bytes.
+	// run of rows and search the bytes. A JSON log line holds the rows
+	// joined by an escaped line break.
+	lines = strings.Split(strings.ReplaceAll(logs, `\n`, "\n"), "\n")
 	var data []byte
 	start := 0
 	flush := func(end int) {
