@@ -11,18 +11,17 @@ import (
 	cloudapi "k8s.io/cloud-provider/api"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 )
 
 // spec.loadBalancerIP plays two roles. Set by the user, it brings the
-// user's own address: the CCM reserves nothing. Set by the CCM (FieldManager,
+// user's own address: the CCM reserves nothing. Set by the CCM (fieldmanager.CCM,
 // right after reserving), it publishes the Service's own Elastic IP for load
 // balancers written for upstream. The two are told apart by who last wrote
 // the field (managedFields), never by whether a reservation exists: a
 // reservation deleted outside the CCM must not turn the CCM's own address
 // into a "bring your own" one that nobody owns.
-
-// FieldManager writes spec.loadBalancerIP when the CCM reserved the address.
-const FieldManager = "cloud-provider-equinix-metal"
 
 // Event reasons of the two address problems.
 const (
@@ -61,7 +60,7 @@ func checkRequestedIP(ip string) error {
 // this Service.
 func writtenByCCM(svc *v1.Service) bool {
 	for _, mf := range svc.ManagedFields {
-		if mf.Manager != FieldManager || mf.FieldsV1 == nil {
+		if mf.Manager != fieldmanager.CCM || mf.FieldsV1 == nil {
 			continue
 		}
 		var fields struct {

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 )
 
 func TestCheckRequestedIP(t *testing.T) {
@@ -54,8 +56,8 @@ func TestWrittenByCCM(t *testing.T) {
 	}{
 		{"nobody", nil, false},
 		{"the user", []metav1.ManagedFieldsEntry{mf("kubectl-client-side-apply", `{"f:spec":{"f:loadBalancerIP":{},"f:type":{}}}`)}, false},
-		{"the CCM", []metav1.ManagedFieldsEntry{mf("kubectl", `{"f:spec":{"f:type":{}}}`), mf(FieldManager, `{"f:spec":{"f:loadBalancerIP":{}}}`)}, true},
-		{"the CCM, other fields only", []metav1.ManagedFieldsEntry{mf(FieldManager, `{"f:metadata":{"f:finalizers":{}}}`)}, false},
+		{"the CCM", []metav1.ManagedFieldsEntry{mf("kubectl", `{"f:spec":{"f:type":{}}}`), mf(fieldmanager.CCM, `{"f:spec":{"f:loadBalancerIP":{}}}`)}, true},
+		{"the CCM, other fields only", []metav1.ManagedFieldsEntry{mf(fieldmanager.CCM, `{"f:metadata":{"f:finalizers":{}}}`)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{ManagedFields: tc.fields}}
