@@ -111,6 +111,8 @@ func rbacCases() []rbacCase {
 		"watch bgppeers.metallb.io metallb-system", "create bgppeers.metallb.io metallb-system",
 		"patch bgpadvertisements.metallb.io metallb-system/svc-adv", "update ipaddresspools.metallb.io metallb-system/svc-pool",
 		"delete bgppeers.metallb.io metallb-system/node-1-peer-0", "list bgpadvertisements.metallb.io metallb-system",
+		"list secrets metallb-system", "patch secrets metallb-system/equinix-metal-bgp-password",
+		"create secrets metallb-system", "delete secrets metallb-system/equinix-metal-bgp-password",
 	)
 	metallbLegacy := calls(
 		"get configmaps metallb-system/config", "patch configmaps metallb-system/config",
@@ -125,6 +127,7 @@ func rbacCases() []rbacCase {
 			denied: append(calls(
 				"create ipaddresspools.metallb.io default", "list ipaddresspools.metallb.io",
 				"create l2advertisements.metallb.io metallb-system", "patch configmaps metallb-system/config",
+				"get secrets metallb-system/memberlist", "watch secrets metallb-system", "patch secrets kube-system/metal-cloud-config",
 			), without(baseDenied, "patch ipaddresspools.metallb.io metallb-system/svc-pool")...),
 		},
 		{

@@ -4,11 +4,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	appconfig "k8s.io/cloud-provider/app/config"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
 	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
@@ -29,6 +32,8 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/provider"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/readiness"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
 )
 
 func main() {
@@ -51,9 +56,24 @@ func run() int {
 
 	var cfg *config.Config
 	initCloud := func(*appconfig.CompletedConfig) cloudprovider.Interface {
+		// Logging is configured now and no controller runs yet: from here
+		// on no log line shows a secret, client-go's body dumps included.
+		redact.Install(redact.Default, utilfeature.DefaultFeatureGate.Enabled(logsapi.ContextualLogging))
 		cloud, err := provider.New(cfg)
 		if err != nil {
 			klog.Fatalf("Equinix Metal provider: %v", err)
+		}
+		if cfg.ReadinessAddress != "" {
+			if err := readiness.Serve(context.Background(), cfg.ReadinessAddress, cloud.Readiness); err != nil {
+				klog.Fatalf("%v", err)
+			}
+		}
+		if path := opts.KubeCloudShared.CloudProvider.CloudConfigFile; path != "" {
+			// A rotated key in the cloud-config Secret is used without a
+			// restart, by every replica (leader or not).
+			go cloud.WatchCredentials(context.Background(), path, func(b []byte) (*config.Config, error) {
+				return config.Load(config.Sources{Flags: metalFlags, CloudConfig: b, CloudConfigPath: path})
+			})
 		}
 		return cloud
 	}
@@ -80,6 +100,7 @@ func run() int {
 		if err != nil {
 			return exitError(err)
 		}
+		redact.Default.Add(cfg.APIKey.Reveal(), cfg.BGPPass.Reveal())
 		for _, w := range cfg.Warnings {
 			klog.Warning(w)
 		}

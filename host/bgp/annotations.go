@@ -10,6 +10,10 @@ type Templates struct {
 	LocalASN, PeerASN, PeerIP, SrcIP, BGPPass string
 	// NetworkIPv4Private is a plain name (no index).
 	NetworkIPv4Private string
+	// OmitBGPPass leaves the password annotations out (annotateBGPPass
+	// false). BGPPass still names them, so that a patch removes the ones a
+	// node carries from before.
+	OmitBGPPass bool
 }
 
 // TemplatesFrom takes the names from the configuration.
@@ -17,6 +21,7 @@ func TemplatesFrom(c *config.Config) Templates {
 	return Templates{
 		LocalASN: c.AnnotationLocalASN, PeerASN: c.AnnotationPeerASN, PeerIP: c.AnnotationPeerIP,
 		SrcIP: c.AnnotationSrcIP, BGPPass: c.AnnotationBGPPass, NetworkIPv4Private: c.AnnotationNetworkIPv4Private,
+		OmitBGPPass: !c.AnnotateBGPPass,
 	}
 }
 
@@ -25,7 +30,11 @@ func TemplatesFrom(c *config.Config) Templates {
 // module that reasons about them agree byte for byte. Peers are numbered in
 // the order of their IP; the password is base64, as upstream documents.
 func Annotations(t Templates, n Node) map[string]string {
-	out := sdk.RenderBGPAnnotations(t.SDK(), n.SDK())
+	render := t.SDK()
+	if t.OmitBGPPass {
+		render.BGPPass = "" // the renderer skips an empty template
+	}
+	out := sdk.RenderBGPAnnotations(render, n.SDK())
 	if n.PrivateNetwork != "" && t.NetworkIPv4Private != "" {
 		out[t.NetworkIPv4Private] = n.PrivateNetwork
 	}

@@ -86,3 +86,20 @@ func TestNodeFrom(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// With annotateBGPPass false the password annotations are not rendered, and
+// the ones a node carries from before are removed; the rest stays.
+func TestAnnotationsWithoutPassword(t *testing.T) {
+	omit := tmpl
+	omit.OmitBGPPass = true
+	n := Node{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.5", Peers: []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw"}}}
+	got := Annotations(omit, n)
+	if _, ok := got["metal.equinix.com/bgp-peers-0-bgp-pass"]; ok || got["metal.equinix.com/bgp-peers-0-peer-ip"] != "169.254.255.1" {
+		t.Fatalf("annotations %v: want the peer's without the password", got)
+	}
+	before := Annotations(tmpl, n)
+	patch := AnnotationPatch(omit, before, got)
+	if want := map[string]*string{"metal.equinix.com/bgp-peers-0-bgp-pass": nil}; !reflect.DeepEqual(patch, want) {
+		t.Fatalf("patch %v, want only the password annotation removed", patch)
+	}
+}

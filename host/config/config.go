@@ -32,11 +32,16 @@ type Config struct {
 	LocalASN uint32 `key:"localASN"`
 	BGPPass  Secret `key:"bgpPass"`
 
-	AnnotationLocalASN           string `key:"annotationLocalASN"`
-	AnnotationPeerASN            string `key:"annotationPeerASN"`
-	AnnotationPeerIP             string `key:"annotationPeerIP"`
-	AnnotationSrcIP              string `key:"annotationSrcIP"`
-	AnnotationBGPPass            string `key:"annotationBGPPass"`
+	AnnotationLocalASN string `key:"annotationLocalASN"`
+	AnnotationPeerASN  string `key:"annotationPeerASN"`
+	AnnotationPeerIP   string `key:"annotationPeerIP"`
+	AnnotationSrcIP    string `key:"annotationSrcIP"`
+	AnnotationBGPPass  string `key:"annotationBGPPass"`
+	// AnnotateBGPPass writes the password annotation at all; kube-vip
+	// reads it, but anyone who can read Nodes can then read the password.
+	AnnotateBGPPass bool `key:"annotateBGPPass"`
+	// ReadinessAddress is where /readyz is served; empty serves none.
+	ReadinessAddress             string `key:"readinessAddress"`
 	AnnotationNetworkIPv4Private string `key:"annotationNetworkIPv4Private"`
 	AnnotationEIPMetro           string `key:"annotationEIPMetro"`
 	AnnotationEIPFacility        string `key:"annotationEIPFacility"`
@@ -164,6 +169,10 @@ var options = []option{
 		usage: "consecutive failed probes before the control-plane EIP moves"},
 	{key: "bgpMaxPrefixes", env: "METAL_BGP_MAX_PREFIXES", flag: "metal-bgp-max-prefixes", def: "10",
 		usage: "prefixes a BGP session may announce before the CCM warns (Equinix's default session limit is 10)"},
+	{key: "readinessAddress", env: "METAL_READINESS_ADDRESS", flag: "metal-readiness-address",
+		usage: "address (host:port) of the /readyz endpoint over plain HTTP, for the Deployment's readiness probe; empty serves none"},
+	{key: "annotateBGPPass", env: "METAL_ANNOTATE_BGP_PASS", flag: "metal-annotate-bgp-pass", def: "true",
+		usage: "write the base64 BGP password into each BGP node's annotationBGPPass annotations (kube-vip reads them); false removes them from the nodes"},
 }
 
 // optionByKey finds an option by its canonical key.

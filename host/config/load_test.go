@@ -49,6 +49,8 @@ var layerValues = map[string][3]string{
 	"healthCheckTimeout":           {"100ms", "200ms", "300ms"},
 	"healthCheckFailures":          {"1", "2", "5"},
 	"bgpMaxPrefixes":               {"11", "12", "13"},
+	"annotateBGPPass":              {"false", "true", "false"},
+	"readinessAddress":             {":10270", "127.0.0.1:10271", ":10272"},
 }
 
 func TestEveryOptionHasLayerValues(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	cloudapi "k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
@@ -58,13 +59,17 @@ type Manager struct {
 // NewManager returns a Manager for the cluster whose kube-system namespace
 // has the UID clusterID.
 func NewManager(api API, kube kubernetes.Interface, placer Placer, recorder record.EventRecorder, clusterID string) *Manager {
+	registerMetrics()
 	return &Manager{api: api, kube: kube, placer: placer, recorder: recorder, clusterID: clusterID, PendingRetry: 10 * time.Second}
 }
 
 // Ensure returns the Service's address, reserving one if needed.
 //
-// A Service with spec.loadBalancerIP set to an address that is not its own
-// reservation brings its own IP: nothing is reserved.
+// A Service with spec.loadBalancerIP set by the user to an address that is
+// not its own reservation brings its own IP: nothing is reserved. One that
+// is not a usable address gets an InvalidLoadBalancerIP Event and a
+// RetryError of InvalidIPRetry. One the CCM set whose reservation is gone
+// gets a new reservation and an ElasticIPLost Event (see reportLost).
 func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) (string, error) {
 	tags := Tags(m.clusterID, svc.Namespace, svc.Name)
 	own, err := m.api.ReservationsWithTags(ctx, tags...)
@@ -72,8 +77,23 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) (string, error) {
 		return "", m.fail(svc, fmt.Errorf("looking up the Service's Elastic IP: %w", err))
 	}
 	res := m.pick(svc, own)
-	if byo := svc.Spec.LoadBalancerIP; byo != "" && (res == nil || res.GetAddress() != byo) {
-		return byo, nil
+	lbIP := svc.Spec.LoadBalancerIP
+	ours := lbIP != "" && writtenByCCM(svc)
+	if lbIP != "" && !ours && (res == nil || res.GetAddress() != lbIP) {
+		// The user's own address.
+		if err := checkRequestedIP(lbIP); err != nil {
+			invalidIPTotal.Inc()
+			m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonInvalidIP, "%v", err)
+			return "", err
+		}
+		return lbIP, nil
+	}
+	// The CCM wrote spec.loadBalancerIP, yet no reservation carries the
+	// Service's tags: it was released outside the CCM (or the cache has not
+	// seen it yet; RequestReservation looks again, afresh, before creating).
+	lost := ""
+	if res == nil && ours {
+		lost = lbIP
 	}
 
 	if res == nil {
@@ -104,6 +124,9 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) (string, error) {
 	}
 
 	ip := res.GetAddress()
+	if lost != "" && ip != lost {
+		m.reportLost(svc, lost, ip)
+	}
 	if svc.Spec.LoadBalancerIP != ip {
 		// spec.loadBalancerIP is deprecated, but load balancers written for
 		// upstream (kube-vip, older MetalLB setups) read it.
@@ -126,10 +149,24 @@ func (m *Manager) Current(ctx context.Context, svc *v1.Service) (string, bool, e
 	if res := m.pick(nil, own); res != nil && !pending(res) {
 		return res.GetAddress(), true, nil
 	}
-	if ip := svc.Spec.LoadBalancerIP; ip != "" {
+	if ip := svc.Spec.LoadBalancerIP; ip != "" && !writtenByCCM(svc) && checkRequestedIP(ip) == nil {
 		return ip, true, nil
 	}
 	return "", false, nil
+}
+
+// reportLost says, in an Event, a metric and the log, that the Service's
+// own reservation of lost disappeared and that it now has ip instead.
+//
+// Why a new reservation rather than keeping the old address: an address
+// that is no longer reserved in the project is routed nowhere and may be
+// handed to someone else, so the Service would be silently unreachable.
+// A new Elastic IP keeps it reachable; the Event names both addresses so
+// that whoever maintains DNS or firewall rules for the old one can follow.
+func (m *Manager) reportLost(svc *v1.Service, lost, ip string) {
+	lostTotal.Inc()
+	klog.InfoS("A Service's Elastic IP reservation was deleted outside the CCM; reserved a new one", "service", klog.KObj(svc), "lost", lost, "new", ip)
+	m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonLost, "Elastic IP %s, reserved by the CCM for this Service, no longer exists in the project (released outside the CCM, for example in the console); reserved %s instead and moved the Service to it; update DNS records and firewall rules that name %s", lost, ip, lost)
 }
 
 // Release deletes every reservation tagged for the Service.

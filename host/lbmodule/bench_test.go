@@ -27,7 +27,7 @@ func BenchmarkGenerateMetalLB1000x100(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(resp.Objects) != 1000+200+1 {
+		if len(resp.Objects) != 1000+200+1+1 { // pools, peers, advertisement, password Secret
 			b.Fatalf("%d objects", len(resp.Objects))
 		}
 	}

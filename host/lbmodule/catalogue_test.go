@@ -101,8 +101,8 @@ func TestMetalLBScaleFitsDefaultLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Objects) != 1000+200+1 {
-		t.Fatalf("%d objects, want 1000 pools + 200 peers + 1 advertisement", len(resp.Objects))
+	if len(resp.Objects) != 1000+200+1+1 {
+		t.Fatalf("%d objects, want 1000 pools + 200 peers + 1 advertisement + 1 password Secret", len(resp.Objects))
 	}
 }
 

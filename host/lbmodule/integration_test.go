@@ -196,9 +196,19 @@ func TestIntegration(t *testing.T) {
 		}
 		var peer metallbv1beta2.BGPPeer
 		get(t, c, peersGVR, "metallb-system", "worker-3-1", &peer)
-		if peer.Spec.Address != "169.254.255.2" || peer.Spec.SrcAddress != "10.66.0.3" || peer.Spec.MyASN != 65000 || peer.Spec.Password != fakePassword ||
+		if peer.Spec.Address != "169.254.255.2" || peer.Spec.SrcAddress != "10.66.0.3" || peer.Spec.MyASN != 65000 || peer.Spec.Password != "" ||
+			peer.Spec.PasswordSecret.Name != "equinix-metal-bgp-password" || peer.Spec.PasswordSecret.Namespace != "metallb-system" ||
 			peer.Spec.NodeSelectors[0].MatchLabels["kubernetes.io/hostname"] != "worker-3" {
 			t.Errorf("peer worker-3-1 = %+v", peer.Spec)
+		}
+		// The password lives in the Secret the peers reference, as MetalLB
+		// wants it, and is owned (pruned) like the module's other objects.
+		sec, err := c.kube.CoreV1().Secrets("metallb-system").Get(ctx, "equinix-metal-bgp-password", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sec.Type != corev1.SecretTypeBasicAuth || string(sec.Data["password"]) != fakePassword || sec.Labels[sdk.OwnedLabel] != sdk.OwnedValue {
+			t.Errorf("secret: type %q, %d data keys, labels %v; want basic-auth with the password, owned", sec.Type, len(sec.Data), sec.Labels)
 		}
 		var adv metallbv1beta1.BGPAdvertisement
 		get(t, c, advsGVR, "metallb-system", "equinix-metal-bgp-adv", &adv)

@@ -10,6 +10,7 @@ import (
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
 )
 
 // ProjectBGPConfig returns the project's BGP configuration. A project without
@@ -27,6 +28,9 @@ func (c *Client) ProjectBGPConfig(ctx context.Context) (*metalv1.BgpConfig, erro
 		}
 		return nil, err
 	}
+	// The project's password enters the process here: from now on no log
+	// line shows it, whatever the verbosity.
+	redact.Default.Add(cfg.GetMd5())
 	if cfg.GetId() == "" || cfg.GetStatus() == metalv1.BGPCONFIGSTATUS_DISABLED {
 		return nil, fmt.Errorf("%s: %w", opGetBGPConfig.desc, ErrBGPNotEnabled)
 	}
@@ -130,6 +134,9 @@ func (c *Client) DeviceBGPNeighbors(ctx context.Context, deviceID string) ([]met
 	n, resp, err := c.api.DevicesApi.GetBgpNeighborData(ctx, deviceID).Execute()
 	if err != nil {
 		return nil, c.red.apiError(opGetBGPNeighbors, resp, err)
+	}
+	for _, nb := range n.BgpNeighbors {
+		redact.Default.Add(nb.GetMd5Password())
 	}
 	return n.BgpNeighbors, nil
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/keymutex"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
 )
 
 // Options configures a Client. Zero values take the defaults named below.
@@ -86,6 +87,7 @@ type Client struct {
 	api     *metalv1.APIClient
 	limiter *rate.Limiter
 	red     redactor
+	auth    *authState
 	// callTimeout bounds one call including its retries and backoff.
 	callTimeout time.Duration
 
@@ -155,11 +157,15 @@ func New(opts Options) (*Client, error) {
 		opts.PageSize = maxPageSize
 	}
 	registerMetrics()
+	// The key is hidden from every log line of the process, not only from
+	// this client's errors.
+	redact.Default.Add(opts.APIKey.Reveal())
 
 	c := &Client{
 		opts:          opts,
 		limiter:       rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst),
 		red:           newRedactor(opts.APIKey),
+		auth:          newAuthState(opts.APIKey),
 		reserveLocks:  keymutex.NewHashed(1024),
 		bgpSessions:   map[string]bool{},
 		uncertainTags: map[string]bool{},
@@ -172,7 +178,7 @@ func New(opts Options) (*Client, error) {
 	cfg.UserAgent = strings.TrimSpace(opts.UserAgent + " " + cfg.UserAgent)
 	// Debug would dump requests and responses to the standard logger.
 	cfg.Debug = false
-	cfg.HTTPClient = newHTTPStack(opts.APIKey, c.limiter, opts.Timeout, opts.Retries, opts.RetryWaitMin, opts.RetryWaitMax)
+	cfg.HTTPClient = newHTTPStack(c.auth, c.limiter, opts.Timeout, opts.Retries, opts.RetryWaitMin, opts.RetryWaitMax)
 	c.api = metalv1.NewAPIClient(cfg)
 	// The key now lives only in the HTTP stack (behind pointers). Printing
 	// a Client with %+v would show an unexported Secret field in clear.

@@ -12,8 +12,6 @@ import (
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
 	"golang.org/x/time/rate"
-
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 )
 
 // The HTTP stack under the SDK, outermost first:
@@ -42,18 +40,18 @@ func opLabel(ctx context.Context) string {
 
 // httpStack builds the SDK's *http.Client.
 type httpStack struct {
-	key      config.Secret
+	auth     *authState
 	limiter  *rate.Limiter
 	attempt  *http.Client
 	retrying *retryablehttp.RoundTripper
 }
 
-func newHTTPStack(key config.Secret, limiter *rate.Limiter, timeout time.Duration, retries int, waitMin, waitMax time.Duration) *http.Client {
+func newHTTPStack(auth *authState, limiter *rate.Limiter, timeout time.Duration, retries int, waitMin, waitMax time.Duration) *http.Client {
 	base := cleanhttp.DefaultPooledTransport()
 	// Many workers talk to one host; keep their connections instead of
 	// re-dialling TLS for every request.
 	base.MaxIdleConnsPerHost = 64
-	s := &httpStack{key: key, limiter: limiter}
+	s := &httpStack{auth: auth, limiter: limiter}
 	s.attempt = &http.Client{Timeout: timeout, Transport: attemptTransport{base}}
 	s.retrying = &retryablehttp.RoundTripper{Client: &retryablehttp.Client{
 		HTTPClient:   s.attempt,
@@ -77,6 +75,13 @@ func newHTTPStack(key config.Secret, limiter *rate.Limiter, timeout time.Duratio
 // RoundTrip adds the credential, waits for the rate limiter, and sends the
 // request through the retrying or the single-shot path.
 func (s *httpStack) RoundTrip(req *http.Request) (*http.Response, error) {
+	key, err := s.auth.current()
+	if err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
 	if err := s.throttle(req.Context()); err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()
@@ -85,11 +90,14 @@ func (s *httpStack) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r := req.Clone(req.Context())
 	// The only place the key leaves the process.
-	r.Header.Set("X-Auth-Token", s.key.Reveal())
+	r.Header.Set("X-Auth-Token", key.Reveal())
+	var resp *http.Response
 	if idempotent(r.Method) {
-		return s.retrying.RoundTrip(r)
+		resp, err = s.retrying.RoundTrip(r)
+	} else {
+		resp, err = s.attempt.Do(r)
 	}
-	resp, err := s.attempt.Do(r)
+	s.auth.observe(req.Context(), key, resp)
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		// The SDK's own http.Client wraps again; do not say the URL twice.

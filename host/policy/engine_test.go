@@ -184,7 +184,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "rego v0 syntax", files: eip(`placement = {"metro": "da"} { true }`), want: []string{"do not load", "rego_parse_error"}},
 		{name: "http.send", files: eip(`placement := {"metro": http.send({"method": "GET", "url": "http://example.com"}).body}`),
 			want: []string{"do not compile", "undefined function http.send", "http.send is not available to CCM policies: network, clock and random builtins are disabled"}},
-		{name: "time.now_ns", files: eip(`placement := {"metro": sprintf("%d", [time.now_ns()])}`), want: []string{"undefined function time.now_ns", "time.now_ns is not available"}},
+		{name: "time.now_ns", files: eip(`placement := {"metro": sprintf("%d", [time.now_ns()])}`), want: []string{"undefined function time.now_ns", "time.now_ns is not available", "opa check --strict --capabilities opa-capabilities.json"}},
 		{name: "rand.intn", files: eip(`placement := {"metro": sprintf("%d", [rand.intn("x", 3)])}`), want: []string{"undefined function rand.intn"}},
 		{name: "net.lookup_ip_addr", files: eip(`placement := {"metro": x} if { some x in net.lookup_ip_addr("example.com") }`), want: []string{"undefined function net.lookup_ip_addr"}},
 		{name: "opa.runtime", files: eip(`placement := {"metro": opa.runtime().env.METRO}`), want: []string{"undefined function opa.runtime"}},

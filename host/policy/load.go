@@ -52,6 +52,15 @@ type compiled struct {
 	selection rego.PreparedEvalQuery
 }
 
+// CapabilitiesFile is the OPA capabilities file at the repository root that
+// holds exactly these capabilities (a test keeps the two equal), so that
+// `opa check --capabilities opa-capabilities.json` refuses before deploying
+// what the CCM would refuse.
+const CapabilitiesFile = "opa-capabilities.json"
+
+// checkHint is how the CCM's refusals say to check policies beforehand.
+const checkHint = "check them with `opa check --strict --capabilities " + CapabilitiesFile + " <dir>`, using " + CapabilitiesFile + " from this CCM's repository, which lists the builtins the CCM allows"
+
 // capabilities are OPA's builtins minus the non-deterministic ones
 // (http.send, net.lookup_ip_addr, time.now_ns, rand.intn, uuid.rfc4122,
 // opa.runtime, ...): a decision must depend only on its input and the
@@ -162,14 +171,14 @@ func compile(ctx context.Context, files memFS, digest, dir string) (*compiled, e
 		WithProcessAnnotation(true).
 		Filtered([]string{"."}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("policies %s do not load: %s; fix them (check with `opa check`)", source, formatErrors(err, dir))
+		return nil, fmt.Errorf("policies %s do not load: %s; fix them (%s)", source, formatErrors(err, dir), checkHint)
 	}
 	compiler := ast.NewCompiler().
 		WithCapabilities(capabilities).
 		WithEnablePrintStatements(true)
 	if compiler.Compile(res.ParsedModules()); compiler.Failed() {
 		msg := formatErrors(compiler.Errors, dir)
-		return nil, fmt.Errorf("policies %s do not compile: %s; fix them (check with `opa check`)%s", source, msg, sandboxHint(msg))
+		return nil, fmt.Errorf("policies %s do not compile: %s; fix them (%s)%s", source, msg, checkHint, sandboxHint(msg))
 	}
 	for _, r := range required {
 		if err := checkRule(compiler, r.rule, r.file, dir); err != nil {

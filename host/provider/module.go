@@ -59,6 +59,7 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 			return
 		}
 		c.lb.dirty = rec.MarkDirty
+		c.reconciler.Store(rec)
 		// A Service's address appears in its status after EnsureLoadBalancer
 		// returns, so status changes must regenerate too.
 		_, _ = services.Informer().AddEventHandler(cache.FilteringResourceEventHandler{

@@ -28,6 +28,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
 )
@@ -73,6 +74,10 @@ type Cloud struct {
 	policies  *policy.Engine
 	lb        *loadBalancer
 	bgp       atomic.Pointer[bgp.Controller]
+	// reconciler and env are set once the loops run (on the leader), for
+	// Readiness.
+	reconciler atomic.Pointer[lbmodule.Reconciler]
+	env        atomic.Pointer[runEnv]
 	// hooks run from Initialize, after leader election, for the parts wired
 	// in by other files (the module loop, the control-plane EIP).
 	hooks []func(ctx context.Context, env *runEnv)
@@ -151,6 +156,7 @@ func (c *Cloud) Start(ctx context.Context, restConfig *rest.Config) {
 		c.startLoadBalancing(ctx, env)
 	}
 	env.informers.Start(ctx.Done())
+	c.env.Store(env)
 }
 
 // startLoadBalancing wires Elastic IPs and BGP. The parts that need the API

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/base64"
+	"strconv"
 	"strings"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules/internal/metallb"
@@ -16,6 +18,7 @@ const (
 	peerAPI    = "metallb.io/v1beta2" // the version MetalLB 0.16 stores
 	advAPI     = "metallb.io/v1beta1"
 	advName    = "equinix-metal-bgp-adv"
+	secretName = "equinix-metal-bgp-password"
 	cpLabel    = "cloud-provider"
 	cpValue    = "equinix-metal"
 	servicesAn = "metal.equinix.com/services"
@@ -35,6 +38,8 @@ func describe(o sdk.Options) (sdk.Description, error) {
 			{APIVersion: poolAPI, Kind: "IPAddressPool", Namespace: ns},
 			{APIVersion: peerAPI, Kind: "BGPPeer", Namespace: ns},
 			{APIVersion: advAPI, Kind: "BGPAdvertisement", Namespace: ns},
+			// The BGP password, referenced by the peers (passwordSecret).
+			{APIVersion: "v1", Kind: "Secret", Namespace: ns},
 		},
 		// The user's own advertisement, which suppresses the default one.
 		Reads: []sdk.ObjectRead{{APIVersion: advAPI, Kind: "BGPAdvertisement", Namespace: ns, LabelSelector: cpLabel + "=" + cpValue}},
@@ -42,7 +47,8 @@ func describe(o sdk.Options) (sdk.Description, error) {
 }
 
 // generate follows upstream: a pool per Service (autoAssign false), a peer
-// per node and peer restricted to the node, and the default advertisement
+// per node and peer restricted to the node (its password in a Secret, see
+// passwordSecrets), and the default advertisement
 // unless the user has labelled one of their own. With no Service there is
 // nothing to announce, so it emits nothing (upstream deletes the peers and
 // the advertisement when the last Service goes).
@@ -63,15 +69,16 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 			"spec":     poolSpec{Addresses: p.CIDRs, AutoAssign: false},
 		})
 	}
+	secrets := passwordSecrets{}
 	for _, s := range metallb.Sessions(req.Nodes) {
 		spec := peerSpec{
-			MyASN:         s.LocalASN,
-			NodeSelectors: []selector{{MatchLabels: map[string]string{metallb.HostnameLabel: s.Hostname}}},
-			Password:      string(s.Peer.Password),
-			PeerASN:       s.Peer.ASN,
-			PeerAddress:   s.Peer.IP,
-			PeerPort:      bgpPort,
-			SourceAddress: s.SourceIP,
+			MyASN:          s.LocalASN,
+			NodeSelectors:  []selector{{MatchLabels: map[string]string{metallb.HostnameLabel: s.Hostname}}},
+			PasswordSecret: secrets.ref(string(s.Peer.Password), ns),
+			PeerASN:        s.Peer.ASN,
+			PeerAddress:    s.Peer.IP,
+			PeerPort:       bgpPort,
+			SourceAddress:  s.SourceIP,
 		}
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": peerAPI, "kind": "BGPPeer",
@@ -79,6 +86,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 			"spec":     spec,
 		})
 	}
+	resp.Objects = append(resp.Objects, secrets.objects(ns)...)
 	if !userAdvertisement(req.Existing, ns) || upstreamAdvertisement(req.Existing, ns) {
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": advAPI, "kind": "BGPAdvertisement",
@@ -150,6 +158,51 @@ func poolMeta(name, ns string, p metallb.Pool) map[string]any {
 	return m
 }
 
+// passwordSecrets gives each distinct BGP password a Secret of type
+// kubernetes.io/basic-auth, which is what MetalLB's passwordSecret requires
+// (in its own namespace, the password under the key "password"). The peers
+// reference it instead of carrying the password in spec.password: a BGPPeer
+// is readable by far more people and tools than a Secret, and its body
+// would be in every log of every client that lists peers. Equinix gives a
+// project one password, so there is normally one Secret; should neighbours
+// report different ones, the others are numbered in order of first use.
+type passwordSecrets struct {
+	names     map[string]string
+	passwords []string
+}
+
+func (p *passwordSecrets) ref(password, ns string) *secretRef {
+	if password == "" {
+		return nil
+	}
+	name, ok := p.names[password]
+	if !ok {
+		name = secretName
+		if n := len(p.passwords); n > 0 {
+			name += "-" + strconv.Itoa(n+1)
+		}
+		if p.names == nil {
+			p.names = map[string]string{}
+		}
+		p.names[password] = name
+		p.passwords = append(p.passwords, password)
+	}
+	return &secretRef{Name: name, Namespace: ns}
+}
+
+func (p *passwordSecrets) objects(ns string) []sdk.Object {
+	var out []sdk.Object
+	for _, pw := range p.passwords {
+		out = append(out, sdk.Object{
+			"apiVersion": "v1", "kind": "Secret",
+			"metadata": meta(p.names[pw], ns, nil),
+			"type":     "kubernetes.io/basic-auth",
+			"data":     map[string]string{"password": base64.StdEncoding.EncodeToString([]byte(pw))},
+		})
+	}
+	return out
+}
+
 func meta(name, ns string, annotations map[string]any) map[string]any {
 	m := map[string]any{
 		"name":      name,
@@ -176,13 +229,18 @@ type selector struct {
 }
 
 type peerSpec struct {
-	MyASN         uint32     `json:"myASN"`
-	NodeSelectors []selector `json:"nodeSelectors"`
-	Password      string     `json:"password,omitempty"`
-	PeerASN       uint32     `json:"peerASN"`
-	PeerAddress   string     `json:"peerAddress"`
-	PeerPort      int        `json:"peerPort"`
-	SourceAddress string     `json:"sourceAddress,omitempty"`
+	MyASN          uint32     `json:"myASN"`
+	NodeSelectors  []selector `json:"nodeSelectors"`
+	PasswordSecret *secretRef `json:"passwordSecret,omitempty"`
+	PeerASN        uint32     `json:"peerASN"`
+	PeerAddress    string     `json:"peerAddress"`
+	PeerPort       int        `json:"peerPort"`
+	SourceAddress  string     `json:"sourceAddress,omitempty"`
+}
+
+type secretRef struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
 }
 
 type advSpec struct {

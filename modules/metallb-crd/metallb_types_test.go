@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules/internal/golden"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
@@ -30,6 +33,7 @@ func TestOutputDecodesIntoMetalLBTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	pools, peers, advs := map[string]metallbv1beta1.IPAddressPool{}, map[string]metallbv1beta2.BGPPeer{}, []metallbv1beta1.BGPAdvertisement{}
+	secrets := map[string]corev1.Secret{}
 	for _, o := range resp.Objects {
 		b, _ := json.Marshal(o)
 		switch o.Kind() {
@@ -45,12 +49,28 @@ func TestOutputDecodesIntoMetalLBTypes(t *testing.T) {
 			var a metallbv1beta1.BGPAdvertisement
 			strict(t, b, &a)
 			advs = append(advs, a)
+		case "Secret":
+			var s corev1.Secret
+			strict(t, b, &s)
+			secrets[s.Name] = s
+		}
+		if o.Kind() != "Secret" && (bytes.Contains(b, []byte(golden.FakePassword)) || bytes.Contains(b, []byte(base64.StdEncoding.EncodeToString([]byte(golden.FakePassword))))) {
+			t.Errorf("%s %s carries the BGP password; only the Secret may", o.Kind(), o.Name())
+		}
+		switch o.Kind() {
+		case "IPAddressPool", "BGPPeer", "BGPAdvertisement", "Secret":
 		default:
 			t.Errorf("unexpected kind %s", o.Kind())
 		}
 	}
-	if len(pools) != 3 || len(peers) != 6 || len(advs) != 1 {
-		t.Fatalf("got %d pools, %d peers, %d advertisements; want 3, 6, 1", len(pools), len(peers), len(advs))
+	if len(pools) != 3 || len(peers) != 6 || len(advs) != 1 || len(secrets) != 1 {
+		t.Fatalf("got %d pools, %d peers, %d advertisements, %d secrets; want 3, 6, 1, 1", len(pools), len(peers), len(advs), len(secrets))
+	}
+	// What MetalLB requires of a passwordSecret: type basic-auth, in its
+	// namespace, the password under "password".
+	sec := secrets["equinix-metal-bgp-password"]
+	if sec.Type != corev1.SecretTypeBasicAuth || sec.Namespace != "metallb-system" || string(sec.Data["password"]) != golden.FakePassword {
+		t.Errorf("secret = %s/%s type %q with keys %d; want metallb-system/equinix-metal-bgp-password, %s, the password", sec.Namespace, sec.Name, sec.Type, len(sec.Data), corev1.SecretTypeBasicAuth)
 	}
 	if a := advs[0]; a.Name != "equinix-metal-bgp-adv" || len(a.Spec.IPAddressPools) != len(pools) {
 		t.Errorf("advertisement %s lists %v, want all %d pools", a.Name, a.Spec.IPAddressPools, len(pools))
@@ -64,7 +84,7 @@ func TestOutputDecodesIntoMetalLBTypes(t *testing.T) {
 	}
 	p := peers["worker-2-1"]
 	if p.Spec.MyASN != 65000 || p.Spec.ASN != 65530 || p.Spec.Address != "169.254.255.2" || p.Spec.SrcAddress != "10.66.0.2" ||
-		p.Spec.Password != golden.FakePassword || len(p.Spec.NodeSelectors) != 1 ||
+		p.Spec.Password != "" || p.Spec.PasswordSecret.Name != sec.Name || p.Spec.PasswordSecret.Namespace != "metallb-system" || len(p.Spec.NodeSelectors) != 1 ||
 		p.Spec.NodeSelectors[0].MatchLabels["kubernetes.io/hostname"] != "worker-2" {
 		t.Errorf("peer worker-2-1 = %+v", p.Spec)
 	}

@@ -272,6 +272,14 @@ func (e *Emulator) BGPSessions(deviceID string) []BGPSession {
 
 // --- changing the state from Go -----------------------------------------------
 
+// RevokeToken makes the API answer 401 to token from now on, as when a key
+// is deleted in the console.
+func (e *Emulator) RevokeToken(token string) {
+	e.store.mu.Lock()
+	defer e.store.mu.Unlock()
+	delete(e.store.tokens, token)
+}
+
 // Apply adds a seed to the running emulator: new tokens, metros,
 // facilities, projects, devices and reservations.
 func (e *Emulator) Apply(seed *Seed) error { return e.store.apply(seed) }

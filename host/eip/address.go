@@ -1,0 +1,94 @@
+package eip
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	cloudapi "k8s.io/cloud-provider/api"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
+)
+
+// spec.loadBalancerIP plays two roles. Set by the user, it brings the
+// user's own address: the CCM reserves nothing. Set by the CCM (fieldmanager.CCM,
+// right after reserving), it publishes the Service's own Elastic IP for load
+// balancers written for upstream. The two are told apart by who last wrote
+// the field (managedFields), never by whether a reservation exists: a
+// reservation deleted outside the CCM must not turn the CCM's own address
+// into a "bring your own" one that nobody owns.
+
+// Event reasons of the two address problems.
+const (
+	// ReasonInvalidIP: spec.loadBalancerIP is no address the CCM can serve.
+	ReasonInvalidIP = "InvalidLoadBalancerIP"
+	// ReasonLost: the Service's own reservation no longer exists.
+	ReasonLost = "ElasticIPLost"
+)
+
+// InvalidIPRetry is how long the service controller waits before trying a
+// Service with an unusable spec.loadBalancerIP again. Retrying cannot fix
+// it; editing the Service can, and an edit is synced at once whatever this
+// says. Long, so that a broken Service costs no API calls and no Event storm.
+var InvalidIPRetry = time.Hour
+
+// checkRequestedIP returns nil when ip (spec.loadBalancerIP set by the user)
+// is an address the CCM can serve, and otherwise an error that names the
+// field and the fix, and that tells the service controller to retry only
+// after InvalidIPRetry. Service Elastic IPs are public IPv4 reservations, so
+// IPv6 is refused like text that is not an address.
+func checkRequestedIP(ip string) error {
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case err != nil:
+		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %q is not an IP address; set it to an Elastic IPv4 address reserved in the project (bring your own IP), or remove the field and the CCM reserves one", ip), InvalidIPRetry)
+	case !a.Unmap().Is4():
+		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %s is IPv6, but Equinix Metal Elastic IPs for Services are public IPv4; set an Elastic IPv4 address reserved in the project, or remove the field and the CCM reserves one", ip), InvalidIPRetry)
+	case a.Unmap().IsUnspecified() || a.Unmap().IsLoopback() || a.Unmap().IsMulticast():
+		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %s cannot be a Service address; set an Elastic IPv4 address reserved in the project, or remove the field and the CCM reserves one", ip), InvalidIPRetry)
+	}
+	return nil
+}
+
+// writtenByCCM reports whether spec.loadBalancerIP was last written by the
+// CCM, that is whether it is the address of a reservation the CCM made for
+// this Service.
+func writtenByCCM(svc *v1.Service) bool {
+	for _, mf := range svc.ManagedFields {
+		if mf.Manager != fieldmanager.CCM || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if json.Unmarshal(mf.FieldsV1.Raw, &fields) == nil {
+			if _, ok := fields.Spec["f:loadBalancerIP"]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var (
+	lostTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "equinix_metal_eip_lost_total",
+		Help:           "Service Elastic IP reservations found deleted outside the CCM (the Service then got a new Elastic IP).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	invalidIPTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "equinix_metal_eip_invalid_load_balancer_ip_total",
+		Help:           "Syncs of a Service whose spec.loadBalancerIP is not an address the CCM can serve.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() { legacyregistry.MustRegister(lostTotal, invalidIPTotal) })
+}

@@ -1,0 +1,54 @@
+package provider
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/readiness"
+)
+
+// Readiness reports the checks of /readyz. A replica that is not the leader
+// runs no loop yet; it is ready when its configuration, module and policies
+// loaded (they did, or New would have failed) and the API accepts the key,
+// so that it can take over at once.
+func (c *Cloud) Readiness() []readiness.Check {
+	var checks []readiness.Check
+	ok, why := c.metal.KeyAccepted()
+	if ok {
+		why = "the API accepts the key (no 401 since the last successful call)"
+	}
+	checks = append(checks, readiness.Check{Name: "equinix-api", OK: ok, Reason: why})
+
+	if c.lb != nil {
+		m := readiness.Check{Name: "module", OK: true, Reason: "loaded; its loop runs on the leader"}
+		if rec := c.reconciler.Load(); rec != nil {
+			if err := rec.LastError(); err != nil {
+				m.OK, m.Reason = false, "the last sync failed: "+err.Error()
+			} else {
+				m.Reason = "loaded; the last sync succeeded or none was needed yet"
+			}
+		}
+		checks = append(checks, m)
+		checks = append(checks, readiness.Check{Name: "policies", OK: true, Reason: "loaded and compiled"})
+	}
+
+	caches := readiness.Check{Name: "caches", OK: true, Reason: "not the leader; nothing to sync yet"}
+	if env := c.env.Load(); env != nil {
+		done := make(chan struct{})
+		close(done) // report the state now, without waiting
+		var pending []string
+		for typ, synced := range env.informers.WaitForCacheSync(done) {
+			if !synced {
+				pending = append(pending, typ.String())
+			}
+		}
+		sort.Strings(pending)
+		if len(pending) > 0 {
+			caches.OK, caches.Reason = false, fmt.Sprintf("informers not synced yet: %s", strings.Join(pending, ", "))
+		} else {
+			caches.Reason = "informers synced"
+		}
+	}
+	return append(checks, caches)
+}
