@@ -20,7 +20,7 @@ K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/
 K8S_BINS := $(K8S_BIN_DIR)/kube-apiserver $(K8S_BIN_DIR)/etcd
 export METAL_CCM_K8S_ASSETS := $(K8S_BIN_DIR)
 
-.PHONY: all build test unit lint vet fmt-check run k8s-bins modules examples policy-test clean help
+.PHONY: all build test unit lint vet fmt-check run k8s-bins e2e-bins e2e modules examples policy-test clean help
 
 all: build
 
@@ -28,6 +28,7 @@ help:
 	@echo "make run    - the sandbox: emulator + real kube-apiserver + the CCM + sample Services"
 	@echo "make test   - every test (builds kube-apiserver and etcd into $(K8S_BIN_DIR) once)"
 	@echo "make build  - the CCM binary in $(CCM_BIN)"
+	@echo "make e2e    - the data plane: real MetalLB speakers and two GoBGP routers in a private netns (part of make test)"
 	@echo "make lint   - go vet and gofmt check"
 
 build: modules
@@ -35,6 +36,7 @@ build: modules
 
 test: lint k8s-bins modules examples policy-test
 	$(GO) test ./...
+	@$(MAKE) --no-print-directory e2e
 
 # --- load-balancer modules (owned by the module work) ---
 # Each modules/<name>/ main package becomes modules/wasm/<name>.wasm, which
@@ -124,6 +126,46 @@ $(K8S_BIN_DIR)/kubectl:
 	@echo ">> building kubectl $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
 	@$(GO) build -C host/testing/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl
 	@mv $@.tmp $@
+
+# --- the data-plane end-to-end test (host/testing/e2e) ---
+# MetalLB and GoBGP, built from the Go module proxy at pinned versions, once
+# per version, inside each module's own directory so that its go.sum is used
+# (a plain `go install` of MetalLB fails the checksum lookup of one
+# dependency). MetalLB 0.16 cannot be built from the proxy (a dependency
+# version is refused), so the speakers are 0.15.3's with the 0.16 CRDs that
+# testenv installs; 0.15's own CRDs are refused by kube-apiserver 1.37.
+METALLB_VERSION := v0.15.3
+GOBGP_VERSION := v3.37.0
+METALLB_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_VERSION)
+GOBGP_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/gobgp/$(GOBGP_VERSION)
+E2E_BINS := $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker $(GOBGP_BIN_DIR)/gobgpd $(GOBGP_BIN_DIR)/gobgp
+# module@version package -> $@, built in the module's download directory.
+define build-in-module
+	@mkdir -p $(@D)
+	@echo ">> building $(3) $(2) into $(@D) (once)"
+	@dir=$$($(GO) mod download -json $(1)@$(2) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	test -n "$$dir" || { echo "go mod download $(1)@$(2) gave no directory"; exit 1; }; \
+	GOFLAGS=-buildvcs=false $(GO) build -C "$$dir" -trimpath -ldflags '-s -w' -o $@.tmp ./$(3) || { rm -f $@.tmp; exit 1; }
+	@mv $@.tmp $@
+endef
+
+e2e-bins: $(E2E_BINS)
+
+$(METALLB_BIN_DIR)/controller:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_VERSION),controller)
+$(METALLB_BIN_DIR)/speaker:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_VERSION),speaker)
+$(GOBGP_BIN_DIR)/gobgpd:
+	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgpd)
+$(GOBGP_BIN_DIR)/gobgp:
+	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgp)
+
+# Runs once in `make test`; a plain `go test ./...` skips it (build tag e2e).
+# The test re-runs itself in a private user+network namespace, or fails with
+# one line saying what the machine must allow.
+e2e: build k8s-bins e2e-bins
+	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
+	  $(GO) test -tags e2e -count=1 -v -timeout 10m ./host/testing/e2e/
 
 clean:
 	rm -rf $(BIN_DIR)
