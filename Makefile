@@ -163,9 +163,14 @@ $(GOBGP_BIN_DIR)/gobgp:
 # Runs once in `make test`; a plain `go test ./...` skips it (build tag e2e).
 # The test re-runs itself in a private user+network namespace, or fails with
 # one line saying what the machine must allow.
+# The deliberately broken module (wrong peer ASN) shows the router assertion
+# can fail.
+E2E_WRONG_ASN := $(BIN_DIR)/e2e/wrongasn.wasm
 e2e: build k8s-bins e2e-bins
+	@mkdir -p $(dir $(E2E_WRONG_ASN))
+	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(E2E_WRONG_ASN) ./host/testing/e2e/wrongasn
 	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
-	  $(GO) test -tags e2e -count=1 -v -timeout 10m ./host/testing/e2e/
+	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./host/testing/e2e/
 
 clean:
 	rm -rf $(BIN_DIR)

@@ -15,6 +15,8 @@ const (
 	EnvCCM     = "METAL_CCM_E2E_CCM"     // the CCM binary (bin/cloud-provider-equinix-metal)
 	EnvMetalLB = "METAL_CCM_E2E_METALLB" // directory with controller and speaker
 	EnvGoBGP   = "METAL_CCM_E2E_GOBGP"   // directory with gobgpd and gobgp
+	// EnvWrongASNModule is the test-only module wrongasn, built for wasip1.
+	EnvWrongASNModule = "METAL_CCM_E2E_WRONG_ASN_MODULE"
 )
 
 // Binaries are the programs the data-plane test runs.

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -53,9 +54,11 @@ type ClusterOptions struct {
 	Password     string // the project's BGP MD5 password ("" = none)
 	// CloudConfig are more fields of the CCM's cloud-config.
 	CloudConfig map[string]any
-	// RouterPassword overrides what the routers require (default Password).
-	RouterPassword *string
-	Logf           func(string, ...any)
+	// ControlPlaneEIPTag, when set, seeds an Elastic IP with this tag
+	// assigned to the first control-plane device, serves /healthz on the
+	// control-plane nodes (Cluster.Health) and tells the CCM about it.
+	ControlPlaneEIPTag string
+	Logf               func(string, ...any)
 }
 
 // Cluster is everything of one data-plane run.
@@ -70,7 +73,11 @@ type Cluster struct {
 	Controller *Proc
 	Speakers   map[string]*Proc
 	NodeIP     map[string]string // node name -> private address (the BGP source)
-	stops      []func()
+	// ControlPlaneEIP is the seeded reservation's ID; Health the nodes'
+	// /healthz servers (both only with ControlPlaneEIPTag).
+	ControlPlaneEIP string
+	Health          *HealthServers
+	stops           []func()
 }
 
 // MetroBlocks are the metros' private blocks: TEST-NET addresses, which
@@ -117,6 +124,11 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
+	if o.ControlPlaneEIPTag != "" {
+		if err := c.startHealthServers(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if c.Controller, err = StartMetalLBController(o.Bins, o.Dir, env.KubeconfigPath); err != nil {
 		return nil, err
 	}
@@ -144,7 +156,11 @@ func (c *Cluster) startEmulator() error {
 	}
 	seed.Projects[0].BGP = &emulator.BGPConfigSeed{ASN: ProjectASN, MD5: c.Opts.Password}
 	for _, d := range c.Opts.Devices {
-		seed.Devices = append(seed.Devices, emulator.DeviceSeed{Hostname: d.Name, Metro: d.Metro})
+		// Control-plane devices have only their private address, where
+		// Health serves /healthz: a probe of any other would leave the
+		// namespace.
+		cp := d.ControlPlane && c.Opts.ControlPlaneEIPTag != ""
+		seed.Devices = append(seed.Devices, emulator.DeviceSeed{Hostname: d.Name, Metro: d.Metro, NoPublicIPv4: cp, NoPublicIPv6: cp})
 	}
 	emu, err := emulator.New(seed, emulator.Options{})
 	if err != nil {
@@ -166,7 +182,58 @@ func (c *Cluster) startEmulator() error {
 		}
 		c.NodeIP[d.Name] = a.String()
 	}
+	if c.Opts.ControlPlaneEIPTag == "" {
+		return nil
+	}
+	for _, d := range c.Opts.Devices {
+		if d.ControlPlane {
+			dev, _ := emu.DeviceByHostname(emulator.DefaultProjectID, d.Name)
+			r, err := emu.AddReservation(emulator.ReservationSeed{Metro: d.Metro, Tags: []string{c.Opts.ControlPlaneEIPTag}, AssignedTo: []string{dev.ID}})
+			if err != nil {
+				return err
+			}
+			c.ControlPlaneEIP = r.ID
+			return nil
+		}
+	}
+	return fmt.Errorf("a control-plane EIP needs a control-plane device")
+}
+
+// startHealthServers serves /healthz on each control-plane node's address
+// and the port default/kubernetes targets, where the CCM probes it.
+func (c *Cluster) startHealthServers(ctx context.Context) error {
+	svc, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || len(svc.Spec.Ports) == 0 {
+		return fmt.Errorf("reading default/kubernetes: %v", err)
+	}
+	nodes := map[string]string{}
+	for _, d := range c.Opts.Devices {
+		if d.ControlPlane {
+			nodes[d.Name] = c.NodeIP[d.Name]
+		}
+	}
+	h, err := StartHealthServers(nodes, svc.Spec.Ports[0].TargetPort.IntValue())
+	if err != nil {
+		return err
+	}
+	c.Health = h
+	c.stops = append(c.stops, h.StopAll)
 	return nil
+}
+
+// ControlPlaneHolder is the device hostname the control-plane EIP is
+// assigned to ("" when none).
+func (c *Cluster) ControlPlaneHolder() string {
+	r, ok := c.Emu.Reservation(c.ControlPlaneEIP)
+	if !ok {
+		return ""
+	}
+	for _, a := range r.Assignments {
+		if d, ok := c.Emu.Device(a.Device); ok {
+			return d.Hostname
+		}
+	}
+	return ""
 }
 
 func (c *Cluster) startRouters() error {
@@ -176,9 +243,6 @@ func (c *Cluster) startRouters() error {
 	}
 	sort.Strings(nodes)
 	pass := c.Opts.Password
-	if c.Opts.RouterPassword != nil {
-		pass = *c.Opts.RouterPassword
-	}
 	for i, addr := range RouterAddrs {
 		r, err := StartRouter(c.Opts.Bins, c.Opts.Dir, RouterOptions{
 			Name: fmt.Sprintf("router-%d", i+1), Addr: addr, ASN: RouterASN, APIPort: 50051 + i,
@@ -200,6 +264,9 @@ func (c *Cluster) startCCM() error {
 	}
 	if c.Opts.PolicyDir != "" {
 		cc["policyDir"] = c.Opts.PolicyDir
+	}
+	if c.Opts.ControlPlaneEIPTag != "" {
+		cc["eipTag"], cc["eipHealthCheckUseHostIP"] = c.Opts.ControlPlaneEIPTag, true
 	}
 	for k, v := range c.Opts.CloudConfig {
 		cc[k] = v
@@ -240,15 +307,17 @@ func (c *Cluster) JoinNode(ctx context.Context, name string) error {
 	}
 	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}}}
-	created, err := c.Kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := c.Kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	// A patch, not an update: the CCM's node controller writes the same
+	// Node at the same time.
 	now := metav1.Now()
-	created.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: now, LastTransitionTime: now}}
-	created.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: name}}
-	if _, err := c.Kube.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	status, _ := json.Marshal(map[string]any{"status": v1.NodeStatus{
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}},
+		Addresses:  []v1.NodeAddress{{Type: v1.NodeHostName, Address: name}},
+	}})
+	if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
 		return err
 	}
 	// The speaker reads its own Pod (the owner of its status objects), as

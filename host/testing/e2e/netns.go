@@ -79,7 +79,11 @@ func AddLoopbackAddresses(addrs ...string) error {
 		return fmt.Errorf("e2e: ip link set lo up: %s", firstLine(string(out), err))
 	}
 	for _, a := range addrs {
-		if out, err := exec.Command("ip", "addr", "add", a+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		out, err := exec.Command("ip", "addr", "add", a+"/32", "dev", "lo").CombinedOutput()
+		if err != nil && (strings.Contains(string(out), "File exists") || strings.Contains(string(out), "already assigned")) {
+			continue // an earlier cluster of the same run added it
+		}
+		if err != nil {
 			return fmt.Errorf("e2e: ip addr add %s/32 dev lo: %s", a, firstLine(string(out), err))
 		}
 	}
