@@ -58,7 +58,10 @@ type ClusterOptions struct {
 	// assigned to the first control-plane device, serves /healthz on the
 	// control-plane nodes (Cluster.Health) and tells the CCM about it.
 	ControlPlaneEIPTag string
-	Logf               func(string, ...any)
+	// NoMetalLB runs neither MetalLB's controller nor its speakers (for a
+	// load-balancer mode MetalLB does not read, such as kube-vip).
+	NoMetalLB bool
+	Logf      func(string, ...any)
 }
 
 // Cluster is everything of one data-plane run.
@@ -129,10 +132,12 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 			return nil, err
 		}
 	}
-	if c.Controller, err = StartMetalLBController(o.Bins, o.Dir, env.KubeconfigPath); err != nil {
-		return nil, err
+	if !o.NoMetalLB {
+		if c.Controller, err = StartMetalLBController(o.Bins, o.Dir, env.KubeconfigPath); err != nil {
+			return nil, err
+		}
+		c.stops = append(c.stops, c.Controller.Stop)
 	}
-	c.stops = append(c.stops, c.Controller.Stop)
 	if err := c.startCCM(); err != nil {
 		return nil, err
 	}
@@ -320,6 +325,9 @@ func (c *Cluster) JoinNode(ctx context.Context, name string) error {
 	if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
 		return err
 	}
+	if c.Opts.NoMetalLB {
+		return nil
+	}
 	// The speaker reads its own Pod (the owner of its status objects), as
 	// the DaemonSet controller and the scheduler would have created it.
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: MetalLBNamespace, Name: speakerPod(name), Labels: map[string]string{"app": "metallb", "component": "speaker"}},
@@ -340,6 +348,9 @@ func (c *Cluster) JoinNode(ctx context.Context, name string) error {
 func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
 	if err := c.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return err
+	}
+	if c.Opts.NoMetalLB {
+		return nil
 	}
 	if sp := c.Speakers[name]; sp != nil {
 		sp.Stop()

@@ -461,3 +461,55 @@ func TestWrongPeerASNFailsAtRouters(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeVIPStyle: in kube-vip mode the CCM writes no MetalLB objects,
+// only the BGP node annotations kube-vip reads. A kube-vip-style speaker per
+// node, configured from those annotations alone (StartAnnotationSpeaker),
+// must bring up password-protected sessions with both routers and get the
+// Service's Elastic IP to them with one path per node.
+func TestKubeVIPStyle(t *testing.T) {
+	bins, err := BinariesFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	nodes := []string{"worker-0", "worker-1"}
+	c, err := StartCluster(ctx, ClusterOptions{
+		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "da"}},
+		LoadBalancer: "kube-vip://", Password: password, Logf: t.Logf, NoMetalLB: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			keepLogs(t, dir)
+		}
+		c.Stop()
+	}()
+	h := &e2e{t: t, c: c, ctx: ctx}
+	h.addService("vip", map[string]string{"metal.equinix.com/eip-metro": "da"})
+	ip := h.serviceIP("vip")
+	for i, name := range nodes {
+		var node *v1.Node
+		h.eventually("BGP annotations on "+name, 60*time.Second, func() (bool, string) {
+			n, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			node = n
+			return n.Annotations["metal.equinix.com/bgp-peers-1-peer-ip"] != "", fmt.Sprintf("annotations %v", n.Annotations)
+		})
+		sp, err := StartAnnotationSpeaker(bins, dir, node, 50061+i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Stop()
+		if err := sp.Announce(ctx, ip+"/32"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.wantRoute(ip, h.ips(nodes...), "kube-vip-style announcement")
+	h.wantSessions(nodes)
+}

@@ -49,11 +49,16 @@ func StartRouter(bins Binaries, dir string, o RouterOptions) (*Router, error) {
 		}
 		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n    local-address = %q\n", o.Addr)
 	}
+	return startGoBGP(bins, dir, o, b.String())
+}
+
+// startGoBGP runs gobgpd with the configuration and waits for its API.
+func startGoBGP(bins Binaries, dir string, o RouterOptions, config string) (*Router, error) {
 	conf := filepath.Join(dir, o.Name+".toml")
-	if err := os.WriteFile(conf, []byte(b.String()), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(config), 0o600); err != nil {
 		return nil, err
 	}
-	p, err := Start(dir, o.Name, bins.GoBGPD, []string{"-f", conf, "--api-hosts", fmt.Sprintf("127.0.0.1:%d", o.APIPort), "-l", "info", "--disable-stdlog"}, nil)
+	p, err := Start(dir, o.Name, bins.GoBGPD, []string{"-f", conf, "--api-hosts", fmt.Sprintf("127.0.0.1:%d", o.APIPort), "-l", "info"}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +95,12 @@ func (r *Router) gobgp(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("gobgp %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return out, nil
+}
+
+// Announce originates prefix (a /32) from this instance.
+func (r *Router) Announce(ctx context.Context, prefix string) error {
+	_, err := r.gobgp(ctx, "global", "rib", "add", "-a", "ipv4", prefix)
+	return err
 }
 
 // Path is one path a router holds for a prefix.
