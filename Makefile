@@ -139,11 +139,18 @@ GOBGP_VERSION := v3.37.0
 METALLB_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_VERSION)
 GOBGP_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/gobgp/$(GOBGP_VERSION)
 E2E_BINS := $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker $(GOBGP_BIN_DIR)/gobgpd $(GOBGP_BIN_DIR)/gobgp
-# module@version package -> $@, built in the module's download directory.
+# MetalLB 0.12.1 is the last that reads the legacy ConfigMap. The checksum
+# database has no record of it (sum.golang.org answers 404), so its own
+# download is not checked there (GONOSUMDB for that module only); its
+# dependencies are still checked against its go.sum.
+METALLB_LEGACY_VERSION := v0.12.1
+METALLB_LEGACY_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_LEGACY_VERSION)
+E2E_BINS += $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speaker
+# module@version package [env] -> $@, built in the module's download directory.
 define build-in-module
 	@mkdir -p $(@D)
 	@echo ">> building $(3) $(2) into $(@D) (once)"
-	@dir=$$($(GO) mod download -json $(1)@$(2) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	@dir=$$($(4) $(GO) mod download -json $(1)@$(2) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	test -n "$$dir" || { echo "go mod download $(1)@$(2) gave no directory"; exit 1; }; \
 	GOFLAGS=-buildvcs=false $(GO) build -C "$$dir" -trimpath -ldflags '-s -w' -o $@.tmp ./$(3) || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
@@ -155,6 +162,10 @@ $(METALLB_BIN_DIR)/controller:
 	$(call build-in-module,go.universe.tf/metallb,$(METALLB_VERSION),controller)
 $(METALLB_BIN_DIR)/speaker:
 	$(call build-in-module,go.universe.tf/metallb,$(METALLB_VERSION),speaker)
+$(METALLB_LEGACY_BIN_DIR)/controller:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_LEGACY_VERSION),controller,GONOSUMDB=go.universe.tf/metallb)
+$(METALLB_LEGACY_BIN_DIR)/speaker:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_LEGACY_VERSION),speaker,GONOSUMDB=go.universe.tf/metallb)
 $(GOBGP_BIN_DIR)/gobgpd:
 	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgpd)
 $(GOBGP_BIN_DIR)/gobgp:
@@ -170,6 +181,7 @@ e2e: build k8s-bins e2e-bins
 	@mkdir -p $(dir $(E2E_WRONG_ASN))
 	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(E2E_WRONG_ASN) ./host/testing/e2e/wrongasn
 	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
+	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) \
 	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./host/testing/e2e/
 
 clean:

@@ -15,6 +15,9 @@ const (
 	EnvCCM     = "METAL_CCM_E2E_CCM"     // the CCM binary (bin/cloud-provider-equinix-metal)
 	EnvMetalLB = "METAL_CCM_E2E_METALLB" // directory with controller and speaker
 	EnvGoBGP   = "METAL_CCM_E2E_GOBGP"   // directory with gobgpd and gobgp
+	// EnvMetalLBLegacy is a directory with MetalLB 0.12's controller and
+	// speaker, the last that read the legacy ConfigMap.
+	EnvMetalLBLegacy = "METAL_CCM_E2E_METALLB_LEGACY"
 	// EnvWrongASNModule is the test-only module wrongasn, built for wasip1.
 	EnvWrongASNModule = "METAL_CCM_E2E_WRONG_ASN_MODULE"
 )
@@ -26,6 +29,9 @@ type Binaries struct {
 	MetalLBSpeaker    string
 	GoBGPD            string
 	GoBGP             string
+	// LegacyController and LegacySpeaker are MetalLB 0.12's.
+	LegacyController string
+	LegacySpeaker    string
 }
 
 // BinariesFromEnv finds the binaries `make e2e` built; a missing one is an
@@ -37,12 +43,14 @@ func BinariesFromEnv() (Binaries, error) {
 		MetalLBSpeaker:    filepath.Join(os.Getenv(EnvMetalLB), "speaker"),
 		GoBGPD:            filepath.Join(os.Getenv(EnvGoBGP), "gobgpd"),
 		GoBGP:             filepath.Join(os.Getenv(EnvGoBGP), "gobgp"),
+		LegacyController:  filepath.Join(os.Getenv(EnvMetalLBLegacy), "controller"),
+		LegacySpeaker:     filepath.Join(os.Getenv(EnvMetalLBLegacy), "speaker"),
 	}
 	var missing []string
-	if os.Getenv(EnvMetalLB) == "" || os.Getenv(EnvGoBGP) == "" || b.CCM == "" {
-		return b, fmt.Errorf("e2e: %s, %s and %s are not all set; run make e2e, which builds the binaries and sets them", EnvCCM, EnvMetalLB, EnvGoBGP)
+	if os.Getenv(EnvMetalLB) == "" || os.Getenv(EnvGoBGP) == "" || os.Getenv(EnvMetalLBLegacy) == "" || b.CCM == "" {
+		return b, fmt.Errorf("e2e: %s, %s, %s and %s are not all set; run make e2e, which builds the binaries and sets them", EnvCCM, EnvMetalLB, EnvMetalLBLegacy, EnvGoBGP)
 	}
-	for _, p := range []string{b.CCM, b.MetalLBController, b.MetalLBSpeaker, b.GoBGPD, b.GoBGP} {
+	for _, p := range []string{b.CCM, b.MetalLBController, b.MetalLBSpeaker, b.GoBGPD, b.GoBGP, b.LegacyController, b.LegacySpeaker} {
 		if _, err := os.Stat(p); err != nil {
 			missing = append(missing, p)
 		}

@@ -61,7 +61,10 @@ type ClusterOptions struct {
 	// NoMetalLB runs neither MetalLB's controller nor its speakers (for a
 	// load-balancer mode MetalLB does not read, such as kube-vip).
 	NoMetalLB bool
-	Logf      func(string, ...any)
+	// LegacyConfigMap, when set, runs MetalLB 0.12 reading this ConfigMap
+	// (in MetalLBNamespace) instead of the current MetalLB.
+	LegacyConfigMap string
+	Logf            func(string, ...any)
 }
 
 // Cluster is everything of one data-plane run.
@@ -133,7 +136,12 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 		}
 	}
 	if !o.NoMetalLB {
-		if c.Controller, err = StartMetalLBController(o.Bins, o.Dir, env.KubeconfigPath); err != nil {
+		if o.LegacyConfigMap != "" {
+			c.Controller, err = StartLegacyController(o.Bins, o.Dir, env.KubeconfigPath, o.LegacyConfigMap)
+		} else {
+			c.Controller, err = StartMetalLBController(o.Bins, o.Dir, env.KubeconfigPath)
+		}
+		if err != nil {
 			return nil, err
 		}
 		c.stops = append(c.stops, c.Controller.Stop)
@@ -326,6 +334,14 @@ func (c *Cluster) JoinNode(ctx context.Context, name string) error {
 		return err
 	}
 	if c.Opts.NoMetalLB {
+		return nil
+	}
+	if c.Opts.LegacyConfigMap != "" {
+		sp, err := StartLegacySpeaker(c.Opts.Bins, c.Opts.Dir, c.Env.KubeconfigPath, c.Opts.LegacyConfigMap, name, c.NodeIP[name])
+		if err != nil {
+			return err
+		}
+		c.Speakers[name] = sp
 		return nil
 	}
 	// The speaker reads its own Pod (the owner of its status objects), as

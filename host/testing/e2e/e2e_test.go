@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
@@ -228,6 +229,18 @@ func (h *e2e) addService(name string, annotations map[string]string) {
 	if _, err := h.c.Kube.DiscoveryV1().EndpointSlices("default").Create(h.ctx, es, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
+	// The Endpoints too, which kube-controller-manager still writes and
+	// MetalLB 0.12 reads.
+	ep := &v1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Subsets: []v1.EndpointSubset{{
+			Addresses: []v1.EndpointAddress{{IP: "10.244.0.10", NodeName: &node}},
+			Ports:     []v1.EndpointPort{{Name: portName, Port: port, Protocol: proto}},
+		}},
+	}
+	if _, err := h.c.Kube.CoreV1().Endpoints("default").Create(h.ctx, ep, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 func (h *e2e) serviceIP(name string) string {
@@ -238,10 +251,11 @@ func (h *e2e) serviceIP(name string) string {
 		if err != nil {
 			return false, err.Error()
 		}
-		if len(s.Status.LoadBalancer.Ingress) > 0 {
-			ip = s.Status.LoadBalancer.Ingress[0].IP
-		}
-		return ip != "", fmt.Sprintf("status %+v, spec.loadBalancerIP %q", s.Status.LoadBalancer, s.Spec.LoadBalancerIP)
+		// The CCM's choice (spec.loadBalancerIP), once the status shows it:
+		// MetalLB may first assign an address of a user's own pool.
+		ip = s.Spec.LoadBalancerIP
+		ok := ip != "" && len(s.Status.LoadBalancer.Ingress) == 1 && s.Status.LoadBalancer.Ingress[0].IP == ip
+		return ok, fmt.Sprintf("status %+v, spec.loadBalancerIP %q", s.Status.LoadBalancer, s.Spec.LoadBalancerIP)
 	})
 	return ip
 }
@@ -511,5 +525,106 @@ func TestKubeVIPStyle(t *testing.T) {
 		}
 	}
 	h.wantRoute(ip, h.ips(nodes...), "kube-vip-style announcement")
+	h.wantSessions(nodes)
+}
+
+// TestLegacyConfigMap: the legacy MetalLB ConfigMap mode, with MetalLB
+// 0.12.1 (the last that reads it) as controller and speakers. The
+// ConfigMap has one pool per Service, keeps the user's own pool, and one
+// peer per node and router with the ASNs, source address and password;
+// and the Service's EIP reaches both routers from both nodes.
+func TestLegacyConfigMap(t *testing.T) {
+	bins, err := BinariesFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	nodes := []string{"worker-0", "worker-1"}
+	c, err := StartCluster(ctx, ClusterOptions{
+		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "sv"}},
+		LoadBalancer: "metallb:///" + MetalLBNamespace + "/config", Password: password, Logf: t.Logf, LegacyConfigMap: "config",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			keepLogs(t, dir)
+		}
+		c.Stop()
+	}()
+	userPool := "address-pools:\n- name: users-own-pool\n  protocol: bgp\n  addresses:\n  - 192.0.2.0/28\n"
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: MetalLBNamespace, Name: "config"}, Data: map[string]string{"config": userPool}}
+	if _, err := c.Kube.CoreV1().ConfigMaps(MetalLBNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := &e2e{t: t, c: c, ctx: ctx}
+	h.addService("legacy", map[string]string{"metal.equinix.com/eip-metro": "da"})
+	ip := h.serviceIP("legacy")
+
+	type peer struct {
+		MyASN    uint32 `json:"my-asn"`
+		PeerASN  uint32 `json:"peer-asn"`
+		PeerAddr string `json:"peer-address"`
+		Source   string `json:"source-address"`
+		Password string `json:"password"`
+		Selector []struct {
+			MatchLabels map[string]string `json:"match-labels"`
+		} `json:"node-selectors"`
+	}
+	var legacy struct {
+		Pools []struct {
+			Name      string   `json:"name"`
+			Protocol  string   `json:"protocol"`
+			Addresses []string `json:"addresses"`
+		} `json:"address-pools"`
+		Peers []peer `json:"peers"`
+	}
+	h.eventually("the legacy ConfigMap holds the Service's pool and every node's peers", 60*time.Second, func() (bool, string) {
+		got, err := c.Kube.CoreV1().ConfigMaps(MetalLBNamespace).Get(ctx, "config", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		legacy.Pools, legacy.Peers = nil, nil
+		if err := yaml.Unmarshal([]byte(got.Data["config"]), &legacy); err != nil {
+			return false, err.Error()
+		}
+		pools := map[string]string{}
+		for _, p := range legacy.Pools {
+			pools[p.Name] = p.Protocol + " " + strings.Join(p.Addresses, ",")
+		}
+		if pools["users-own-pool"] != "bgp 192.0.2.0/28" || pools["default/legacy"] != "bgp "+ip+"/32" {
+			return false, fmt.Sprintf("pools %v", pools)
+		}
+		return len(legacy.Peers) == 4, fmt.Sprintf("%d peers", len(legacy.Peers))
+	})
+	want := map[string]bool{}
+	for _, n := range nodes {
+		for _, r := range RouterAddrs {
+			want[n+" "+r] = true
+		}
+	}
+	for _, p := range legacy.Peers {
+		var host string
+		for _, s := range p.Selector {
+			if hn := s.MatchLabels[v1.LabelHostname]; hn != "" {
+				host = hn
+			}
+		}
+		key := host + " " + p.PeerAddr
+		if !want[key] {
+			t.Errorf("unexpected or duplicate peer %s", key)
+		}
+		delete(want, key)
+		if p.MyASN != ProjectASN || p.PeerASN != RouterASN || p.Source != c.NodeIP[host] || p.Password != password {
+			t.Errorf("peer %s: my-asn %d peer-asn %d source %s, password set %v; want %d, %d, %s and the project's password",
+				key, p.MyASN, p.PeerASN, p.Source, p.Password != "", ProjectASN, RouterASN, c.NodeIP[host])
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing peers: %v", want)
+	}
+	h.wantRoute(ip, h.ips(nodes...), "legacy ConfigMap mode")
 	h.wantSessions(nodes)
 }

@@ -29,3 +29,22 @@ func StartSpeaker(bins Binaries, dir, kubeconfig, node, pod, nodeIP string) (*Pr
 		"--log-level=info",
 	}, []string{"KUBECONFIG=" + kubeconfig, "METALLB_BGP_TYPE=native", fmt.Sprintf("METALLB_NODE_NAME=%s", node)})
 }
+
+// StartLegacyController runs MetalLB 0.12's controller, which reads its
+// pools from the legacy ConfigMap. EndpointSlice discovery is off: 0.12
+// knows only discovery/v1beta1, which kube-apiserver 1.37 no longer serves.
+func StartLegacyController(bins Binaries, dir, kubeconfig, configMap string) (*Proc, error) {
+	return Start(dir, "metallb-legacy-controller", bins.LegacyController, []string{
+		"--kubeconfig=" + kubeconfig, "--namespace=" + MetalLBNamespace, "--config=" + configMap,
+		"--port=7471", "--disable-epslices", "--log-level=info",
+	}, nil)
+}
+
+// StartLegacySpeaker runs MetalLB 0.12's speaker for one node, reading its
+// peers from the legacy ConfigMap.
+func StartLegacySpeaker(bins Binaries, dir, kubeconfig, configMap, node, nodeIP string) (*Proc, error) {
+	return Start(dir, "speaker-legacy-"+node, bins.LegacySpeaker, []string{
+		"--kubeconfig=" + kubeconfig, "--namespace=" + MetalLBNamespace, "--config=" + configMap,
+		"--node-name=" + node, "--host=" + nodeIP, "--port=7472", "--disable-epslices", "--log-level=info",
+	}, nil)
+}
