@@ -34,8 +34,14 @@ help:
 build: modules
 	$(GO) build -o $(CCM_BIN) ./cmd/cloud-provider-equinix-metal
 
+# The SDK (sdk/) is a Go module of its own, so that a module author requires
+# it without the CCM's dependencies; ./... at the root does not reach it, so
+# every target that covers the tree runs it too.
+SDK_DIR := sdk
+
 test: lint k8s-bins modules examples policy-test
 	$(GO) test ./...
+	cd $(SDK_DIR) && $(GO) test ./...
 	@$(MAKE) --no-print-directory e2e
 
 # --- load-balancer modules (owned by the module work) ---
@@ -44,7 +50,7 @@ test: lint k8s-bins modules examples policy-test
 # modules changed.
 MODULE_NAMES := metallb-crd metallb-configmap kube-vip empty
 MODULE_WASM := $(MODULE_NAMES:%=modules/wasm/%.wasm)
-MODULE_SRCS := $(shell find sdk modules -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod
+MODULE_SRCS := $(shell find sdk modules -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod $(SDK_DIR)/go.mod
 modules: $(MODULE_WASM)
 
 modules/wasm/%.wasm: $(MODULE_SRCS)
@@ -83,11 +89,13 @@ policy-test:
 
 unit:
 	$(GO) test -short ./...
+	cd $(SDK_DIR) && $(GO) test -short ./...
 
 lint: vet fmt-check
 
 vet:
 	$(GO) vet ./...
+	cd $(SDK_DIR) && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \

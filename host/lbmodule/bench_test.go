@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // BenchmarkGenerateMetalLB1000x100 is one full generate call of the MetalLB
@@ -14,7 +14,7 @@ import (
 // instance, JSON both ways, output validation. Goal: ≤ 50 ms.
 func BenchmarkGenerateMetalLB1000x100(b *testing.B) {
 	// The production defaults (64 MiB, 5 s), not the tests' tighter limits.
-	m := sdktest.Load(b, sdktest.Build(b, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, lbmodule.Options{CacheDir: cacheDir})
+	m := sdktest.Load(b, sdktest.Build(b, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, wasmhost.Options{CacheDir: cacheDir})
 	req := sdktest.Snapshot(1000, 100)
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -34,7 +34,7 @@ func BenchmarkGenerateMetalLB1000x100(b *testing.B) {
 // BenchmarkCallOverhead is a generate call with a tiny input to a module
 // that does nothing: the fixed cost of instance + call + validation.
 func BenchmarkCallOverhead(b *testing.B) {
-	m := sdktest.Load(b, sdktest.Build(b, "../../modules/empty"), sdk.Options{}, lbmodule.Options{CacheDir: cacheDir})
+	m := sdktest.Load(b, sdktest.Build(b, "../../modules/empty"), sdk.Options{}, wasmhost.Options{CacheDir: cacheDir})
 	req := sdktest.Snapshot(1, 1)
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -45,20 +45,20 @@ func BenchmarkCallOverhead(b *testing.B) {
 	}
 }
 
-// BenchmarkLoadWarmCache is lbmodule.LoadBytes of the MetalLB built-in when
+// BenchmarkLoadWarmCache is wasmhost.LoadBytes of the MetalLB built-in when
 // its compiled code is already in the on-disk cache (a CCM restart): read
 // cache, verify, check the ABI version, describe. Goal: ≤ 100 ms.
 func BenchmarkLoadWarmCache(b *testing.B) {
 	wasm := sdktest.Build(b, "../../modules/metallb-crd")
-	o := lbmodule.Options{CacheDir: b.TempDir()}
-	warm, err := lbmodule.LoadBytes(context.Background(), "metallb-crd", wasm, sdk.Options{}, o)
+	o := wasmhost.Options{CacheDir: b.TempDir()}
+	warm, err := wasmhost.LoadBytes(context.Background(), "metallb-crd", wasm, sdk.Options{}, o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	warm.Close(context.Background())
 	b.ResetTimer()
 	for b.Loop() {
-		m, err := lbmodule.LoadBytes(context.Background(), "metallb-crd", wasm, sdk.Options{}, o)
+		m, err := wasmhost.LoadBytes(context.Background(), "metallb-crd", wasm, sdk.Options{}, o)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func BenchmarkLoadWarmCache(b *testing.B) {
 // the same request again, answered from the memoized output (decoded and
 // validated again, but no Wasm call).
 func BenchmarkGenerateUnchanged1000x100(b *testing.B) {
-	m := sdktest.Load(b, sdktest.Build(b, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, lbmodule.Options{CacheDir: cacheDir})
+	m := sdktest.Load(b, sdktest.Build(b, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, wasmhost.Options{CacheDir: cacheDir})
 	req := sdktest.Snapshot(1000, 100)
 	if _, err := m.Generate(context.Background(), req); err != nil {
 		b.Fatal(err)

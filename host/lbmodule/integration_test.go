@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 var (
@@ -98,13 +100,25 @@ func threeByThree() sdk.GenerateRequest {
 	return req
 }
 
+// hostile is the runtime's test module (one misbehaviour per mode), built
+// from the SDK module's testdata: here it shows that no misbehaviour reaches
+// the cluster.
+func hostile(t testing.TB) []byte { return sdktest.Build(t, "../../sdk/wasmhost/testdata/hostile") }
+
+// loopOpts has a short deadline, for the module that never returns.
+func loopOpts() wasmhost.Options {
+	o := opts()
+	o.Timeout = time.Second
+	return o
+}
+
 func reconciler(t *testing.T, c *cluster, wasm []byte, options sdk.Options, snap *snapshot, rec lbmodule.EventRecorder) *lbmodule.Reconciler {
 	t.Helper()
 	o := opts()
 	if options.Params["mode"] == "loop" {
 		o = loopOpts()
 	}
-	m, err := lbmodule.LoadBytes(context.Background(), "under-test", wasm, options, o)
+	m, err := wasmhost.LoadBytes(context.Background(), "under-test", wasm, options, o)
 	if err != nil {
 		t.Fatal(err)
 	}

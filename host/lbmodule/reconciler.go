@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 const (
@@ -58,7 +59,7 @@ type EventRecorder interface {
 
 // ReconcilerConfig wires a Reconciler.
 type ReconcilerConfig struct {
-	Module   *Module
+	Module   *wasmhost.Module
 	Dynamic  dynamic.Interface
 	Kube     kubernetes.Interface
 	Snapshot SnapshotFunc
@@ -184,7 +185,7 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 			return
 		}
 		reason := ReasonApply
-		var me *Error
+		var me *wasmhost.Error
 		if errors.As(err, &me) {
 			reason = me.Reason
 		}
@@ -195,7 +196,7 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 
 	req, err = r.cfg.Snapshot(ctx)
 	if err != nil {
-		return &Error{Module: r.cfg.Module.Name(), Reason: ReasonSnapshot, Msg: "cannot get its input: " + err.Error()}
+		return &wasmhost.Error{Module: r.cfg.Module.Name(), Reason: ReasonSnapshot, Msg: "cannot get its input: " + err.Error()}
 	}
 	desc := r.cfg.Module.Describe()
 	if req.Existing, err = r.read(ctx, desc); err != nil {
@@ -214,7 +215,7 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 }
 
 func (r *Reconciler) applyErr(format string, args ...any) error {
-	return &Error{Module: r.cfg.Module.Name(), Reason: ReasonApply, Msg: fmt.Sprintf(format, args...)}
+	return &wasmhost.Error{Module: r.cfg.Module.Name(), Reason: ReasonApply, Msg: fmt.Sprintf(format, args...)}
 }
 
 // event puts one Warning on each Service the failure affects: all of them,
@@ -341,7 +342,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	force := true
 	for _, w := range writes {
 		if _, err := r.resource(w.m, w.key.namespace).Patch(ctx, w.key.name, types.ApplyPatchType, w.body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, FieldValidation: "Strict"}); err != nil {
-			return r.applyErr("applying %s %s: %s", w.kind, qualified(w.key.namespace, w.key.name), oneLine(err.Error()))
+			return r.applyErr("applying %s %s: %s", w.kind, qualified(w.key.namespace, w.key.name), wasmhost.OneLine(err.Error()))
 		}
 		objectsApplied.Inc()
 	}
@@ -356,7 +357,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		}
 		list, err := r.resource(m, k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel + "=" + sdk.OwnedValue})
 		if err != nil {
-			return r.applyErr("listing owned %s to prune: %s", k.Kind, oneLine(err.Error()))
+			return r.applyErr("listing owned %s to prune: %s", k.Kind, wasmhost.OneLine(err.Error()))
 		}
 		for _, u := range list.Items {
 			key := objectKey{gvk, u.GetNamespace(), u.GetName()}
@@ -365,7 +366,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 			}
 			err := r.resource(m, u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(u.GetUID())}})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), oneLine(err.Error()))
+				return r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), wasmhost.OneLine(err.Error()))
 			}
 			objectsPruned.Inc()
 			r.log.V(2).Info("Pruned an object the module no longer wants", "kind", k.Kind, "object", qualified(key.namespace, key.name))
@@ -385,7 +386,7 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 		annotated = map[string]bool{}
 		nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return r.applyErr("listing nodes: %s", oneLine(err.Error()))
+			return r.applyErr("listing nodes: %s", wasmhost.OneLine(err.Error()))
 		}
 		for _, n := range nodes.Items {
 			for _, mf := range n.ManagedFields {
@@ -416,7 +417,7 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 	// that is gone, or it would come back as an empty Node.
 	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return r.applyErr("listing nodes: %s", oneLine(err.Error()))
+		return r.applyErr("listing nodes: %s", wasmhost.OneLine(err.Error()))
 	}
 	exists := map[string]bool{}
 	for _, n := range nodes.Items {
@@ -438,7 +439,7 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 			continue
 		}
 		if err != nil {
-			return r.applyErr("applying annotations to node %s: %s", n, oneLine(err.Error()))
+			return r.applyErr("applying annotations to node %s: %s", n, wasmhost.OneLine(err.Error()))
 		}
 		if len(want[n]) > 0 {
 			next[n] = true
@@ -455,3 +456,10 @@ func copyObject(o sdk.Object) map[string]any {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // counter reads a counter of the legacy registry, where the reconciler
@@ -66,7 +67,7 @@ func newFixture(t *testing.T, failing bool) *fixture {
 	t.Helper()
 	f := &fixture{clock: testclock.NewFakeClock(time.Unix(1_700_000_000, 0))}
 	f.fail.Store(failing)
-	m, err := lbmodule.LoadBytes(context.Background(), "empty", sdktest.Build(t, "../../modules/empty"), sdk.Options{}, opts())
+	m, err := wasmhost.LoadBytes(context.Background(), "empty", sdktest.Build(t, "../../modules/empty"), sdk.Options{}, opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestFailedSyncIsRetriedWithBackoff(t *testing.T) {
 	before := counter(t, "equinix_metal_lbmodule_syncs_total", "snapshot")
 	f := newFixture(t, true)
 	waitFor(t, "the initial sync to fail", func() bool { return f.r.LastError() != nil })
-	var me *lbmodule.Error
+	var me *wasmhost.Error
 	if !errors.As(f.r.LastError(), &me) || me.Reason != lbmodule.ReasonSnapshot {
 		t.Fatalf("last error %v, want a snapshot failure", f.r.LastError())
 	}

@@ -8,14 +8,15 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // SharingAnnotation is MetalLB's IP-sharing key annotation.
 const SharingAnnotation = "metallb.universe.tf/allow-shared-ip"
 
 // OptionsFromConfig are the module limits the CCM's configuration sets.
-func OptionsFromConfig(c *config.Config) Options {
-	return Options{CacheDir: c.ModuleCacheDir, MemoryLimitMiB: c.ModuleMemoryLimitMiB, Timeout: c.ModuleTimeout}
+func OptionsFromConfig(c *config.Config) wasmhost.Options {
+	return wasmhost.Options{CacheDir: c.ModuleCacheDir, MemoryLimitMiB: c.ModuleMemoryLimitMiB, Timeout: c.ModuleTimeout, Logger: KlogLogger()}
 }
 
 // TemplatesFromConfig are the node annotation templates a module receives.

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 var (
@@ -49,11 +49,11 @@ func Build(tb testing.TB, dir string) []byte {
 	return b
 }
 
-// Load loads wasm with the host's loader and limits (opts may be zero for
+// Load loads wasm with the CCM's loader (sdk/wasmhost) and limits (opts may be zero for
 // the CCM's defaults) and closes it when the test ends.
-func Load(tb testing.TB, wasm []byte, options sdk.Options, opts lbmodule.Options) *lbmodule.Module {
+func Load(tb testing.TB, wasm []byte, options sdk.Options, opts wasmhost.Options) *wasmhost.Module {
 	tb.Helper()
-	m, err := lbmodule.LoadBytes(context.Background(), "test", wasm, options, opts)
+	m, err := wasmhost.LoadBytes(context.Background(), "test", wasm, options, opts)
 	if err != nil {
 		tb.Fatalf("loading the module: %v", err)
 	}
@@ -66,5 +66,5 @@ func Load(tb testing.TB, wasm []byte, options sdk.Options, opts lbmodule.Options
 // is what the CCM would report.
 func Generate(tb testing.TB, wasm []byte, options sdk.Options, req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	tb.Helper()
-	return Load(tb, wasm, options, lbmodule.Options{}).Generate(context.Background(), req)
+	return Load(tb, wasm, options, wasmhost.Options{}).Generate(context.Background(), req)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // TestSelectedByURL selects the built module the way a user does, with a
@@ -51,7 +52,7 @@ func TestSelectedByURL(t *testing.T) {
 			if lb.Kind != config.LBWasm || lb.Path != path {
 				t.Fatalf("parsed %+v, want a wasm module at %s", lb, path)
 			}
-			m, err := lbmodule.Load(context.Background(), lb, lbmodule.Options{CacheDir: cache})
+			m, err := lbmodule.Load(context.Background(), lb, wasmhost.Options{CacheDir: cache})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Load error = %v, want one containing %q", err, tc.wantErr)
@@ -77,7 +78,7 @@ func TestSelectedByURL(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Options = m.Options()
-			if err := lbmodule.ValidateOutput(d, req, resp); err != nil {
+			if err := wasmhost.ValidateOutput(d, req, resp); err != nil {
 				t.Fatalf("the host refuses the output: %v", err)
 			}
 			if len(resp.Objects) != 1 || resp.Objects[0].Namespace() != tc.wantNS {

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // RunWasm builds the module in the current directory for wasip1, runs it in
@@ -19,7 +19,7 @@ func RunWasm(t *testing.T, m sdk.Module) {
 	cache := t.TempDir()
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			mod, err := lbmodule.LoadBytes(context.Background(), m.Name, wasm, c.Options, lbmodule.Options{CacheDir: cache})
+			mod, err := wasmhost.LoadBytes(context.Background(), m.Name, wasm, c.Options, wasmhost.Options{CacheDir: cache})
 			if err != nil {
 				t.Fatal(err)
 			}

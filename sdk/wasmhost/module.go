@@ -1,5 +1,8 @@
-// Package lbmodule runs load-balancer modules (ABI ccm_lb_v1) in wazero and
-// applies what they generate to the cluster.
+// Package wasmhost runs load-balancer modules (ABI ccm_lb_v1) in wazero: it
+// loads and verifies a module, calls it, and validates what it returns. It
+// depends on wazero and the SDK only, so that sdktest (and a module author's
+// go.mod) need nothing of the CCM; writing the output to a cluster is the
+// CCM's job (host/lbmodule).
 //
 // A module is untrusted code: it is verified before first use (ABI version,
 // exports, imports), runs in a fresh instance per call with a memory limit
@@ -7,7 +10,7 @@
 // real randomness (wazero's defaults are fake clocks and a deterministic
 // random source). Its output is validated against what it declared before
 // anything reaches Kubernetes, so a broken module changes nothing.
-package lbmodule
+package wasmhost
 
 import (
 	"bytes"
@@ -17,7 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +30,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
-	"k8s.io/klog/v2"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -53,8 +53,10 @@ type Options struct {
 	MemoryLimitMiB int
 	// Timeout is the deadline of one call.
 	Timeout time.Duration
-	// Logger receives the module's log lines; klog.Background() if unset.
-	Logger *klog.Logger
+	// Logger receives the module's log lines (sdk.LevelDebug, Info, Warn
+	// and Error map onto slog's levels); slog.Default() if unset. The CCM
+	// passes one that writes to klog.
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -65,8 +67,7 @@ func (o Options) withDefaults() Options {
 		o.Timeout = DefaultTimeout
 	}
 	if o.Logger == nil {
-		l := klog.Background()
-		o.Logger = &l
+		o.Logger = slog.Default()
 	}
 	return o
 }
@@ -90,59 +91,6 @@ type Module struct {
 	memoIn  []byte
 	memoOut []byte
 	calls   atomic.Uint64
-}
-
-// SourceFor maps the parsed loadbalancer setting to a module source: the
-// built-in's name or the file, and the options the module receives.
-func SourceFor(lb config.LoadBalancer) (builtin, path string, o sdk.Options, err error) {
-	o = sdk.Options{Namespace: lb.Namespace, ConfigMap: lb.ConfigMap, Params: lb.Options}
-	if len(o.Params) == 0 {
-		o.Params = nil
-	}
-	switch lb.Kind {
-	case config.LBMetalLBCRD:
-		return modules.MetalLBCRD, "", o, nil
-	case config.LBMetalLBConfigMap:
-		return modules.MetalLBConfigMap, "", o, nil
-	case config.LBKubeVIP:
-		return modules.KubeVIP, "", o, nil
-	case config.LBEmpty:
-		return modules.Empty, "", o, nil
-	case config.LBWasm:
-		return "", lb.Path, o, nil
-	case config.LBNone:
-		return "", "", o, errors.New("loadbalancer is not set, so there is no load-balancer module to load; set loadbalancer, for example to metallb:///metallb-system")
-	default:
-		return "", "", o, fmt.Errorf("loadbalancer names the unknown kind %q; use metallb, kube-vip, empty or wasm", lb.Kind)
-	}
-}
-
-// Load loads the module the loadbalancer setting selects: a built-in
-// embedded in the binary, or a file checked against its sha256 pin.
-func Load(ctx context.Context, lb config.LoadBalancer, opts Options) (*Module, error) {
-	builtin, path, o, err := SourceFor(lb)
-	if err != nil {
-		return nil, err
-	}
-	var wasm []byte
-	name := builtin
-	if builtin != "" {
-		if wasm, err = modules.Builtin(builtin); err != nil {
-			return nil, err
-		}
-	} else {
-		name = path
-		if wasm, err = os.ReadFile(path); err != nil {
-			return nil, fmt.Errorf("load-balancer module %s cannot be read (%v); mount the module file at that path or fix the loadbalancer URL", path, unwrapPathError(err))
-		}
-		if lb.SHA256 != "" {
-			sum := sha256.Sum256(wasm)
-			if got := hex.EncodeToString(sum[:]); got != lb.SHA256 {
-				return nil, fmt.Errorf("load-balancer module %s has sha256 %s but the loadbalancer URL pins %s; mount the pinned file or update the pin", path, got, lb.SHA256)
-			}
-		}
-	}
-	return LoadBytes(ctx, name, wasm, o, opts)
 }
 
 // LoadBytes compiles and verifies a module from its bytes and calls its
@@ -329,7 +277,7 @@ func (m *Module) call(ctx context.Context, export string, input []byte, red *red
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
 	defer cancel()
-	st := &callState{input: input, red: red, logger: m.opts.Logger.WithValues("module", m.name)}
+	st := &callState{input: input, red: red, logger: m.opts.Logger.With("module", m.name)}
 	mod, err := m.instantiate(ctx, st)
 	if err != nil {
 		return nil, m.classify(ctx, err, st)
@@ -355,7 +303,7 @@ func (m *Module) call(ctx context.Context, export string, input []byte, red *red
 		if msg == "" {
 			msg = fmt.Sprintf("status %d without an error message", status)
 		}
-		return nil, m.errorf(ReasonModuleError, "%s failed: %s", export, oneLine(msg))
+		return nil, m.errorf(ReasonModuleError, "%s failed: %s", export, OneLine(msg))
 	}
 	return st.output.Bytes(), nil
 }
@@ -385,7 +333,7 @@ func (m *Module) classify(ctx context.Context, err error, st *callState) error {
 	case strings.Contains(st.stderr.String(), "out of memory"):
 		return m.errorf(ReasonMemory, "ran out of memory (limit %d MiB); raise moduleMemoryLimitMiB or make the module use less", m.opts.MemoryLimitMiB)
 	}
-	detail := oneLine(err.Error())
+	detail := OneLine(err.Error())
 	if line := firstLine(st.stderr.String()); line != "" {
 		detail = line + " (" + detail + ")"
 	}
@@ -396,15 +344,9 @@ func (m *Module) errorf(r Reason, format string, args ...any) *Error {
 	return &Error{Module: m.name, Reason: r, Msg: fmt.Sprintf(format, args...)}
 }
 
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-func oneLine(s string) string {
+// OneLine folds s onto one line of at most 400 bytes, for error messages
+// that quote another program's output.
+func OneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 400 {
 		s = s[:400] + "…"
@@ -415,7 +357,7 @@ func oneLine(s string) string {
 func firstLine(s string) string {
 	for _, l := range strings.Split(s, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
-			return oneLine(l)
+			return OneLine(l)
 		}
 	}
 	return ""

@@ -1,6 +1,8 @@
-package lbmodule
+package wasmhost
 
-// Reason classifies a module failure, for metrics and events.
+// Reason classifies a module failure, for metrics and events. The runtime
+// produces the reasons below; a host adds its own for what happens around
+// the call (the CCM: apply, snapshot).
 type Reason string
 
 const (
@@ -10,8 +12,6 @@ const (
 	ReasonModuleError     Reason = "module_error"
 	ReasonInvalidOutput   Reason = "invalid_output"
 	ReasonForbiddenOutput Reason = "forbidden_output"
-	ReasonApply           Reason = "apply"
-	ReasonSnapshot        Reason = "snapshot"
 )
 
 // Error is a failed module call. Its message is one line that names the

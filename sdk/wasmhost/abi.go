@@ -1,21 +1,21 @@
-package lbmodule
+package wasmhost
 
 import (
 	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
-// The ABI, as DESIGN.md fixes it.
+// The ABI (ccm_lb_v1): what the SDK's wasip1 glue imports and exports.
 const (
 	importModule     = "ccm_lb_v1"
 	wasiModule       = "wasi_snapshot_preview1"
@@ -58,7 +58,7 @@ type callState struct {
 	stderr   limitedBuffer
 	stdout   limitedBuffer
 	red      *redactor
-	logger   klog.Logger
+	logger   *slog.Logger
 	logLines int
 	// fault is a protocol violation by the guest (oversized output, bad
 	// pointer); it fails the call even if the guest returns 0.
@@ -74,7 +74,7 @@ func withState(ctx context.Context, st *callState) context.Context {
 func stateFrom(ctx context.Context) *callState {
 	st, _ := ctx.Value(stateKey{}).(*callState)
 	if st == nil {
-		return &callState{}
+		return &callState{logger: slog.New(slog.DiscardHandler)}
 	}
 	return st
 }
@@ -131,20 +131,24 @@ func (m *Module) instantiateHost(ctx context.Context) error {
 		if !ok {
 			return
 		}
-		msg := st.red.clean(string(b))
-		switch sdk.Level(level) {
-		case sdk.LevelDebug:
-			st.logger.V(4).Info(msg)
-		case sdk.LevelInfo:
-			st.logger.Info(msg)
-		case sdk.LevelWarn:
-			st.logger.Info(msg, "level", "warning")
-		default:
-			st.logger.Error(nil, msg)
-		}
+		st.logger.Log(ctx, slogLevel(sdk.Level(level)), st.red.clean(string(b)))
 	})
 	_, err := b.Instantiate(ctx)
 	return err
+}
+
+// slogLevel maps a module's log level onto slog's; anything unknown is an
+// error, so that a module cannot hide a line by inventing a level.
+func slogLevel(l sdk.Level) slog.Level {
+	switch l {
+	case sdk.LevelDebug:
+		return slog.LevelDebug
+	case sdk.LevelInfo:
+		return slog.LevelInfo
+	case sdk.LevelWarn:
+		return slog.LevelWarn
+	}
+	return slog.LevelError
 }
 
 // verify checks a compiled module against the ABI before any of its code

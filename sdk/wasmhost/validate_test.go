@@ -1,4 +1,4 @@
-package lbmodule_test
+package wasmhost_test
 
 import (
 	"encoding/json"
@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 func TestValidateOutput(t *testing.T) {
@@ -44,14 +44,14 @@ func TestValidateOutput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := sdk.GenerateResponse{APIVersion: sdk.APIVersion, Kind: sdk.KindGenerateResponse, Objects: tc.objects, NodeAnnotations: tc.ann}
-			err := lbmodule.ValidateOutput(desc, req, resp)
+			err := wasmhost.ValidateOutput(desc, req, resp)
 			if tc.msg == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
 				return
 			}
-			var ve *lbmodule.ValidationError
+			var ve *wasmhost.ValidationError
 			if !errors.As(err, &ve) || !strings.Contains(err.Error(), tc.msg) || ve.Forbidden != tc.forbidden {
 				t.Fatalf("got %v (forbidden %v), want %q (forbidden %v)", err, ve != nil && ve.Forbidden, tc.msg, tc.forbidden)
 			}
@@ -60,7 +60,7 @@ func TestValidateOutput(t *testing.T) {
 	t.Run("node annotations not declared", func(t *testing.T) {
 		d := desc
 		d.NodeAnnotations = false
-		err := lbmodule.ValidateOutput(d, req, sdk.GenerateResponse{APIVersion: sdk.APIVersion, Kind: sdk.KindGenerateResponse,
+		err := wasmhost.ValidateOutput(d, req, sdk.GenerateResponse{APIVersion: sdk.APIVersion, Kind: sdk.KindGenerateResponse,
 			NodeAnnotations: map[string]map[string]string{"worker-1": {"example.com/x": "1"}}})
 		if err == nil || !strings.Contains(err.Error(), "without declaring nodeAnnotations") {
 			t.Fatalf("got %v", err)

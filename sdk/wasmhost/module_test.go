@@ -1,20 +1,18 @@
-package lbmodule_test
+package wasmhost_test
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 const fakePassword = "fake-bgp-password-for-tests"
@@ -24,7 +22,7 @@ var cacheDir string
 func TestMain(m *testing.M) {
 	// One compilation cache for the whole package: compiling a Go module
 	// cold takes seconds, from the cache tens of milliseconds.
-	dir, err := os.MkdirTemp("", "lbmodule-cache")
+	dir, err := os.MkdirTemp("", "wasmhost-cache")
 	if err != nil {
 		panic(err)
 	}
@@ -37,11 +35,11 @@ func TestMain(m *testing.M) {
 // opts are tight limits for tests, with a deadline generous enough for a
 // machine loaded by parallel builds; loopOpts has a short one, for the
 // module that never returns.
-func opts() lbmodule.Options {
-	return lbmodule.Options{CacheDir: cacheDir, MemoryLimitMiB: 32, Timeout: 20 * time.Second}
+func opts() wasmhost.Options {
+	return wasmhost.Options{CacheDir: cacheDir, MemoryLimitMiB: 32, Timeout: 20 * time.Second}
 }
 
-func loopOpts() lbmodule.Options {
+func loopOpts() wasmhost.Options {
 	o := opts()
 	o.Timeout = time.Second
 	return o
@@ -58,9 +56,9 @@ func request() sdk.GenerateRequest {
 	}
 }
 
-func load(t *testing.T, wasm []byte, mode string) *lbmodule.Module {
+func load(t *testing.T, wasm []byte, mode string) *wasmhost.Module {
 	t.Helper()
-	m, err := lbmodule.LoadBytes(context.Background(), "hostile", wasm, sdk.Options{Params: map[string]string{"mode": mode}}, opts())
+	m, err := wasmhost.LoadBytes(context.Background(), "hostile", wasm, sdk.Options{Params: map[string]string{"mode": mode}}, opts())
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -72,20 +70,20 @@ func TestHostileModules(t *testing.T) {
 	wasm := hostile(t)
 	for _, tc := range []struct {
 		mode   string
-		reason lbmodule.Reason
+		reason wasmhost.Reason
 		msg    string
 		memMiB int
 	}{
-		{"trap", lbmodule.ReasonTrap, "trapped", 0},
-		{"exit", lbmodule.ReasonTrap, "trapped", 0},
-		{"loop", lbmodule.ReasonDeadline, "did not finish within 1s", 0},
-		{"membomb", lbmodule.ReasonMemory, "ran out of memory (limit 32 MiB)", 0},
-		{"badjson", lbmodule.ReasonInvalidOutput, "invalid JSON", 0},
-		{"undeclared", lbmodule.ReasonForbiddenOutput, "emitted Secret hostile/stolen (v1), a kind it did not declare", 0},
-		{"othernamespace", lbmodule.ReasonForbiddenOutput, `emitted ConfigMap kube-system/evil outside its declared namespace "hostile"`, 0},
-		{"ownlabel", lbmodule.ReasonForbiddenOutput, "which only the host sets", 0},
-		{"error", lbmodule.ReasonModuleError, "ccm_lb_generate failed: cannot work with password [redacted]", 0},
-		{"bigoutput", lbmodule.ReasonInvalidOutput, "wrote more than 67108864 bytes with output_write", 256},
+		{"trap", wasmhost.ReasonTrap, "trapped", 0},
+		{"exit", wasmhost.ReasonTrap, "trapped", 0},
+		{"loop", wasmhost.ReasonDeadline, "did not finish within 1s", 0},
+		{"membomb", wasmhost.ReasonMemory, "ran out of memory (limit 32 MiB)", 0},
+		{"badjson", wasmhost.ReasonInvalidOutput, "invalid JSON", 0},
+		{"undeclared", wasmhost.ReasonForbiddenOutput, "emitted Secret hostile/stolen (v1), a kind it did not declare", 0},
+		{"othernamespace", wasmhost.ReasonForbiddenOutput, `emitted ConfigMap kube-system/evil outside its declared namespace "hostile"`, 0},
+		{"ownlabel", wasmhost.ReasonForbiddenOutput, "which only the host sets", 0},
+		{"error", wasmhost.ReasonModuleError, "ccm_lb_generate failed: cannot work with password [redacted]", 0},
+		{"bigoutput", wasmhost.ReasonInvalidOutput, "wrote more than 67108864 bytes with output_write", 256},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			o := opts()
@@ -95,13 +93,13 @@ func TestHostileModules(t *testing.T) {
 			if tc.memMiB != 0 {
 				o.MemoryLimitMiB = tc.memMiB
 			}
-			m, err := lbmodule.LoadBytes(context.Background(), "hostile", wasm, sdk.Options{Params: map[string]string{"mode": tc.mode}}, o)
+			m, err := wasmhost.LoadBytes(context.Background(), "hostile", wasm, sdk.Options{Params: map[string]string{"mode": tc.mode}}, o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer m.Close(context.Background())
 			resp, err := m.Generate(context.Background(), request())
-			var me *lbmodule.Error
+			var me *wasmhost.Error
 			if !errors.As(err, &me) {
 				t.Fatalf("got %v (%+v), want a module error", err, resp)
 			}
@@ -143,43 +141,28 @@ func TestGoodHostileModeAndDescribe(t *testing.T) {
 
 func TestLoadRejects(t *testing.T) {
 	noexports := sdktest.Build(t, "testdata/noexports")
-	dir := t.TempDir()
-	good := filepath.Join(dir, "hostile.wasm")
-	if err := os.WriteFile(good, hostile(t), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(hostile(t))
 	for _, tc := range []struct {
 		name string
-		load func() (*lbmodule.Module, error)
+		load func() (*wasmhost.Module, error)
 		msg  string
 	}{
-		{"no ABI exports", func() (*lbmodule.Module, error) {
-			return lbmodule.LoadBytes(context.Background(), "noexports", noexports, sdk.Options{}, opts())
+		{"no ABI exports", func() (*wasmhost.Module, error) {
+			return wasmhost.LoadBytes(context.Background(), "noexports", noexports, sdk.Options{}, opts())
 		}, "does not follow the ccm_lb_v1 ABI: it does not export ccm_abi_version, does not export ccm_lb_describe, does not export ccm_lb_generate; build it with the SDK"},
-		{"not wasm", func() (*lbmodule.Module, error) {
-			return lbmodule.LoadBytes(context.Background(), "junk", []byte("#!/bin/sh\n"), sdk.Options{}, opts())
+		{"not wasm", func() (*wasmhost.Module, error) {
+			return wasmhost.LoadBytes(context.Background(), "junk", []byte("#!/bin/sh\n"), sdk.Options{}, opts())
 		}, "is not a valid WebAssembly module"},
-		{"memory limit below the module's minimum", func() (*lbmodule.Module, error) {
+		{"memory limit below the module's minimum", func() (*wasmhost.Module, error) {
 			o := opts()
 			o.MemoryLimitMiB = 2
-			return lbmodule.LoadBytes(context.Background(), "small", hostile(t), sdk.Options{}, o)
+			return wasmhost.LoadBytes(context.Background(), "small", hostile(t), sdk.Options{}, o)
 		}, "memory limit 2 MiB is too small"},
-		{"describe traps", func() (*lbmodule.Module, error) {
-			return lbmodule.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "describe-trap"}}, opts())
+		{"describe traps", func() (*wasmhost.Module, error) {
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "describe-trap"}}, opts())
 		}, "trapped"},
-		{"other ABI version", func() (*lbmodule.Module, error) {
-			return lbmodule.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi2"}}, opts())
+		{"other ABI version", func() (*wasmhost.Module, error) {
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi2"}}, opts())
 		}, "load-balancer module hostile speaks ABI version 2, this CCM speaks 1; rebuild the module"},
-		{"missing file", func() (*lbmodule.Module, error) {
-			return lbmodule.Load(context.Background(), config.LoadBalancer{Kind: config.LBWasm, Path: filepath.Join(dir, "nope.wasm")}, opts())
-		}, "cannot be read (no such file or directory); mount the module file"},
-		{"sha256 mismatch", func() (*lbmodule.Module, error) {
-			return lbmodule.Load(context.Background(), config.LoadBalancer{Kind: config.LBWasm, Path: good, SHA256: strings.Repeat("0", 64)}, opts())
-		}, "but the loadbalancer URL pins 0000"},
-		{"load balancing off", func() (*lbmodule.Module, error) {
-			return lbmodule.Load(context.Background(), config.LoadBalancer{}, opts())
-		}, "loadbalancer is not set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := tc.load()
@@ -191,20 +174,6 @@ func TestLoadRejects(t *testing.T) {
 				t.Errorf("error %q, want one line containing %q", err, tc.msg)
 			}
 		})
-	}
-	t.Run("sha256 pin that matches", func(t *testing.T) {
-		m, err := lbmodule.Load(context.Background(), config.LoadBalancer{Kind: config.LBWasm, Path: good, SHA256: hex.EncodeToString(sum[:])}, opts())
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Close(context.Background())
-	})
-}
-
-func TestUnknownSchemeIsAStartupError(t *testing.T) {
-	_, err := config.ParseLoadBalancer("haproxy://x")
-	if err == nil || !strings.Contains(err.Error(), `unknown type "haproxy"`) {
-		t.Fatalf("got %v", err)
 	}
 }
 
@@ -238,20 +207,6 @@ func TestSameInputIsMemoized(t *testing.T) {
 	}
 }
 
-// The documented scale fits the default memory limit (the SDK's collector
-// tuning must not trade memory for speed past it).
-func TestMetalLBScaleFitsDefaultLimit(t *testing.T) {
-	o := lbmodule.Options{CacheDir: cacheDir, Timeout: 60 * time.Second}
-	m := sdktest.Load(t, sdktest.Build(t, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, o)
-	resp, err := m.Generate(context.Background(), sdktest.Snapshot(1000, 100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.Objects) != 1000+200+1 {
-		t.Fatalf("%d objects, want 1000 pools + 200 peers + 1 advertisement", len(resp.Objects))
-	}
-}
-
 // The sandbox: no filesystem, no network, no environment, a fake clock and
 // a deterministic random source, the same in every fresh instance.
 func TestSandbox(t *testing.T) {
@@ -276,27 +231,25 @@ func TestSandbox(t *testing.T) {
 	}
 }
 
-// A built-in loads from the binary, or, in a build made without `make
-// modules`, fails with the fix in the message.
-func TestLoadBuiltin(t *testing.T) {
-	for _, lb := range []config.LoadBalancer{
-		{Kind: config.LBMetalLBCRD, Namespace: "metallb-system"},
-		{Kind: config.LBMetalLBConfigMap, Namespace: "metallb-system", ConfigMap: "config"},
-		{Kind: config.LBKubeVIP},
-		{Kind: config.LBEmpty},
-	} {
-		t.Run(string(lb.Kind), func(t *testing.T) {
-			m, err := lbmodule.Load(context.Background(), lb, opts())
-			if err != nil {
-				if !strings.Contains(err.Error(), "run make modules") {
-					t.Fatal(err)
-				}
-				return
-			}
-			defer m.Close(context.Background())
-			if _, err := m.Generate(context.Background(), request()); err != nil {
-				t.Fatal(err)
-			}
-		})
+// A module's log lines reach the host's slog.Logger at the module's level,
+// tagged with the module's name, with the request's passwords scrubbed.
+func TestModuleLogLines(t *testing.T) {
+	var buf bytes.Buffer
+	o := opts()
+	o.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m, err := wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "error"}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	if _, err := m.Generate(context.Background(), request()); err == nil {
+		t.Fatal("the error mode succeeded")
+	}
+	got := buf.String()
+	if want := `level=WARN msg="about to fail with [redacted]" module=hostile`; !strings.Contains(got, want) {
+		t.Errorf("log = %q, want a line containing %q", got, want)
+	}
+	if strings.Contains(got, fakePassword) {
+		t.Errorf("log leaks the BGP password: %q", got)
 	}
 }

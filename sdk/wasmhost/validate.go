@@ -1,14 +1,12 @@
-package lbmodule
+package wasmhost
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/kubenames"
 )
 
 // ValidationError is output the host refuses. Forbidden marks output that is
@@ -43,7 +41,7 @@ func ValidateDescription(d sdk.Description) error {
 			return invalid("declares an emitted kind without apiVersion or kind")
 		}
 		if k.Namespace != "" {
-			if errs := validation.IsDNS1123Label(k.Namespace); len(errs) > 0 {
+			if err := kubenames.ValidateDNS1123Label(k.Namespace); err != nil {
 				return invalid("declares %s in namespace %q, which is not a valid namespace name", k.Kind, k.Namespace)
 			}
 		}
@@ -61,7 +59,7 @@ func ValidateDescription(d sdk.Description) error {
 			return invalid("asks to read every %s in the cluster; name the object, a namespace or a label selector", r.Kind)
 		}
 		if r.LabelSelector != "" {
-			if _, err := labels.Parse(r.LabelSelector); err != nil {
+			if err := kubenames.ValidateSelector(r.LabelSelector); err != nil {
 				return invalid("asks to read %s with the label selector %q, which does not parse: %v", r.Kind, r.LabelSelector, err)
 			}
 		}
@@ -93,8 +91,8 @@ func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 			return invalid("returned %s %d without metadata", kind, i)
 		}
 		name := o.Name()
-		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-			return invalid("returned %s %q, whose name is invalid: %s", kind, name, errs[0])
+		if err := kubenames.ValidateDNS1123Subdomain(name); err != nil {
+			return invalid("returned %s %q, whose name is invalid: %v", kind, name, err)
 		}
 		id := fmt.Sprintf("%s %s", kind, qualified(o.Namespace(), name))
 		k, ok := emits[av+"/"+kind]
@@ -151,8 +149,8 @@ func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 			return forbidden("returned annotations for node %q, which is not a BGP node of the request", n)
 		}
 		for k, v := range resp.NodeAnnotations[n] {
-			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-				return invalid("returned the node annotation %q on %s, which is not a valid name: %s", k, n, errs[0])
+			if err := kubenames.ValidateQualifiedName(k); err != nil {
+				return invalid("returned the node annotation %q on %s, which is not a valid name: %v", k, n, err)
 			}
 			if len(v) > 64<<10 {
 				return invalid("returned the node annotation %s on %s longer than 64 KiB", k, n)
@@ -192,12 +190,12 @@ func validateStringMap(v any, isLabels bool) error {
 		if !ok {
 			return fmt.Errorf("%s is not a string", k)
 		}
-		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			return fmt.Errorf("key %q: %s", k, errs[0])
+		if err := kubenames.ValidateQualifiedName(k); err != nil {
+			return fmt.Errorf("key %q: %v", k, err)
 		}
 		if isLabels {
-			if errs := validation.IsValidLabelValue(s); len(errs) > 0 {
-				return fmt.Errorf("value of %s: %s", k, errs[0])
+			if err := kubenames.ValidateLabelValue(s); err != nil {
+				return fmt.Errorf("value of %s: %v", k, err)
 			}
 		}
 	}

@@ -1,0 +1,106 @@
+// Package lbmodule is the CCM's side of load-balancer modules: it picks the
+// module the loadbalancer setting names (a built-in embedded in the binary,
+// or a pinned file), turns Services into the module's input, and keeps the
+// cluster at what the module generates (server-side apply, prune, node
+// annotations), with metrics and events.
+//
+// Running a module — loading, verifying, calling it in a sandbox with limits
+// and validating its output — is sdk/wasmhost's job, which a module author's
+// tests (sdktest) use as well; this package adds what needs Kubernetes.
+package lbmodule
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
+)
+
+// Failures around the module call, next to the runtime's own reasons.
+const (
+	ReasonApply    wasmhost.Reason = "apply"
+	ReasonSnapshot wasmhost.Reason = "snapshot"
+)
+
+// SourceFor maps the parsed loadbalancer setting to a module source: the
+// built-in's name or the file, and the options the module receives.
+func SourceFor(lb config.LoadBalancer) (builtin, path string, o sdk.Options, err error) {
+	o = sdk.Options{Namespace: lb.Namespace, ConfigMap: lb.ConfigMap, Params: lb.Options}
+	if len(o.Params) == 0 {
+		o.Params = nil
+	}
+	switch lb.Kind {
+	case config.LBMetalLBCRD:
+		return modules.MetalLBCRD, "", o, nil
+	case config.LBMetalLBConfigMap:
+		return modules.MetalLBConfigMap, "", o, nil
+	case config.LBKubeVIP:
+		return modules.KubeVIP, "", o, nil
+	case config.LBEmpty:
+		return modules.Empty, "", o, nil
+	case config.LBWasm:
+		return "", lb.Path, o, nil
+	case config.LBNone:
+		return "", "", o, errors.New("loadbalancer is not set, so there is no load-balancer module to load; set loadbalancer, for example to metallb:///metallb-system")
+	default:
+		return "", "", o, fmt.Errorf("loadbalancer names the unknown kind %q; use metallb, kube-vip, empty or wasm", lb.Kind)
+	}
+}
+
+// Load loads the module the loadbalancer setting selects: a built-in
+// embedded in the binary, or a file checked against its sha256 pin.
+// Module log lines go to klog unless opts.Logger is set.
+func Load(ctx context.Context, lb config.LoadBalancer, opts wasmhost.Options) (*wasmhost.Module, error) {
+	builtin, path, o, err := SourceFor(lb)
+	if err != nil {
+		return nil, err
+	}
+	var wasm []byte
+	name := builtin
+	if builtin != "" {
+		if wasm, err = modules.Builtin(builtin); err != nil {
+			return nil, err
+		}
+	} else {
+		name = path
+		if wasm, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("load-balancer module %s cannot be read (%v); mount the module file at that path or fix the loadbalancer URL", path, unwrapPathError(err))
+		}
+		if lb.SHA256 != "" {
+			sum := sha256.Sum256(wasm)
+			if got := hex.EncodeToString(sum[:]); got != lb.SHA256 {
+				return nil, fmt.Errorf("load-balancer module %s has sha256 %s but the loadbalancer URL pins %s; mount the pinned file or update the pin", path, got, lb.SHA256)
+			}
+		}
+	}
+	if opts.Logger == nil {
+		opts.Logger = KlogLogger()
+	}
+	return wasmhost.LoadBytes(ctx, name, wasm, o, opts)
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// KlogLogger is a slog.Logger writing to klog, for module log lines: klog
+// handles slog records itself, so a module's debug line is verbosity 4, its
+// warning a klog warning and its error a klog error.
+func KlogLogger() *slog.Logger {
+	return slog.New(logr.ToSlogHandler(klog.Background()))
+}

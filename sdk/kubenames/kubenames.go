@@ -1,0 +1,105 @@
+// Package kubenames checks Kubernetes object names, label keys and values,
+// and label selectors with the rules of k8s.io/apimachinery, without
+// depending on it.
+//
+// Why a copy of the rules: the module runtime (sdk/wasmhost) validates a
+// module's output before anything reaches the cluster, and sdktest runs the
+// same validation on a module author's machine. Keeping these few checks in
+// the SDK module lets an author require the SDK without the CCM's Kubernetes
+// dependency graph, while the CCM and sdktest still refuse exactly the same
+// output. A test in the CCM's module (host/lbmodule) cross-checks every
+// function here against apimachinery's, with a table and a fuzz target, so
+// the copy cannot drift unnoticed when apimachinery is upgraded.
+package kubenames
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+const (
+	dnsLabelFmt     = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+	dnsSubdomainFmt = dnsLabelFmt + "(\\." + dnsLabelFmt + ")*"
+	// A label key's name part and a label value: alphanumerics, '-', '_'
+	// and '.', beginning and ending with an alphanumeric.
+	labelNameFmt = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+
+	maxLabel     = 63
+	maxSubdomain = 253
+)
+
+var (
+	dnsLabelRE     = regexp.MustCompile("^" + dnsLabelFmt + "$")
+	dnsSubdomainRE = regexp.MustCompile("^" + dnsSubdomainFmt + "$")
+	labelNameRE    = regexp.MustCompile("^" + labelNameFmt + "$")
+)
+
+// ValidateDNS1123Label checks an RFC 1123 label, such as a namespace name:
+// at most 63 lower-case alphanumerics or '-', beginning and ending with an
+// alphanumeric.
+func ValidateDNS1123Label(v string) error {
+	switch {
+	case len(v) > maxLabel:
+		return fmt.Errorf("must be no more than %d characters", maxLabel)
+	case dnsLabelRE.MatchString(v):
+		return nil
+	case dnsSubdomainRE.MatchString(v):
+		return errors.New("must not contain dots")
+	}
+	return errors.New("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character")
+}
+
+// ValidateDNS1123Subdomain checks an RFC 1123 subdomain, the rule for most
+// object names: at most 253 characters, dot-separated RFC 1123 labels.
+func ValidateDNS1123Subdomain(v string) error {
+	if len(v) > maxSubdomain {
+		return fmt.Errorf("must be no more than %d characters", maxSubdomain)
+	}
+	if !dnsSubdomainRE.MatchString(v) {
+		return errors.New("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")
+	}
+	return nil
+}
+
+// ValidateQualifiedName checks a label or annotation key: an optional DNS
+// subdomain prefix and '/', then a name of at most 63 alphanumerics, '-',
+// '_' or '.', beginning and ending with an alphanumeric.
+func ValidateQualifiedName(v string) error {
+	prefix, name, hasPrefix := strings.Cut(v, "/")
+	if !hasPrefix {
+		name = v
+	}
+	switch {
+	case strings.Contains(name, "/"):
+		return errors.New("a qualified name must be a name with an optional DNS subdomain prefix and one '/' (e.g. 'example.com/MyName')")
+	case hasPrefix && prefix == "":
+		return errors.New("prefix part must be non-empty")
+	case hasPrefix:
+		if err := ValidateDNS1123Subdomain(prefix); err != nil {
+			return fmt.Errorf("prefix part %v", err)
+		}
+	}
+	switch {
+	case name == "":
+		return errors.New("name part must be non-empty")
+	case len(name) > maxLabel:
+		return fmt.Errorf("name part must be no more than %d characters", maxLabel)
+	case !labelNameRE.MatchString(name):
+		return errors.New("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")
+	}
+	return nil
+}
+
+// ValidateLabelValue checks a label value: empty, or at most 63
+// alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric.
+func ValidateLabelValue(v string) error {
+	if len(v) > maxLabel {
+		return fmt.Errorf("must be no more than %d characters", maxLabel)
+	}
+	if v != "" && !labelNameRE.MatchString(v) {
+		return errors.New("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")
+	}
+	return nil
+}
