@@ -77,49 +77,81 @@ const (
 // Load merges the four layers (flag > env > file > default) and validates
 // the result. The error, if any, is a *ValidationError naming every problem.
 func Load(src Sources) (*Config, error) {
-	var problems, warnings []string
-	k := koanf.New("\x00") // keys are flat; no delimiter may split "base-url"
+	l := &loader{
+		k:        koanf.New("\x00"), // keys are flat; no delimiter may split "base-url"
+		fileKeys: map[string]bool{},
+		envKeys:  map[string]string{},
+		flagKeys: map[string]string{},
+		failed:   map[string]bool{},
+	}
+	l.loadDefaults()
+	l.loadFile(src.CloudConfig, src.CloudConfigPath)
+	l.loadEnv(src.Environ)
+	l.loadFlags(src.Flags)
+	cfg := l.decode()
+	problems := append(l.problems, validate(cfg, l.source, l.failed)...)
+	if len(problems) > 0 {
+		return nil, &ValidationError{Problems: problems}
+	}
+	cfg.Warnings = l.warnings
+	return cfg, nil
+}
 
+// loader merges the layers into one koanf tree and remembers which layer
+// set each key, so a problem names where its value came from.
+type loader struct {
+	k                  *koanf.Koanf
+	problems, warnings []string
+	fileKeys           map[string]bool   // keys the cloud-config file sets
+	envKeys            map[string]string // key -> env name
+	flagKeys           map[string]string // key -> flag name
+	failed             map[string]bool   // keys whose value did not parse: no second complaint
+}
+
+func (l *loader) loadDefaults() {
 	defaults := map[string]any{}
 	for _, o := range options {
 		defaults[o.key] = o.def
 	}
-	_ = k.Load(confmap.Provider(defaults, ""), nil) // a map provider cannot fail
+	_ = l.k.Load(confmap.Provider(defaults, ""), nil) // a map provider cannot fail
+}
 
-	fileKeys := map[string]bool{}
-	if src.CloudConfig != nil {
-		m, unknown, err := parseCloudConfig(src.CloudConfig)
-		if err != nil {
-			where := "the cloud-config file"
-			if src.CloudConfigPath != "" {
-				where = fmt.Sprintf("the cloud-config file %s", src.CloudConfigPath)
-			}
-			problems = append(problems, fmt.Sprintf("%s is not a JSON object: %v", where, err))
-		} else {
-			for key := range m {
-				fileKeys[key] = true
-			}
-			_ = k.Load(confmap.Provider(m, ""), nil)
-			if len(unknown) > 0 {
-				// Upstream ignored unknown fields; a Secret written for it may
-				// carry some, so this warns instead of refusing to start.
-				warnings = append(warnings, fmt.Sprintf("the cloud-config file has unknown field(s) %s, which are ignored; the known fields are listed in the README's configuration table", strings.Join(unknown, ", ")))
-			}
-		}
+func (l *loader) loadFile(b []byte, path string) {
+	if b == nil {
+		return
 	}
+	m, unknown, err := parseCloudConfig(b)
+	if err != nil {
+		where := "the cloud-config file"
+		if path != "" {
+			where = fmt.Sprintf("the cloud-config file %s", path)
+		}
+		l.problems = append(l.problems, fmt.Sprintf("%s is not a JSON object: %v", where, err))
+		return
+	}
+	for key := range m {
+		l.fileKeys[key] = true
+	}
+	_ = l.k.Load(confmap.Provider(m, ""), nil)
+	if len(unknown) > 0 {
+		// Upstream ignored unknown fields; a Secret written for it may
+		// carry some, so this warns instead of refusing to start.
+		l.warnings = append(l.warnings, fmt.Sprintf("the cloud-config file has unknown field(s) %s, which are ignored; the known fields are listed in the README's configuration table", strings.Join(unknown, ", ")))
+	}
+}
 
-	environ := src.Environ
+// loadEnv reads the METAL_* variables of environ (nil: the process's).
+func (l *loader) loadEnv(environ []string) {
 	if environ == nil {
 		environ = os.Environ()
 	}
-	envKeys := map[string]string{} // key -> env name
 	envToKey := map[string]string{}
 	for _, o := range options {
 		if o.env != "" {
 			envToKey[o.env] = o.key
 		}
 	}
-	_ = k.Load(env.Provider("\x00", env.Opt{
+	_ = l.k.Load(env.Provider("\x00", env.Opt{
 		Prefix:      "METAL_",
 		EnvironFunc: func() []string { return environ },
 		TransformFunc: func(name, value string) (string, any) {
@@ -127,46 +159,52 @@ func Load(src Sources) (*Config, error) {
 			if !ok || value == "" { // upstream treats an empty variable as unset
 				return "", nil
 			}
-			envKeys[key] = name
+			l.envKeys[key] = name
 			return key, value
 		},
 	}), nil)
+}
 
-	flagKeys := map[string]string{} // key -> flag name
-	if src.Flags != nil {
-		flagToKey := map[string]string{}
-		for _, o := range options {
-			if o.flag != "" {
-				flagToKey[o.flag] = o.key
-			}
-		}
-		_ = k.Load(posflag.ProviderWithFlag(src.Flags, "\x00", k, func(f *pflag.Flag) (string, any) {
-			key, ok := flagToKey[f.Name]
-			if !ok {
-				return "", nil
-			}
-			if f.Changed {
-				flagKeys[key] = f.Name
-			}
-			return key, f.Value.String()
-		}), nil)
+func (l *loader) loadFlags(flags *pflag.FlagSet) {
+	if flags == nil {
+		return
 	}
-
-	source := func(o option) string {
-		switch {
-		case flagKeys[o.key] != "":
-			return "flag --" + flagKeys[o.key]
-		case envKeys[o.key] != "":
-			return "env " + envKeys[o.key]
-		case fileKeys[o.key]:
-			return fmt.Sprintf("cloud-config field %q", o.key)
-		default:
-			return "default"
+	flagToKey := map[string]string{}
+	for _, o := range options {
+		if o.flag != "" {
+			flagToKey[o.flag] = o.key
 		}
 	}
+	_ = l.k.Load(posflag.ProviderWithFlag(flags, "\x00", l.k, func(f *pflag.Flag) (string, any) {
+		key, ok := flagToKey[f.Name]
+		if !ok {
+			return "", nil
+		}
+		if f.Changed {
+			l.flagKeys[key] = f.Name
+		}
+		return key, f.Value.String()
+	}), nil)
+}
 
+// source names the layer an option's value came from.
+func (l *loader) source(o option) string {
+	switch {
+	case l.flagKeys[o.key] != "":
+		return "flag --" + l.flagKeys[o.key]
+	case l.envKeys[o.key] != "":
+		return "env " + l.envKeys[o.key]
+	case l.fileKeys[o.key]:
+		return fmt.Sprintf("cloud-config field %q", o.key)
+	default:
+		return "default"
+	}
+}
+
+// decode parses every option into its Config field (by the field's key
+// tag); a value that does not parse is a problem, with secrets redacted.
+func (l *loader) decode() *Config {
 	cfg := &Config{}
-	failed := map[string]bool{} // keys whose value did not parse: no second complaint
 	rv := reflect.ValueOf(cfg).Elem()
 	rt := rv.Type()
 	for i := 0; i < rt.NumField(); i++ {
@@ -178,23 +216,17 @@ func Load(src Sources) (*Config, error) {
 		if !ok {
 			panic("config: field " + rt.Field(i).Name + " has no option " + key)
 		}
-		raw := k.Get(key)
+		raw := l.k.Get(key)
 		if err := assign(rv.Field(i), raw); err != nil {
 			shown := fmt.Sprintf("%v", raw)
 			if o.secret {
 				shown = redacted
 			}
-			problems = append(problems, fmt.Sprintf("%s (%s): %q %v", o.key, source(o), shown, err))
-			failed[o.key] = true
+			l.problems = append(l.problems, fmt.Sprintf("%s (%s): %q %v", o.key, l.source(o), shown, err))
+			l.failed[o.key] = true
 		}
 	}
-
-	problems = append(problems, validate(cfg, source, failed)...)
-	if len(problems) > 0 {
-		return nil, &ValidationError{Problems: problems}
-	}
-	cfg.Warnings = warnings
-	return cfg, nil
+	return cfg
 }
 
 // parseCloudConfig decodes cloud-sa.json and maps its field names onto the

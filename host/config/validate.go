@@ -22,39 +22,68 @@ var bgpPassPattern = regexp.MustCompile(`^[A-Za-z0-9]{10,20}$`)
 // source names where an option's value came from; failed lists the options
 // that did not parse, which were already reported.
 func validate(c *Config, source func(option) string, failed map[string]bool) []string {
-	var problems []string
-	add := func(key, format string, args ...any) {
-		if failed[key] {
-			return
-		}
-		o, _ := optionByKey(key)
-		problems = append(problems, fmt.Sprintf("%s (%s): %s", key, source(o), fmt.Sprintf(format, args...)))
-	}
-
-	if c.APIKey == "" {
-		problems = append(problems, `apiKey is required: set METAL_API_KEY or "apiKey" in the cloud-config file (--cloud-config)`)
-	}
-	if c.ProjectID == "" {
-		problems = append(problems, `projectID is required: set METAL_PROJECT_ID, --metal-project-id or "projectID" in the cloud-config file (--cloud-config)`)
-	}
-
+	v := &validator{source: source, failed: failed}
+	v.required(c)
 	if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		add("base-url", "%q is not an http(s) URL; use for example %s", c.BaseURL, DefaultBaseURL)
+		v.add("base-url", "%q is not an http(s) URL; use for example %s", c.BaseURL, DefaultBaseURL)
 	}
-
 	lb, err := ParseLoadBalancer(c.LoadBalancer)
 	if err != nil {
-		add("loadbalancer", "%q %v", c.LoadBalancer, err)
+		v.add("loadbalancer", "%q %v", c.LoadBalancer, err)
 	}
 	c.LB = lb
+	v.bgp(c)
+	v.annotations(c)
+	if c.APIServerPort < 0 || c.APIServerPort > 65535 {
+		v.add("apiServerPort", "%d is not a port; use a port between 1 and 65535, or 0 for the kube-apiserver's own port", c.APIServerPort)
+	}
+	sel, err := labels.Parse(c.BGPNodeSelector)
+	if err != nil {
+		v.add("bgpNodeSelector", "%q is not a label selector (%v); use for example key1=value1,key2 in (a,b),!key3", c.BGPNodeSelector, err)
+		sel = labels.Nothing()
+	}
+	c.NodeSelector = sel
+	v.durations(c)
+	v.limits(c)
+	return v.problems
+}
 
+// validator collects problems, each naming its option and where the value
+// came from.
+type validator struct {
+	source   func(option) string
+	failed   map[string]bool
+	problems []string
+}
+
+// add reports a problem with the option key, unless its value did not even
+// parse (that was reported already).
+func (v *validator) add(key, format string, args ...any) {
+	if v.failed[key] {
+		return
+	}
+	o, _ := optionByKey(key)
+	v.problems = append(v.problems, fmt.Sprintf("%s (%s): %s", key, v.source(o), fmt.Sprintf(format, args...)))
+}
+
+// required checks the options without a default.
+func (v *validator) required(c *Config) {
+	if c.APIKey == "" {
+		v.problems = append(v.problems, `apiKey is required: set METAL_API_KEY or "apiKey" in the cloud-config file (--cloud-config)`)
+	}
+	if c.ProjectID == "" {
+		v.problems = append(v.problems, `projectID is required: set METAL_PROJECT_ID, --metal-project-id or "projectID" in the cloud-config file (--cloud-config)`)
+	}
+}
+
+// bgp checks the ASN, the password and the per-peer annotation templates.
+func (v *validator) bgp(c *Config) {
 	if c.LocalASN == 0 {
-		add("localASN", "0 is not an ASN; use a number between 1 and 4294967295")
+		v.add("localASN", "0 is not an ASN; use a number between 1 and 4294967295")
 	}
 	if c.BGPPass != "" && !bgpPassPattern.MatchString(c.BGPPass.Reveal()) {
-		add("bgpPass", "the password must be 10 to 20 letters and digits, as the Equinix Metal API requires (the value is not shown)")
+		v.add("bgpPass", "the password must be 10 to 20 letters and digits, as the Equinix Metal API requires (the value is not shown)")
 	}
-
 	templates := []struct{ key, value string }{
 		{"annotationLocalASN", c.AnnotationLocalASN},
 		{"annotationPeerASN", c.AnnotationPeerASN},
@@ -65,42 +94,39 @@ func validate(c *Config, source func(option) string, failed map[string]bool) []s
 	seen := map[string]string{}
 	for _, t := range templates {
 		if !strings.Contains(t.value, PeerIndex) {
-			add(t.key, "%q lacks %s; a node has one annotation per BGP peer, so the name needs the peer index, for example %s", t.value, PeerIndex, defaultOf(t.key))
+			v.add(t.key, "%q lacks %s; a node has one annotation per BGP peer, so the name needs the peer index, for example %s", t.value, PeerIndex, defaultOf(t.key))
 			continue
 		}
 		if errs := content.IsQualifiedName(strings.ReplaceAll(t.value, PeerIndex, "0")); len(errs) > 0 {
-			add(t.key, "%q is not a valid annotation name: %s", t.value, errs[0])
+			v.add(t.key, "%q is not a valid annotation name: %s", t.value, errs[0])
 			continue
 		}
 		if other, dup := seen[t.value]; dup {
-			add(t.key, "%q is the same as %s; each BGP annotation needs its own name", t.value, other)
+			v.add(t.key, "%q is the same as %s; each BGP annotation needs its own name", t.value, other)
 		}
 		seen[t.value] = t.key
 	}
+}
+
+// annotations checks the single (not per-peer) annotation names.
+func (v *validator) annotations(c *Config) {
 	for _, a := range []struct{ key, value string }{
 		{"annotationNetworkIPv4Private", c.AnnotationNetworkIPv4Private},
 		{"annotationEIPMetro", c.AnnotationEIPMetro},
 		{"annotationEIPFacility", c.AnnotationEIPFacility},
 	} {
 		if errs := content.IsQualifiedName(a.value); len(errs) > 0 {
-			add(a.key, "%q is not a valid annotation name: %s", a.value, errs[0])
+			v.add(a.key, "%q is not a valid annotation name: %s", a.value, errs[0])
 		}
 	}
+}
 
-	if c.APIServerPort < 0 || c.APIServerPort > 65535 {
-		add("apiServerPort", "%d is not a port; use a port between 1 and 65535, or 0 for the kube-apiserver's own port", c.APIServerPort)
-	}
-
-	sel, err := labels.Parse(c.BGPNodeSelector)
-	if err != nil {
-		add("bgpNodeSelector", "%q is not a label selector (%v); use for example key1=value1,key2 in (a,b),!key3", c.BGPNodeSelector, err)
-		sel = labels.Nothing()
-	}
-	c.NodeSelector = sel
-
+// durations checks that timeouts and periods are positive and that probes
+// cannot overlap.
+func (v *validator) durations(c *Config) {
 	positive := func(key string, d time.Duration) {
 		if d <= 0 {
-			add(key, "%s is not a positive duration; use for example %s", d, defaultOf(key))
+			v.add(key, "%s is not a positive duration; use for example %s", d, defaultOf(key))
 		}
 	}
 	positive("moduleTimeout", c.ModuleTimeout)
@@ -109,27 +135,30 @@ func validate(c *Config, source func(option) string, failed map[string]bool) []s
 	positive("healthCheckInterval", c.HealthCheckInterval)
 	positive("healthCheckTimeout", c.HealthCheckTimeout)
 	if c.HealthCheckTimeout > 0 && c.HealthCheckInterval > 0 && c.HealthCheckTimeout > c.HealthCheckInterval {
-		add("healthCheckTimeout", "%s is longer than healthCheckInterval %s; probes would overlap, so make it shorter", c.HealthCheckTimeout, c.HealthCheckInterval)
+		v.add("healthCheckTimeout", "%s is longer than healthCheckInterval %s; probes would overlap, so make it shorter", c.HealthCheckTimeout, c.HealthCheckInterval)
 	}
+}
+
+// limits checks the numeric ranges.
+func (v *validator) limits(c *Config) {
 	if c.ModuleMemoryLimitMiB < 4 || c.ModuleMemoryLimitMiB > 4096 {
-		add("moduleMemoryLimitMiB", "%d is out of range; use between 4 and 4096 (a Go module needs at least 4 MiB)", c.ModuleMemoryLimitMiB)
+		v.add("moduleMemoryLimitMiB", "%d is out of range; use between 4 and 4096 (a Go module needs at least 4 MiB)", c.ModuleMemoryLimitMiB)
 	}
 	if c.APIRetries < 0 || c.APIRetries > 20 {
-		add("apiRetries", "%d is out of range; use between 0 and 20", c.APIRetries)
+		v.add("apiRetries", "%d is out of range; use between 0 and 20", c.APIRetries)
 	}
 	if c.APIQPS <= 0 {
-		add("apiQPS", "%v is too small; use a number greater than 0", c.APIQPS)
+		v.add("apiQPS", "%v is too small; use a number greater than 0", c.APIQPS)
 	}
 	if c.APIBurst < 1 {
-		add("apiBurst", "%d is too small; use at least 1", c.APIBurst)
+		v.add("apiBurst", "%d is too small; use at least 1", c.APIBurst)
 	}
 	if c.HealthCheckFailures < 1 {
-		add("healthCheckFailures", "%d is too small; use at least 1", c.HealthCheckFailures)
+		v.add("healthCheckFailures", "%d is too small; use at least 1", c.HealthCheckFailures)
 	}
 	if c.BGPMaxPrefixes < 1 {
-		add("bgpMaxPrefixes", "%d is too small; use at least 1", c.BGPMaxPrefixes)
+		v.add("bgpMaxPrefixes", "%d is too small; use at least 1", c.BGPMaxPrefixes)
 	}
-	return problems
 }
 
 func defaultOf(key string) string {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
 
 // API is what the EIP lifecycle needs from Equinix Metal. Lookups by tags
@@ -23,7 +25,7 @@ type API interface {
 	ReservationsWithTags(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error)
 	// RequestReservation must be idempotent by tags: it looks them up (fresh)
 	// before creating, so a retry after a lost response reserves nothing twice.
-	RequestReservation(ctx context.Context, loc Location, tags []string, details string) (*metalv1.IPReservation, error)
+	RequestReservation(ctx context.Context, r metal.ReservationRequest) (*metalv1.IPReservation, error)
 	Reservation(ctx context.Context, id string) (*metalv1.IPReservation, error)
 	DeleteIP(ctx context.Context, id string) error
 }
@@ -78,7 +80,7 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) (string, error) {
 			return "", m.fail(svc, err)
 		}
 		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonRequested, "Requesting a public IPv4 Elastic IP in %s", loc)
-		res, err = m.api.RequestReservation(ctx, loc, tags, Details)
+		res, err = m.api.RequestReservation(ctx, metal.ReservationRequest{Location: loc, Tags: tags, Details: Details})
 		if err != nil {
 			return "", m.fail(svc, fmt.Errorf("requesting an Elastic IP in %s: %w", loc, err))
 		}
@@ -150,14 +152,8 @@ func (m *Manager) pick(svc *v1.Service, own []metalv1.IPReservation) *metalv1.IP
 	if len(own) == 0 {
 		return nil
 	}
-	sorted := append([]metalv1.IPReservation(nil), own...)
-	sort.Slice(sorted, func(i, j int) bool {
-		ti, tj := sorted[i].GetCreatedAt(), sorted[j].GetCreatedAt()
-		if !ti.Equal(tj) {
-			return ti.Before(tj)
-		}
-		return sorted[i].GetId() < sorted[j].GetId()
-	})
+	sorted := slices.Clone(own)
+	metal.SortReservations(sorted)
 	if len(sorted) > 1 && svc != nil {
 		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonDuplicate, "%d Elastic IP reservations carry this Service's tags; using %s, the oldest; release the others in the Equinix Metal console", len(sorted), sorted[0].GetAddress())
 	}

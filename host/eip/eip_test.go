@@ -15,6 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
 
 func TestServiceTag(t *testing.T) {
@@ -28,7 +31,7 @@ func TestServiceTag(t *testing.T) {
 type fakeAPI struct {
 	mu       sync.Mutex
 	res      []metalv1.IPReservation
-	requests []Location
+	requests []location.Location
 	next     int
 	pending  bool // new reservations start pending
 	calls    int
@@ -59,7 +62,8 @@ func hasAll(have, want []string) bool {
 	return true
 }
 
-func (f *fakeAPI) RequestReservation(_ context.Context, loc Location, tags []string, details string) (*metalv1.IPReservation, error) {
+func (f *fakeAPI) RequestReservation(_ context.Context, req metal.ReservationRequest) (*metalv1.IPReservation, error) {
+	loc, tags, details := req.Location, req.Tags, req.Details
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -149,7 +153,7 @@ func TestEnsureReservesAndAssigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ip != "147.75.0.1" || len(api.requests) != 1 || api.requests[0] != (Location{Metro: "da"}) {
+	if ip != "147.75.0.1" || len(api.requests) != 1 || api.requests[0] != (location.Location{Metro: "da"}) {
 		t.Fatalf("ip %s, requests %v", ip, api.requests)
 	}
 	if got := api.res[0].Tags; !hasAll(got, []string{UsageTag, ServiceTag("default", "web"), "cluster=cluster-uid"}) || len(got) != 3 {
@@ -220,13 +224,13 @@ func TestPlacementOrder(t *testing.T) {
 		name string
 		p    DefaultPlacer
 		ann  map[string]string
-		want Location
+		want location.Location
 		err  string
 	}{
-		{name: "global facility first", p: DefaultPlacer{Facility: "da11", Metro: "da"}, ann: ann, want: Location{Facility: "da11"}},
-		{name: "global metro over annotations", p: DefaultPlacer{Metro: "da"}, ann: ann, want: Location{Metro: "da"}},
-		{name: "facility annotation over metro annotation", ann: ann, want: Location{Facility: "sv15"}},
-		{name: "metro annotation", ann: map[string]string{"metal.equinix.com/eip-metro": "sv"}, want: Location{Metro: "sv"}},
+		{name: "global facility first", p: DefaultPlacer{Facility: "da11", Metro: "da"}, ann: ann, want: location.Location{Facility: "da11"}},
+		{name: "global metro over annotations", p: DefaultPlacer{Metro: "da"}, ann: ann, want: location.Location{Metro: "da"}},
+		{name: "facility annotation over metro annotation", ann: ann, want: location.Location{Facility: "sv15"}},
+		{name: "metro annotation", ann: map[string]string{"metal.equinix.com/eip-metro": "sv"}, want: location.Location{Metro: "sv"}},
 		{name: "nothing", err: "annotate the Service with metal.equinix.com/eip-metro"},
 	}
 	for _, tc := range cases {

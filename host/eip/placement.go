@@ -5,25 +5,14 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
-
-// Location is where a reservation is requested: exactly one of the two.
-type Location struct {
-	Metro    string
-	Facility string
-}
-
-func (l Location) String() string {
-	if l.Facility != "" {
-		return "facility " + l.Facility
-	}
-	return "metro " + l.Metro
-}
 
 // Placer decides where a Service's Elastic IP is requested. The policy
 // engine implements it; DefaultPlacer is the documented rule without it.
 type Placer interface {
-	Place(ctx context.Context, svc *v1.Service) (Location, error)
+	Place(ctx context.Context, svc *v1.Service) (location.Location, error)
 }
 
 // DefaultPlacer applies the order the upstream README documents: the global
@@ -36,16 +25,16 @@ type DefaultPlacer struct {
 }
 
 // Place implements Placer.
-func (p DefaultPlacer) Place(_ context.Context, svc *v1.Service) (Location, error) {
+func (p DefaultPlacer) Place(_ context.Context, svc *v1.Service) (location.Location, error) {
 	switch {
 	case p.Facility != "":
-		return Location{Facility: p.Facility}, nil
+		return location.Location{Facility: p.Facility}, nil
 	case p.Metro != "":
-		return Location{Metro: p.Metro}, nil
+		return location.Location{Metro: p.Metro}, nil
 	case svc.Annotations[p.FacilityAnnotation] != "":
-		return Location{Facility: svc.Annotations[p.FacilityAnnotation]}, nil
+		return location.Location{Facility: svc.Annotations[p.FacilityAnnotation]}, nil
 	case svc.Annotations[p.MetroAnnotation] != "":
-		return Location{Metro: svc.Annotations[p.MetroAnnotation]}, nil
+		return location.Location{Metro: svc.Annotations[p.MetroAnnotation]}, nil
 	}
-	return Location{}, fmt.Errorf("no location for the Elastic IP: annotate the Service with %s=<metro> (or %s=<facility>), or set the metro (METAL_METRO_NAME) or facility (METAL_FACILITY_NAME) of the CCM", p.MetroAnnotation, p.FacilityAnnotation)
+	return location.Location{}, fmt.Errorf("no location for the Elastic IP: annotate the Service with %s=<metro> (or %s=<facility>), or set the metro (METAL_METRO_NAME) or facility (METAL_FACILITY_NAME) of the CCM", p.MetroAnnotation, p.FacilityAnnotation)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
 
@@ -144,7 +145,7 @@ func BenchmarkCreate100Services(b *testing.B) {
 						defer wg.Done()
 						for i := range jobs {
 							tags := []string{"usage=cloud-provider-equinix-metal-auto", fmt.Sprintf("service=bench-%d-%d", it, i), "cluster=c1"}
-							if _, err := c.RequestReservation(ctx, ReservationRequest{Metro: "da", Tags: tags}); err != nil {
+							if _, err := c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags}); err != nil {
 								b.Error(err)
 							}
 							lat[i] = time.Since(start)

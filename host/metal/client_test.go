@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -289,7 +290,7 @@ func TestRequestReservationFindsBeforeCreating(t *testing.T) {
 		ra := &reservationAPI{items: []map[string]any{reservation("mine", "147.75.0.9", tags...)}}
 		ra.install(f)
 		c := f.client()
-		r, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: tags})
+		r, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
 		if err != nil || r.GetId() != "mine" {
 			t.Fatalf("RequestReservation = %v, %v", r, err)
 		}
@@ -303,7 +304,7 @@ func TestRequestReservationFindsBeforeCreating(t *testing.T) {
 		ra.install(f)
 		c := f.client()
 		ctx := context.Background()
-		r, err := c.RequestReservation(ctx, ReservationRequest{Metro: "da", Tags: tags})
+		r, err := c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
 		if err != nil || r.GetId() != "new-1" {
 			t.Fatalf("RequestReservation = %v, %v", r, err)
 		}
@@ -321,7 +322,7 @@ func TestRequestReservationFindsBeforeCreating(t *testing.T) {
 		ra := &reservationAPI{postStatus: 503, createOnErr: true}
 		ra.install(f)
 		c := f.client()
-		r, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: tags})
+		r, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
 		if err != nil || r.GetId() != "new-1" {
 			t.Fatalf("RequestReservation = %v, %v", r, err)
 		}
@@ -337,7 +338,7 @@ func TestRequestReservationFindsBeforeCreating(t *testing.T) {
 		ra := &reservationAPI{postStatus: 503}
 		ra.install(f)
 		c := f.client(func(o *Options) { o.Retries = 2 })
-		_, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: tags})
+		_, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
 		want := `request IP reservation: 503 Service Unavailable: "the API is having a bad day" (gave up after 3 attempts)`
 		if err == nil || err.Error() != want {
 			t.Fatalf("error = %v\nwant    %s", err, want)
@@ -353,13 +354,13 @@ func TestRequestReservationFindsBeforeCreating(t *testing.T) {
 		ra.install(f)
 		c := f.client(func(o *Options) { o.Retries = 0 })
 		key := strings.Join(slices.Sorted(slices.Values(tags)), ",")
-		if _, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: tags}); err == nil {
+		if _, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags}); err == nil {
 			t.Fatal("a 504 with no retries left succeeded")
 		}
 		if !c.uncertain(key) {
 			t.Error("a 504 on create is not remembered as an unknown outcome")
 		}
-		r, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: tags})
+		r, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
 		if err != nil || r.GetId() != "new-1" {
 			t.Fatalf("second call = %v, %v; want the reservation the 504 created", r, err)
 		}
@@ -377,7 +378,7 @@ func TestRequestReservationFindsBeforeCreating(t *testing.T) {
 			writeJSON(w, 422, map[string]any{"errors": []string{"metro sv has no public IPv4 available"}})
 		})
 		c := f.client()
-		_, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "sv", Tags: tags})
+		_, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "sv"}, Tags: tags})
 		want := `request IP reservation: 422 Unprocessable Entity: "metro sv has no public IPv4 available"`
 		if err == nil || err.Error() != want {
 			t.Fatalf("error = %v\nwant    %s", err, want)
@@ -396,7 +397,7 @@ func TestRequestReservationFindsBeforeCreating(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: tags}); err != nil {
+				if _, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags}); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -409,7 +410,7 @@ func TestRequestReservationFindsBeforeCreating(t *testing.T) {
 	t.Run("bad requests", func(t *testing.T) {
 		f := newFakeAPI(t)
 		c := f.client()
-		for _, r := range []ReservationRequest{{Metro: "da"}, {Tags: tags}, {Metro: "da", Facility: "da11", Tags: tags}} {
+		for _, r := range []ReservationRequest{{Location: location.Location{Metro: "da"}}, {Tags: tags}, {Location: location.Location{Metro: "da", Facility: "da11"}, Tags: tags}} {
 			if _, err := c.RequestReservation(context.Background(), r); err == nil {
 				t.Errorf("RequestReservation(%+v) accepted", r)
 			}
@@ -562,7 +563,7 @@ func TestTransportErrorsDoNotPanic(t *testing.T) {
 			return err
 		},
 		"RequestReservation": func() error {
-			_, err := c.RequestReservation(ctx, ReservationRequest{Metro: "da", Tags: []string{"t"}})
+			_, err := c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: []string{"t"}})
 			return err
 		},
 		"Reservation":         func() error { _, err := c.Reservation(ctx, "r"); return err },

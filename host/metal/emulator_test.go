@@ -12,6 +12,7 @@ import (
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
 
@@ -251,7 +252,7 @@ func TestEmulatorRequestReservationRetriesSafely(t *testing.T) {
 	ctx := context.Background()
 	e.FailNext(emulator.RouteRequestIPReservation, 1, emulator.Failure{Status: 502})
 	tags := svcTags(7)
-	r, err := c.RequestReservation(ctx, ReservationRequest{Metro: "da", Tags: tags})
+	r, err := c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
 	if err != nil {
 		t.Fatalf("RequestReservation: %v", err)
 	}
@@ -263,7 +264,7 @@ func TestEmulatorRequestReservationRetriesSafely(t *testing.T) {
 	}
 	// A second request for the same Service is answered without a POST.
 	e.ResetCounts()
-	r2, err := c.RequestReservation(ctx, ReservationRequest{Metro: "da", Tags: tags})
+	r2, err := c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
 	if err != nil || r2.GetId() != r.GetId() {
 		t.Fatalf("second RequestReservation = %v, %v", r2, err)
 	}
@@ -295,7 +296,7 @@ func TestEmulatorTransportErrorsAreErrors(t *testing.T) {
 	_, checks["DeviceBGPNeighbors"] = c.DeviceBGPNeighbors(ctx, dv.ID)
 	_, checks["ProjectBGPConfig"] = c.ProjectBGPConfig(ctx)
 	_, checks["ReservationsWithTags"] = c.ReservationsWithTags(ctx, "x")
-	_, checks["RequestReservation"] = c.RequestReservation(ctx, ReservationRequest{Metro: "da", Tags: []string{"x"}})
+	_, checks["RequestReservation"] = c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: []string{"x"}})
 	checks["DeleteIP"] = c.DeleteIP(ctx, "00000000-0000-0000-0000-000000000000")
 	_, checks["AssignIP"] = c.AssignIP(ctx, dv.ID, "198.51.100.1")
 	for name, err := range checks {
@@ -394,7 +395,7 @@ func TestEmulatorRequestReservationAfter429(t *testing.T) {
 	e, c := startEmulator(t)
 	e.FailNext(emulator.RouteRequestIPReservation, 1, emulator.Failure{Status: 429, RetryAfter: emulator.Duration(time.Second)})
 	start := time.Now()
-	r, err := c.RequestReservation(context.Background(), ReservationRequest{Metro: "da", Tags: svcTags(3)})
+	r, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: svcTags(3)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
 
 const (
@@ -146,7 +148,7 @@ func (c *Client) reservationsWithTags(tags []string) []metalv1.IPReservation {
 			out = append(out, *r)
 		}
 	}
-	sortReservations(out)
+	SortReservations(out)
 	return out
 }
 
@@ -159,9 +161,11 @@ func hasAllTags(have, want []string) bool {
 	return true
 }
 
-// sortReservations orders oldest first (then by ID), so that the original
-// of a set of duplicates comes first and answers are deterministic.
-func sortReservations(rs []metalv1.IPReservation) {
+// SortReservations orders oldest first (then by ID), so that the original
+// of a set of duplicates comes first and answers are deterministic. It is
+// the one order of reservations: the client's lookups and the EIP
+// lifecycle's choice among duplicates both use it.
+func SortReservations(rs []metalv1.IPReservation) {
 	sort.SliceStable(rs, func(i, j int) bool {
 		ti, tj := rs[i].GetCreatedAt(), rs[j].GetCreatedAt()
 		if !ti.Equal(tj) {
@@ -171,14 +175,14 @@ func sortReservations(rs []metalv1.IPReservation) {
 	})
 }
 
-// ReservationRequest describes a new public IPv4 /32 reservation. Exactly
-// one of Metro and Facility is set. Tags identify it: they are what makes a
-// repeated request find the reservation instead of creating a second one.
+// ReservationRequest describes a new public IPv4 /32 reservation, where the
+// placement policy put it. Tags identify it: they are what makes a repeated
+// request find the reservation instead of creating a second one. Details is
+// its description in the Equinix console (none when empty).
 type ReservationRequest struct {
-	Metro    string
-	Facility string
-	Tags     []string
-	Details  string
+	location.Location
+	Tags    []string
+	Details string
 }
 
 // RequestReservation returns the reservation carrying all of r.Tags,
@@ -201,8 +205,8 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 	if len(r.Tags) == 0 {
 		return nil, errors.New("request IP reservation: no tags; a reservation without tags cannot be found again and would leak")
 	}
-	if (r.Metro == "") == (r.Facility == "") {
-		return nil, fmt.Errorf("request IP reservation: set exactly one of metro (%q) and facility (%q)", r.Metro, r.Facility)
+	if err := r.Location.Validate(); err != nil {
+		return nil, fmt.Errorf("request IP reservation: %w", err)
 	}
 	key := strings.Join(slices.Sorted(slices.Values(r.Tags)), ",")
 	c.reserveLocks.LockKey(key)
@@ -326,22 +330,17 @@ func createMayBeRetried(err error, maxWait time.Duration) bool {
 	return false
 }
 
-// reservationDetails is upstream's description of a Service EIP.
-const reservationDetails = "Equinix Metal Kubernetes CCM auto-generated for Load Balancer"
-
 func (c *Client) createReservation(ctx context.Context, r ReservationRequest) (*metalv1.IPReservation, error) {
 	ctx, cancel := c.call(ctx, opRequestIP)
 	defer cancel()
-	details := r.Details
-	if details == "" {
-		details = reservationDetails
-	}
 	in := metalv1.IPReservationRequestInput{
 		Type:                   string(reservationType),
 		Quantity:               1,
 		Tags:                   r.Tags,
-		Details:                metalv1.PtrString(details),
 		FailOnApprovalRequired: metalv1.PtrBool(true),
+	}
+	if r.Details != "" {
+		in.Details = metalv1.PtrString(r.Details)
 	}
 	if r.Metro != "" {
 		in.Metro = metalv1.PtrString(r.Metro)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
 
 type syncBuffer struct {
@@ -90,7 +92,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	collect(nil, c.DeleteIP(ctx, "r"))
 	collect(c.AssignIP(ctx, "d", "147.75.0.1"))
 	// Logs a warning about the duplicates, and succeeds.
-	if r, err := c.RequestReservation(ctx, ReservationRequest{Metro: "da", Tags: tags}); err != nil || r.GetId() != "d1" {
+	if r, err := c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags}); err != nil || r.GetId() != "d1" {
 		t.Errorf("RequestReservation = %v, %v; want the oldest duplicate d1", r, err)
 	}
 	// Run logs its failed device refresh.

@@ -1,6 +1,6 @@
 // Package policy evaluates the CCM's OPA Rego policies: where a Service's
 // Elastic IP is reserved (data.equinix.eip.placement) and which nodes get
-// BGP (data.equinix.bgp.selected_nodes). The contract is in DESIGN.md and
+// BGP (data.equinix.bgp.selected_nodes). The contract is in ARCHITECTURE.md and
 // policies/README.md; the default policies are embedded from policies/.
 //
 // An Engine loads a policy directory (or the built-ins), checks that the
@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/policies"
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -192,17 +193,17 @@ func (e *Engine) Reload(ctx context.Context) (changed bool, err error) {
 // a *DenyError (errors.Is ErrDenied) when the policy denies, else one
 // matching ErrUndefined, ErrInvalidDecision, ErrEvaluation or ErrTimeout;
 // its message is meant for an Event on the Service.
-func (e *Engine) Placement(ctx context.Context, in PlacementInput) (Placement, error) {
+func (e *Engine) Placement(ctx context.Context, in PlacementInput) (location.Location, error) {
 	c := e.current.Load()
 	subject := "Service " + in.Service.Namespace + "/" + in.Service.Name
 	const what = "EIP placement"
 	value, err := e.eval(ctx, c, c.placement, in.value(&e.nodes), decisionPlacement, what, subject, placementDeny)
 	if err != nil {
-		return Placement{}, err
+		return location.Location{}, err
 	}
 	p, err := placementFrom(value)
 	if err != nil {
-		return Placement{}, e.fail(decisionPlacement, ErrInvalidDecision, nil,
+		return location.Location{}, e.fail(decisionPlacement, ErrInvalidDecision, nil,
 			"%s policy (%s) gave an invalid decision for %s: %s = %s; %s", what, c.source, subject, placementRule, clip(jsonText(value), 200), err)
 	}
 	return p, nil
@@ -331,25 +332,25 @@ func messages(binding any) ([]string, error) {
 // placementFrom checks the placement value: an object with exactly one of
 // "metro" and "facility", a non-empty string. Anything else (including a
 // typo like "Metro") is refused rather than guessed at.
-func placementFrom(v any) (Placement, error) {
+func placementFrom(v any) (location.Location, error) {
 	const want = `it must be {"metro": "<metro>"} or {"facility": "<facility>"}`
 	obj, ok := v.(map[string]any)
 	if !ok || len(obj) != 1 {
-		return Placement{}, errors.New(want)
+		return location.Location{}, errors.New(want)
 	}
 	for k, val := range obj {
 		s, ok := val.(string)
 		if !ok || s == "" {
-			return Placement{}, errors.New(want + " with a non-empty string")
+			return location.Location{}, errors.New(want + " with a non-empty string")
 		}
 		switch k {
 		case "metro":
-			return Placement{Metro: s}, nil
+			return location.Location{Metro: s}, nil
 		case "facility":
-			return Placement{Facility: s}, nil
+			return location.Location{Facility: s}, nil
 		}
 	}
-	return Placement{}, errors.New(want)
+	return location.Location{}, errors.New(want)
 }
 
 func jsonText(v any) string {

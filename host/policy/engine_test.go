@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,15 +29,15 @@ func TestBuiltinPlacement(t *testing.T) {
 		name     string
 		config   PlacementConfig
 		service  Service
-		want     Placement
+		want     location.Location
 		wantDeny []string // substrings of the one deny message
 	}{
-		{"global facility first", PlacementConfig{Facility: "da11", Metro: "da"}, serviceWith(both), Placement{Facility: "da11"}, nil},
-		{"global metro second", PlacementConfig{Metro: "da"}, serviceWith(both), Placement{Metro: "da"}, nil},
-		{"facility annotation third", PlacementConfig{}, serviceWith(both), Placement{Facility: "ny5"}, nil},
-		{"metro annotation fourth", PlacementConfig{}, serviceWith(map[string]string{"metal.equinix.com/eip-metro": "sv"}), Placement{Metro: "sv"}, nil},
-		{"empty annotation ignored", PlacementConfig{}, serviceWith(map[string]string{"metal.equinix.com/eip-facility": "", "metal.equinix.com/eip-metro": "sv"}), Placement{Metro: "sv"}, nil},
-		{"nothing set", PlacementConfig{}, Service{Namespace: "shop", Name: "web"}, Placement{},
+		{"global facility first", PlacementConfig{Facility: "da11", Metro: "da"}, serviceWith(both), location.Location{Facility: "da11"}, nil},
+		{"global metro second", PlacementConfig{Metro: "da"}, serviceWith(both), location.Location{Metro: "da"}, nil},
+		{"facility annotation third", PlacementConfig{}, serviceWith(both), location.Location{Facility: "ny5"}, nil},
+		{"metro annotation fourth", PlacementConfig{}, serviceWith(map[string]string{"metal.equinix.com/eip-metro": "sv"}), location.Location{Metro: "sv"}, nil},
+		{"empty annotation ignored", PlacementConfig{}, serviceWith(map[string]string{"metal.equinix.com/eip-facility": "", "metal.equinix.com/eip-metro": "sv"}), location.Location{Metro: "sv"}, nil},
+		{"nothing set", PlacementConfig{}, Service{Namespace: "shop", Name: "web"}, location.Location{},
 			[]string{"Service shop/web", "METAL_METRO_NAME", "--metal-facility", "metal.equinix.com/eip-metro=<metro>", "metal.equinix.com/eip-facility=<facility>"}},
 	}
 	for _, tt := range tests {
@@ -247,7 +248,7 @@ func TestLoadSkips(t *testing.T) {
 	}))
 	e := mustLoad(t, dir, Options{})
 	got, err := e.Placement(context.Background(), PlacementInput{Service: serviceWith(nil), Config: defaultConfig})
-	if err != nil || got != (Placement{Metro: "am"}) {
+	if err != nil || got != (location.Location{Metro: "am"}) {
 		t.Errorf("Placement = %+v, %v; want metro am from site/config.yaml", got, err)
 	}
 	if e.Source() != "in "+dir || len(e.Digest()) != 64 {
@@ -416,12 +417,12 @@ func TestExamples(t *testing.T) {
 	t.Run("eip-majority-metro", func(t *testing.T) {
 		e := load(t, "eip-majority-metro")
 		got, err := e.Placement(context.Background(), PlacementInput{Service: serviceWith(nil), Config: defaultConfig, Nodes: nodes})
-		if err != nil || got != (Placement{Metro: "da"}) {
+		if err != nil || got != (location.Location{Metro: "da"}) {
 			t.Errorf("Placement = %+v, %v; want metro da", got, err)
 		}
 		edge, _ := ParseSelector("pool=batch")
 		got, err = e.Placement(context.Background(), PlacementInput{Service: serviceWith(nil), Config: defaultConfig, Nodes: nodes, BGPNodeSelector: edge})
-		if err != nil || got != (Placement{Metro: "ny"}) {
+		if err != nil || got != (location.Location{Metro: "ny"}) {
 			t.Errorf("Placement with selector pool=batch = %+v, %v; want metro ny", got, err)
 		}
 	})
@@ -440,7 +441,7 @@ func TestExamples(t *testing.T) {
 			t.Errorf("Placement in sandbox = %v; want denied", err)
 		}
 		got, err := e.Placement(context.Background(), PlacementInput{Service: serviceWith(nil), Config: cfg})
-		if err != nil || got != (Placement{Metro: "da"}) {
+		if err != nil || got != (location.Location{Metro: "da"}) {
 			t.Errorf("Placement in shop = %+v, %v; want metro da", got, err)
 		}
 	})

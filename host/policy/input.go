@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// The input documents below are the policy contract of DESIGN.md; the JSON
+// The input documents below are the policy contract of ARCHITECTURE.md; the JSON
 // names are what a policy reads (input.service.namespace, ...), and
 // policies/README.md shows them. Changing a name breaks users' policies.
 
@@ -68,20 +68,6 @@ type PlacementInput struct {
 type SelectionInput struct {
 	Nodes           []Node        `json:"nodes"`
 	BGPNodeSelector []Requirement `json:"bgpNodeSelector"`
-}
-
-// Placement is where an EIP is reserved: exactly one field is set.
-type Placement struct {
-	Metro    string
-	Facility string
-}
-
-// String is "metro da" or "facility da11", for logs and Events.
-func (p Placement) String() string {
-	if p.Facility != "" {
-		return "facility " + p.Facility
-	}
-	return "metro " + p.Metro
 }
 
 // Labels of a node that carry its Equinix Metal location. The CCM sets the

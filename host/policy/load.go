@@ -216,7 +216,7 @@ func checkRule(c *ast.Compiler, rule, file, dir string) error {
 	for _, r := range rules {
 		if len(r.Head.Args) > 0 {
 			return fmt.Errorf("policies %s: %s at %s is a function; make it a rule without arguments that reads input",
-				source, rule, location(r.Location, dir))
+				source, rule, position(r.Location, dir))
 		}
 	}
 	return nil
@@ -272,13 +272,13 @@ func formatErrors(err error, dir string) string {
 
 func withLocation(loc *ast.Location, dir, msg string) string {
 	if loc != nil {
-		msg = location(loc, dir) + ": " + msg
+		msg = position(loc, dir) + ": " + msg
 	}
 	return oneLine(msg)
 }
 
-// location is "dir/file:row" for a policy position.
-func location(loc *ast.Location, dir string) string {
+// position is "dir/file:row" for a policy position.
+func position(loc *ast.Location, dir string) string {
 	if loc == nil {
 		return "?"
 	}
@@ -294,6 +294,6 @@ func location(loc *ast.Location, dir string) string {
 type printHook struct{ source string }
 
 func (h printHook) Print(pctx print.Context, msg string) error {
-	klog.FromContext(pctx.Context).V(2).Info("Policy print", "policies", h.source, "location", location(pctx.Location, ""), "message", msg)
+	klog.FromContext(pctx.Context).V(2).Info("Policy print", "policies", h.source, "location", position(pctx.Location, ""), "message", msg)
 	return nil
 }

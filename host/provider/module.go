@@ -2,16 +2,11 @@ package provider
 
 import (
 	"context"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
@@ -20,28 +15,10 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
-// ReasonPrefixLimit warns that every BGP node announces more Service
-// addresses than Equinix's per-session prefix limit (upstream issue #457):
-// past it, the routers drop the whole session, not just the extra prefixes.
-const ReasonPrefixLimit = "BGPPrefixLimitExceeded"
-
-var (
-	announcedPrefixes = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace: "equinix_metal", Subsystem: "bgp", Name: "announced_prefixes",
-		Help: "Service addresses each BGP node announces.", StabilityLevel: metrics.ALPHA,
-	})
-	prefixLimit = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace: "equinix_metal", Subsystem: "bgp", Name: "prefix_limit",
-		Help: "Configured per-session prefix limit (bgpMaxPrefixes).", StabilityLevel: metrics.ALPHA,
-	})
-	registerOnce sync.Once
-)
-
 // setupModule loads the module named by the loadbalancer setting, so a bad
 // path, a failed sha256 pin or an invalid module stops the CCM at start,
 // and registers the loop that keeps the cluster at its output.
 func (c *Cloud) setupModule(cfg *config.Config) error {
-	registerOnce.Do(func() { legacyregistry.MustRegister(announcedPrefixes, prefixLimit) })
 	mod, err := lbmodule.Load(context.Background(), cfg.LB, lbmodule.OptionsFromConfig(cfg))
 	if err != nil {
 		return err
@@ -53,7 +30,7 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 			return
 		}
 		services := env.informers.Core().V1().Services()
-		snap := &snapshotter{cloud: c, services: services.Lister().List, recorder: env.recorder}
+		snap := &snapshotter{cloud: c, services: services.Lister().List, budget: bgp.NewPrefixBudget(c.cfg.BGPMaxPrefixes, env.recorder)}
 		rec, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
 			Module: mod, Dynamic: dyn, Kube: env.kube, Snapshot: snap.request, Recorder: env.recorder,
 		})
@@ -87,9 +64,7 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 type snapshotter struct {
 	cloud    *Cloud
 	services func(labels.Selector) ([]*v1.Service, error)
-	recorder record.EventRecorder
-	mu       sync.Mutex
-	exceeded map[string]bool // nodes already warned
+	budget   *bgp.PrefixBudget
 }
 
 func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) {
@@ -106,9 +81,8 @@ func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) 
 	return req, nil
 }
 
-// checkPrefixes warns once per node when the Service addresses every BGP
-// node announces exceed the session limit, and again if it recovers and
-// exceeds anew.
+// checkPrefixes counts the distinct Service addresses every BGP node
+// announces.
 func (s *snapshotter) checkPrefixes(req sdk.GenerateRequest) {
 	ips := map[string]bool{}
 	for _, svc := range req.Services {
@@ -116,26 +90,9 @@ func (s *snapshotter) checkPrefixes(req sdk.GenerateRequest) {
 			ips[ip] = true
 		}
 	}
-	limit := s.cloud.cfg.BGPMaxPrefixes
-	announcedPrefixes.Set(float64(len(ips)))
-	prefixLimit.Set(float64(limit))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(ips) <= limit {
-		s.exceeded = nil
-		return
-	}
-	if s.exceeded == nil {
-		s.exceeded = map[string]bool{}
-	}
+	names := make([]string, 0, len(req.Nodes))
 	for _, n := range req.Nodes {
-		if s.exceeded[n.Name] {
-			continue
-		}
-		s.exceeded[n.Name] = true
-		ref := &v1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}
-		s.recorder.Eventf(ref, v1.EventTypeWarning, ReasonPrefixLimit,
-			"This node announces %d Service addresses over BGP, more than the session limit of %d; Equinix Metal drops sessions past the limit: ask Equinix to raise it and set bgpMaxPrefixes, or use fewer LoadBalancer Services", len(ips), limit)
+		names = append(names, n.Name)
 	}
-	klog.InfoS("BGP prefix limit exceeded", "announced", len(ips), "limit", limit)
+	s.budget.Check(len(ips), names)
 }

@@ -8,7 +8,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
 )
 
@@ -19,10 +19,10 @@ type policyPlacer struct {
 	nodes  corelisters.NodeLister
 }
 
-func (p policyPlacer) Place(ctx context.Context, svc *v1.Service) (eip.Location, error) {
+func (p policyPlacer) Place(ctx context.Context, svc *v1.Service) (location.Location, error) {
 	nodes, err := p.nodes.List(labels.Everything())
 	if err != nil {
-		return eip.Location{}, err
+		return location.Location{}, err
 	}
 	in := policy.PlacementInput{
 		Service: policy.ServiceFromKubernetes(svc),
@@ -31,11 +31,7 @@ func (p policyPlacer) Place(ctx context.Context, svc *v1.Service) (eip.Location,
 		Nodes:           policyNodes(nodes),
 		BGPNodeSelector: policy.SelectorRequirements(p.cfg.NodeSelector),
 	}
-	out, err := p.engine.Placement(ctx, in)
-	if err != nil {
-		return eip.Location{}, err
-	}
-	return eip.Location{Metro: out.Metro, Facility: out.Facility}, nil
+	return p.engine.Placement(ctx, in)
 }
 
 // policySelector asks the selection policy which nodes get BGP.

@@ -182,7 +182,7 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.lb.setEIPs(eip.NewManager(reservations{c.metal}, env.kube, placer, env.recorder, clusterID))
+		c.lb.setEIPs(eip.NewManager(c.metal, env.kube, placer, env.recorder, clusterID))
 		retry(ctx, "enabling BGP on the project", func() (bgp.ProjectState, error) {
 			return bgp.EnableProject(ctx, c.metal, c.cfg.LocalASN, c.cfg.BGPPass)
 		})

@@ -1,0 +1,109 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+// Event reasons, on the external Service.
+const (
+	ReasonMoved        = "ControlPlaneEIPMoved"
+	ReasonTrimmed      = "ControlPlaneEIPDuplicateRemoved"
+	ReasonAssigned     = "ControlPlaneEIPAssigned"
+	ReasonUnhealthy    = "ControlPlaneUnhealthy"
+	ReasonRecovered    = "ControlPlaneRecovered"
+	ReasonFailoverFail = "ControlPlaneEIPFailoverFailed"
+	ReasonEIPNotFound  = "ControlPlaneEIPNotFound"
+)
+
+// execute carries out a Move, Assign or Trim. It first re-reads the
+// reservation: when the assignments are no longer those the decision was
+// made on (someone else moved the EIP, or an earlier call went through
+// though its answer was lost), it does nothing and the next round decides
+// again on the new facts.
+func (m *Manager) execute(ctx context.Context, d Decision, now time.Time, fromNode string) error {
+	logger := klog.FromContext(ctx)
+	decidedOn := m.res.assignments
+	r, err := m.metal.Reservation(ctx, m.res.id)
+	if err != nil {
+		return fmt.Errorf("re-reading the reservation before changing it: %w", err)
+	}
+	fresh := assignmentsOf(r)
+	if !slices.Equal(fresh, decidedOn) {
+		logger.Info("Control-plane EIP assignments changed under us; deciding again", "was", decidedOn, "now", fresh)
+		m.observe(r, now)
+		return nil
+	}
+	m.res.address = r.GetAddress()
+	for _, a := range d.Unassign {
+		if err := m.metal.DeleteIP(ctx, a.ID); err != nil {
+			return fmt.Errorf("unassigning %s from device %s: %w", m.res.address, a.DeviceID, err)
+		}
+		m.res.assignments = slices.DeleteFunc(m.res.assignments, func(x Assignment) bool { return x.ID == a.ID })
+		logger.Info("Unassigned the control-plane EIP", "eip", m.res.address, "device", a.DeviceID, "reason", d.Reason)
+	}
+	if d.Kind == Trim {
+		m.setHolder(now)
+		m.event(v1.EventTypeNormal, ReasonTrimmed, "Control-plane EIP %s: %s", m.res.address, d.Reason)
+		metricFailovers.WithLabelValues(d.Cause).Inc()
+		return nil
+	}
+	as, err := m.metal.AssignIP(ctx, d.Target.DeviceID, m.res.address)
+	if err != nil {
+		return fmt.Errorf("assigning %s to node %s (device %s): %w", m.res.address, d.Target.Name, d.Target.DeviceID, err)
+	}
+	m.res.assignments = []Assignment{{ID: as.GetId(), DeviceID: d.Target.DeviceID}}
+	m.res.readAt = now
+	first := m.firstFailure
+	m.setHolder(now)
+	metricFailovers.WithLabelValues(d.Cause).Inc()
+	if d.Cause == CauseUnhealthy && !first.IsZero() {
+		metricFailoverSeconds.Observe(time.Since(first).Seconds())
+	}
+	m.publishHolder(d.Target.Name)
+	m.setStatus(func(s *Status) { s.HolderNode, s.HolderDevice, s.Assignments = d.Target.Name, d.Target.DeviceID, 1 })
+	if d.Kind == Assign {
+		logger.Info("Assigned the control-plane EIP", "eip", m.res.address, "node", d.Target.Name, "reason", d.Reason)
+		m.event(v1.EventTypeNormal, ReasonAssigned, "Assigned the control-plane EIP %s to node %s: %s", m.res.address, d.Target.Name, d.Reason)
+		return nil
+	}
+	from := fromNode
+	if from == "" {
+		from = "device " + d.Unassign[0].DeviceID
+	}
+	logger.Info("Moved the control-plane EIP", "eip", m.res.address, "from", from, "to", d.Target.Name, "reason", d.Reason)
+	m.event(v1.EventTypeNormal, ReasonMoved, "Moved the control-plane EIP %s from %s to node %s: %s", m.res.address, from, d.Target.Name, d.Reason)
+	return nil
+}
+
+// eventOnce records a Warning unless the previous lookup recorded the same.
+func (m *Manager) eventOnce(reason, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if msg == m.lastFindEvent {
+		return
+	}
+	m.lastFindEvent = msg
+	m.event(v1.EventTypeWarning, reason, "%s", msg)
+}
+
+// event records an Event on the external Service; before that exists
+// (the EIP was not found yet) on default/kubernetes, where someone looking
+// for why the control plane has no EIP would look next.
+func (m *Manager) event(typ, reason, format string, args ...any) {
+	if m.recorder == nil {
+		return
+	}
+	ref := m.serviceRef
+	if ref == nil {
+		ref = &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: kubernetesNamespace, Name: kubernetesName}
+		if src, err := m.services.Services(kubernetesNamespace).Get(kubernetesName); err == nil {
+			ref.UID = src.UID
+		}
+	}
+	m.recorder.Eventf(ref, typ, reason, format, args...)
+}

@@ -1,0 +1,198 @@
+// Package sandbox is what `make run` starts (through cmd/sandbox): the
+// Equinix Metal API emulator with a realistic project, a real
+// kube-apiserver, and the CCM binary against both; then it registers the
+// nodes, creates sample Services and shows, live, what the CCM does —
+// Elastic IPs, BGP peers, the generated load-balancer objects — and finally
+// a control-plane failover.
+//
+// Everything runs on loopback: the control-plane nodes' addresses are
+// 127.0.0.11, 127.0.1.12 and 127.1.0.13, where the sandbox serves their
+// /healthz; no other address is ever contacted.
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+)
+
+// cpTag is the tag of the sandbox's control-plane EIP.
+const cpTag = "sandbox-control-plane-eip"
+
+// Options are the sandbox's command-line settings.
+type Options struct {
+	CCM          string        // the CCM binary
+	LoadBalancer string        // the loadbalancer setting
+	PolicyDir    string        // Rego policies replacing the built-in ones ("": built-in)
+	WorkDir      string        // kubeconfig, logs; "": a new temporary directory
+	Duration     time.Duration // stop after this long (0: until Ctrl-C)
+	FailoverAt   time.Duration // stop the EIP holder's /healthz this long after start (0: never)
+	Refresh      time.Duration // how often the view is redrawn
+	Plain        bool          // append views instead of redrawing the screen
+}
+
+func say(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+
+// Run starts everything, shows the live view until ctx (or Ctrl-C, or
+// o.Duration) ends, and stops everything it started.
+func Run(o Options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Duration)
+		defer cancel()
+	}
+	if _, err := os.Stat(o.CCM); err != nil {
+		return fmt.Errorf("no CCM binary at %s: run make build (make run does it for you)", o.CCM)
+	}
+	dir := o.WorkDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "ccm-sandbox-"); err != nil {
+			return err
+		}
+	}
+	devs := append([]Device(nil), Devices...)
+
+	// 1. Equinix Metal, emulated.
+	emu, metalURL, cpEIP, err := startEmulator(devs)
+	if err != nil {
+		return err
+	}
+	defer emu.Close()
+
+	// 2. A real kube-apiserver.
+	say("starting kube-apiserver and etcd (work dir %s)", dir)
+	env, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(dir, "cluster"), KeepDir: true})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	say("kube-apiserver ready in %s; try: KUBECONFIG=%s kubectl get svc,nodes -A", env.StartDuration.Round(time.Millisecond), env.KubeconfigPath)
+
+	// 3. The control-plane nodes' kube-apiservers, as far as /healthz goes:
+	// on each node's own address and the port default/kubernetes names, as
+	// kube-apiserver listens on every control-plane node.
+	kubeSvc, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || len(kubeSvc.Spec.Ports) == 0 {
+		return fmt.Errorf("reading default/kubernetes: %v", err)
+	}
+	health, err := StartHealthServers(devs, kubeSvc.Spec.Ports[0].TargetPort.IntValue())
+	if err != nil {
+		return err
+	}
+	defer health.StopAll()
+
+	// 4. Nodes, as kubelets with --cloud-provider=external register them.
+	if err := RegisterNodes(ctx, kube, devs); err != nil {
+		return err
+	}
+	say("registered %d nodes (tainted uninitialized, as kubelet --cloud-provider=external does)", len(devs))
+
+	// 5. The CCM.
+	ccm, err := startCCM(o, dir, metalURL, env.KubeconfigPath)
+	if err != nil {
+		return err
+	}
+	defer ccm.stop()
+	say("CCM started (loadbalancer %s); its log: %s", o.LoadBalancer, ccm.log)
+
+	// What the chosen module writes into must exist, as it would in a
+	// cluster where the load balancer is installed.
+	if err := PrepareModuleTargets(ctx, kube, o.LoadBalancer); err != nil {
+		return err
+	}
+
+	// 6. Sample Services.
+	if err := createServices(ctx, kube, SampleServices()); err != nil {
+		return err
+	}
+	say("created Services: web (metro annotation da), api (metro annotation sv), byo (bring your own IP), nowhere (no location: expect a clear error)")
+	time.Sleep(time.Second)
+
+	v := &Viewer{kube: kube, dyn: dyn, emu: emu, lb: o.LoadBalancer, cpEIP: cpEIP, plain: o.Plain, started: time.Now()}
+	return watch(ctx, o, v, health, ccm, dir)
+}
+
+func createServices(ctx context.Context, kube kubernetes.Interface, svcs []*v1.Service) error {
+	for _, s := range svcs {
+		if _, err := kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startEmulator serves the sandbox project (devs, on loopback networks)
+// and reserves the control-plane EIP on cp-0. It fills in the devices'
+// private addresses as the emulator gave them.
+func startEmulator(devs []Device) (emu *emulator.Emulator, url, cpEIP string, err error) {
+	emu, err = emulator.New(Seed(devs), emulator.Options{})
+	if err != nil {
+		return nil, "", "", err
+	}
+	url, err = emu.Listen("127.0.0.1:0")
+	if err != nil {
+		return nil, "", "", err
+	}
+	for i := range devs {
+		if d, ok := emu.DeviceByHostname(emulator.DefaultProjectID, devs[i].Name); ok {
+			if a, ok := d.Address(emulator.TypePrivateIPv4); ok {
+				devs[i].PrivateIP = a.String()
+			}
+		}
+	}
+	cp0, _ := emu.DeviceByHostname(emulator.DefaultProjectID, "cp-0")
+	res, err := emu.AddReservation(emulator.ReservationSeed{Metro: "da", Tags: []string{cpTag}, AssignedTo: []string{cp0.ID}, Details: "control-plane endpoint"})
+	if err != nil {
+		emu.Close()
+		return nil, "", "", err
+	}
+	say("Equinix Metal emulator at %s: %d devices in metros da and sv; control-plane EIP %s on cp-0", url, len(devs), res.Prefix.Addr())
+	return emu, url, res.ID, nil
+}
+
+// watch redraws the view until ctx ends or the CCM exits, and stops the
+// EIP holder's /healthz at o.FailoverAt.
+func watch(ctx context.Context, o Options, v *Viewer, health *HealthServers, ccm *ccmProcess, dir string) error {
+	ticker := time.NewTicker(o.Refresh)
+	defer ticker.Stop()
+	var failover <-chan time.Time
+	if o.FailoverAt > 0 {
+		failover = time.After(o.FailoverAt)
+	}
+	for {
+		v.Draw(ctx)
+		select {
+		case <-ctx.Done():
+			fmt.Printf("\n==> stopping; the cluster's files stay in %s\n", dir)
+			return nil
+		case err := <-ccm.exited:
+			return fmt.Errorf("the CCM exited (%v); its log: %s", err, ccm.log)
+		case <-failover:
+			holder := v.Holder()
+			if err := health.Stop(holder); err != nil {
+				v.Note("failover: %v", err)
+			} else {
+				v.failedAt, v.failedNode = time.Now(), holder
+				v.Note("failover: stopped kube-apiserver /healthz on %s, the EIP holder; the CCM moves the EIP after %d failed probes", holder, 3)
+			}
+		case <-ticker.C:
+		}
+	}
+}
