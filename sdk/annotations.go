@@ -40,3 +40,34 @@ func RenderBGPAnnotations(t AnnotationTemplates, n Node) map[string]string {
 	}
 	return out
 }
+
+// IsPeerAnnotation reports whether name is one of the peer annotations
+// RenderBGPAnnotations writes, for any peer index: a template's text before
+// {{n}}, one or more ASCII digits, then its text after. Templates without
+// {{n}} (or empty) match nothing.
+//
+// It is the one matcher for these names: the core uses it to remove the
+// annotations of a peer index that went away, and the host uses it to refuse
+// a module that tries to write them.
+func (t AnnotationTemplates) IsPeerAnnotation(name string) bool {
+	for _, tmpl := range []string{t.LocalASN, t.PeerASN, t.PeerIP, t.SrcIP, t.BGPPass} {
+		pre, suf, ok := strings.Cut(tmpl, Placeholder)
+		if ok && indexed(name, pre, suf) {
+			return true
+		}
+	}
+	return false
+}
+
+// indexed reports whether name is pre, at least one ASCII digit, then suf.
+func indexed(name, pre, suf string) bool {
+	if len(name) <= len(pre)+len(suf) || !strings.HasPrefix(name, pre) || !strings.HasSuffix(name, suf) {
+		return false
+	}
+	for _, r := range name[len(pre) : len(name)-len(suf)] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,9 +1,6 @@
 package bgp
 
 import (
-	"regexp"
-	"strings"
-
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -21,10 +18,6 @@ func TemplatesFrom(c *config.Config) Templates {
 		LocalASN: c.AnnotationLocalASN, PeerASN: c.AnnotationPeerASN, PeerIP: c.AnnotationPeerIP,
 		SrcIP: c.AnnotationSrcIP, BGPPass: c.AnnotationBGPPass, NetworkIPv4Private: c.AnnotationNetworkIPv4Private,
 	}
-}
-
-func (t Templates) indexed() []string {
-	return []string{t.LocalASN, t.PeerASN, t.PeerIP, t.SrcIP, t.BGPPass}
 }
 
 // Annotations renders a node's annotations: the private network and, through
@@ -66,37 +59,16 @@ func AnnotationPatch(t Templates, current, want map[string]string) map[string]*s
 			patch[k] = &v
 		}
 	}
-	owned := t.matcher()
+	sdkT := t.SDK()
 	for k := range current {
 		if _, keep := want[k]; keep {
 			continue
 		}
-		if owned(k) {
+		// Ours: the private-network annotation and the peer annotations of
+		// any index, matched as the module host matches them.
+		if k == t.NetworkIPv4Private || sdkT.IsPeerAnnotation(k) {
 			patch[k] = nil
 		}
 	}
 	return patch
-}
-
-// matcher recognises annotation names this CCM writes, for any index.
-func (t Templates) matcher() func(string) bool {
-	var res []*regexp.Regexp
-	for _, tmpl := range t.indexed() {
-		pre, post, ok := strings.Cut(tmpl, config.PeerIndex)
-		if !ok {
-			continue
-		}
-		res = append(res, regexp.MustCompile("^"+regexp.QuoteMeta(pre)+`\d+`+regexp.QuoteMeta(post)+"$"))
-	}
-	return func(name string) bool {
-		if name == t.NetworkIPv4Private {
-			return true
-		}
-		for _, re := range res {
-			if re.MatchString(name) {
-				return true
-			}
-		}
-		return false
-	}
 }

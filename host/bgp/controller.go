@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
 )
 
@@ -347,4 +348,4 @@ func copyMap(m map[string]string) map[string]string {
 	return out
 }
 
-var metav1PatchOptions = metav1.PatchOptions{FieldManager: "cloud-provider-equinix-metal"}
+var metav1PatchOptions = metav1.PatchOptions{FieldManager: fieldmanager.CCM}

@@ -9,10 +9,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
-// PeerIndex is the placeholder in annotation templates.
-const PeerIndex = "{{n}}"
+// PeerIndex is the placeholder in annotation templates: the SDK's, since
+// the SDK renders and matches the annotations.
+const PeerIndex = sdk.Placeholder
 
 // bgpPassPattern is what the Equinix Metal API accepts for a project's BGP
 // MD5 password (BgpConfigRequestInput.md5).

@@ -11,9 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 )
 
-var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+var applyOptions = metav1.ApplyOptions{FieldManager: fieldmanager.CCM, Force: true}
 
 // syncExternal applies the external Service, its status and the mirrored
 // EndpointSlices when default/kubernetes changed, the EIP or the port

@@ -24,8 +24,6 @@ const (
 	ExternalServiceName = "cloud-provider-equinix-metal-kubernetes-external"
 	// ExternalServiceNamespace is its namespace.
 	ExternalServiceNamespace = "kube-system"
-	// FieldManager owns every field this package applies.
-	FieldManager = "cloud-provider-equinix-metal"
 
 	// MetalLBAddressPoolAnnotation with MetalLBDisabledPool keeps MetalLB
 	// from allocating or announcing anything for the external Service.

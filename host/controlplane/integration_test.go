@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
@@ -141,7 +142,7 @@ func startCluster(tb testing.TB) *cluster {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
 	tb.Cleanup(b.Shutdown)
-	c.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "cloud-provider-equinix-metal"})
+	c.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: fieldmanager.CCM})
 	return c
 }
 
@@ -282,8 +283,8 @@ func TestIntegrationFailover(t *testing.T) {
 			t.Errorf("mirrored endpoints = %v, want %v (only default/kubernetes)", got, want)
 		}
 		for _, mf := range svc.ManagedFields {
-			if mf.Manager != FieldManager {
-				t.Errorf("field manager %q on the external Service, want only %q", mf.Manager, FieldManager)
+			if mf.Manager != fieldmanager.CCM {
+				t.Errorf("field manager %q on the external Service, want only %q", mf.Manager, fieldmanager.CCM)
 			}
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	cloudapi "k8s.io/cloud-provider/api"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
 
@@ -106,7 +107,7 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) (string, error) {
 		// spec.loadBalancerIP is deprecated, but load balancers written for
 		// upstream (kube-vip, older MetalLB setups) read it.
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"loadBalancerIP": ip}})
-		if _, err := m.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "cloud-provider-equinix-metal"}); err != nil {
+		if _, err := m.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldmanager.CCM}); err != nil {
 			return "", m.fail(svc, fmt.Errorf("setting spec.loadBalancerIP to %s: %w", ip, err))
 		}
 		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned Elastic IP %s to the Service", ip)

@@ -36,10 +36,7 @@ const (
 // SourceFor maps the parsed loadbalancer setting to a module source: the
 // built-in's name or the file, and the options the module receives.
 func SourceFor(lb config.LoadBalancer) (builtin, path string, o sdk.Options, err error) {
-	o = sdk.Options{Namespace: lb.Namespace, ConfigMap: lb.ConfigMap, Params: lb.Options}
-	if len(o.Params) == 0 {
-		o.Params = nil
-	}
+	o = ModuleOptions(lb)
 	switch lb.Kind {
 	case config.LBMetalLBCRD:
 		return modules.MetalLBCRD, "", o, nil

@@ -24,9 +24,8 @@ func ExampleNewReconciler() {
 		rc       *rest.Config         // the CCM's client config
 		recorder record.EventRecorder // the CCM's event recorder
 		snapshot = func(ctx context.Context) (sdk.GenerateRequest, error) {
-			// From the informers: every Service with an address
-			// (lbmodule.ServiceFromK8s), every BGP node with its peers, and
-			// lbmodule.TemplatesFromConfig(cfg); then lbmodule.SortSnapshot.
+			// The CCM core reads its informers and BGP controller into
+			// an lbsnapshot.Input and returns lbsnapshot.Build of it.
 			return sdk.GenerateRequest{}, nil
 		}
 	)

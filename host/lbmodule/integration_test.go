@@ -22,6 +22,7 @@ import (
 	metallbv1beta1 "go.universe.tf/metallb/api/v1beta1"
 	metallbv1beta2 "go.universe.tf/metallb/api/v1beta2"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
@@ -377,7 +378,7 @@ func TestIntegration(t *testing.T) {
 		// The core's own annotation, under its own manager, must survive.
 		core := []byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"worker-1","annotations":{"metal.equinix.com/bgp-peers-0-peer-ip":"169.254.255.1"}}}`)
 		force := true
-		if _, err := c.kube.CoreV1().Nodes().Patch(ctx, "worker-1", "application/apply-patch+yaml", core, metav1.PatchOptions{FieldManager: lbmodule.FieldManager, Force: &force}); err != nil {
+		if _, err := c.kube.CoreV1().Nodes().Patch(ctx, "worker-1", "application/apply-patch+yaml", core, metav1.PatchOptions{FieldManager: fieldmanager.CCM, Force: &force}); err != nil {
 			t.Fatal(err)
 		}
 		r := reconciler(t, c, hostile(t), sdk.Options{Params: map[string]string{"mode": "annotate"}}, snap, nil)

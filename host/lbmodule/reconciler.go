@@ -25,18 +25,12 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 const (
-	// FieldManager owns every object applied for a module.
-	FieldManager = "cloud-provider-equinix-metal"
-	// NodeFieldManager owns the node annotations a module asks for. It is
-	// not FieldManager on purpose: the core applies the BGP annotations on
-	// the same nodes, and server-side apply drops whatever a manager stops
-	// sending, so sharing a manager would make each remove the other's.
-	NodeFieldManager = "cloud-provider-equinix-metal-lbmodule"
 	// EventReason is the reason of the Warning Event put on every affected
 	// Service when a sync fails.
 	EventReason = "LoadBalancerModuleFailed"
@@ -90,8 +84,8 @@ type Reconciler struct {
 	log    klog.Logger
 
 	mu sync.Mutex
-	// annotated are the nodes that carry annotations under NodeFieldManager;
-	// nil until the first sync has looked.
+	// annotated are the nodes that carry annotations under
+	// fieldmanager.ModuleNodeAnnotations; nil until the first sync has looked.
 	annotated map[string]bool
 	lastErr   error
 }
@@ -341,7 +335,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	}
 	force := true
 	for _, w := range writes {
-		if _, err := r.resource(w.m, w.key.namespace).Patch(ctx, w.key.name, types.ApplyPatchType, w.body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, FieldValidation: "Strict"}); err != nil {
+		if _, err := r.resource(w.m, w.key.namespace).Patch(ctx, w.key.name, types.ApplyPatchType, w.body, metav1.PatchOptions{FieldManager: fieldmanager.CCM, Force: &force, FieldValidation: "Strict"}); err != nil {
 			return r.applyErr("applying %s %s: %s", w.kind, qualified(w.key.namespace, w.key.name), wasmhost.OneLine(err.Error()))
 		}
 		objectsApplied.Inc()
@@ -376,8 +370,9 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 }
 
 // applyNodeAnnotations applies each node's module annotations under
-// NodeFieldManager; applying an empty set to a node that had some removes
-// them (server-side apply drops fields a manager stops sending).
+// fieldmanager.ModuleNodeAnnotations (not fieldmanager.CCM: see there);
+// applying an empty set to a node that had some removes them (server-side
+// apply drops fields a manager stops sending).
 func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]map[string]string) error {
 	r.mu.Lock()
 	annotated := r.annotated
@@ -390,7 +385,7 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 		}
 		for _, n := range nodes.Items {
 			for _, mf := range n.ManagedFields {
-				if mf.Manager == NodeFieldManager {
+				if mf.Manager == fieldmanager.ModuleNodeAnnotations {
 					annotated[n.Name] = true
 				}
 			}
@@ -434,7 +429,7 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 			md["annotations"] = a
 		}
 		body, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": md})
-		_, err := r.cfg.Kube.CoreV1().Nodes().Patch(ctx, n, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: NodeFieldManager, Force: &force})
+		_, err := r.cfg.Kube.CoreV1().Nodes().Patch(ctx, n, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldmanager.ModuleNodeAnnotations, Force: &force})
 		if apierrors.IsNotFound(err) {
 			continue
 		}

@@ -19,15 +19,15 @@ func OptionsFromConfig(c *config.Config) wasmhost.Options {
 	return wasmhost.Options{CacheDir: c.ModuleCacheDir, MemoryLimitMiB: c.ModuleMemoryLimitMiB, Timeout: c.ModuleTimeout, Logger: KlogLogger()}
 }
 
-// TemplatesFromConfig are the node annotation templates a module receives.
-func TemplatesFromConfig(c *config.Config) sdk.AnnotationTemplates {
-	return sdk.AnnotationTemplates{
-		LocalASN: c.AnnotationLocalASN,
-		PeerASN:  c.AnnotationPeerASN,
-		PeerIP:   c.AnnotationPeerIP,
-		SrcIP:    c.AnnotationSrcIP,
-		BGPPass:  c.AnnotationBGPPass,
+// ModuleOptions are the module's settings from the loadbalancer URL, the
+// same in its describe and every generate request: the one place they are
+// made. No parameters is nil, not an empty map.
+func ModuleOptions(lb config.LoadBalancer) sdk.Options {
+	o := sdk.Options{Namespace: lb.Namespace, ConfigMap: lb.ConfigMap, Params: lb.Options}
+	if len(o.Params) == 0 {
+		o.Params = nil
 	}
+	return o
 }
 
 // ServiceFromK8s turns a Service of type LoadBalancer into the module's view

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
@@ -74,7 +75,7 @@ func TestAPICallBudget(t *testing.T) {
 	lb, _ := h.cloud.LoadBalancer()
 	for i := range list.Items {
 		s := &list.Items[i]
-		if !ourLoadBalancer(s) {
+		if s.Spec.Type != v1.ServiceTypeLoadBalancer {
 			continue // default/kubernetes
 		}
 		if _, err := lb.EnsureLoadBalancer(ctx, "test", s, nil); err != nil {

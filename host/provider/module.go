@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -12,6 +13,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -30,7 +32,10 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 			return
 		}
 		services := env.informers.Core().V1().Services()
-		snap := &snapshotter{cloud: c, services: services.Lister().List, budget: bgp.NewPrefixBudget(c.cfg.BGPMaxPrefixes, env.recorder)}
+		snap := &snapshotter{
+			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List,
+			bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
+		}
 		rec, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
 			Module: mod, Dynamic: dyn, Kube: env.kube, Snapshot: snap.request, Recorder: env.recorder,
 		})
@@ -60,11 +65,15 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 	return nil
 }
 
-// snapshotter builds the module input and watches the prefix budget.
+// snapshotter is the thin adapter around lbsnapshot.Build: it reads the
+// Service lister and the BGP controller into an lbsnapshot.Input, and
+// watches the prefix budget of the result.
 type snapshotter struct {
-	cloud    *Cloud
-	services func(labels.Selector) ([]*v1.Service, error)
-	budget   *bgp.PrefixBudget
+	lb        config.LoadBalancer
+	templates bgp.Templates
+	services  func(labels.Selector) ([]*v1.Service, error)
+	bgpNodes  func() []bgp.Node
+	budget    *bgp.PrefixBudget
 }
 
 func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) {
@@ -72,13 +81,20 @@ func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) 
 	if err != nil {
 		return sdk.GenerateRequest{}, err
 	}
-	var nodes []bgp.Node
-	if ctl := s.cloud.bgp.Load(); ctl != nil {
-		nodes = ctl.Nodes()
-	}
-	req := buildRequest(moduleOptions(s.cloud.cfg.LB), svcs, nodes, bgp.TemplatesFrom(s.cloud.cfg))
+	req := lbsnapshot.Build(lbsnapshot.Input{LB: s.lb, Templates: s.templates, Services: svcs, Nodes: s.bgpNodes()})
 	s.checkPrefixes(req)
 	return req, nil
+}
+
+// bgpNodes reads the BGP nodes from the controller once it runs; before
+// (or without BGP) there are none.
+func bgpNodes(ctl *atomic.Pointer[bgp.Controller]) func() []bgp.Node {
+	return func() []bgp.Node {
+		if c := ctl.Load(); c != nil {
+			return c.Nodes()
+		}
+		return nil
+	}
 }
 
 // checkPrefixes counts the distinct Service addresses every BGP node

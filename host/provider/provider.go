@@ -26,6 +26,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
@@ -34,9 +35,6 @@ import (
 // ProviderName is the --cloud-provider value and the provider ID scheme
 // (equinixmetal://<device-uuid>), the same as upstream's.
 const ProviderName = instances.ProviderName
-
-// FieldManager owns every object and field this CCM writes.
-const FieldManager = "cloud-provider-equinix-metal"
 
 // DefaultConcurrentServiceSyncs replaces the service controller's default
 // of one worker, which serialises a burst of new Services behind each
@@ -122,7 +120,7 @@ func New(cfg *config.Config) (*Cloud, error) {
 // Initialize starts the provider's own loops. k8s.io/cloud-provider calls it
 // once, after leader election, so only the leader acts.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	c.Start(wait.ContextForChannel(stop), clientBuilder.ConfigOrDie(FieldManager))
+	c.Start(wait.ContextForChannel(stop), clientBuilder.ConfigOrDie(fieldmanager.CCM))
 }
 
 // Start is Initialize with a context and a client config; tests call it
@@ -135,7 +133,7 @@ func (c *Cloud) Start(ctx context.Context, restConfig *rest.Config) {
 		restConfig: restConfig,
 		kube:       kube,
 		informers:  informers.NewSharedInformerFactory(kube, 10*time.Minute),
-		recorder:   broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: FieldManager}),
+		recorder:   broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: fieldmanager.CCM}),
 	}
 	go c.metal.Run(ctx)
 	// Hooks first: the module loop sets lb.dirty before anything can call it.

@@ -3,7 +3,6 @@ package wasmhost
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/kubenames"
@@ -138,7 +137,6 @@ func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 	for _, n := range req.Nodes {
 		nodes[n.Name] = true
 	}
-	core := corePatterns(req.Annotations)
 	nodeNames := make([]string, 0, len(resp.NodeAnnotations))
 	for n := range resp.NodeAnnotations {
 		nodeNames = append(nodeNames, n)
@@ -155,10 +153,8 @@ func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 			if len(v) > 64<<10 {
 				return invalid("returned the node annotation %s on %s longer than 64 KiB", k, n)
 			}
-			for _, p := range core {
-				if p.match(k) {
-					return forbidden("returned the node annotation %s on %s, which the CCM core writes (BGP peer data)", k, n)
-				}
+			if req.Annotations.IsPeerAnnotation(k) {
+				return forbidden("returned the node annotation %s on %s, which the CCM core writes (BGP peer data)", k, n)
 			}
 		}
 	}
@@ -200,28 +196,4 @@ func validateStringMap(v any, isLabels bool) error {
 		}
 	}
 	return nil
-}
-
-type pattern struct{ prefix, suffix string }
-
-func (p pattern) match(k string) bool {
-	if len(k) <= len(p.prefix)+len(p.suffix) || !strings.HasPrefix(k, p.prefix) || !strings.HasSuffix(k, p.suffix) {
-		return false
-	}
-	for _, r := range k[len(p.prefix) : len(k)-len(p.suffix)] {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func corePatterns(t sdk.AnnotationTemplates) []pattern {
-	var out []pattern
-	for _, tmpl := range []string{t.LocalASN, t.PeerASN, t.PeerIP, t.SrcIP, t.BGPPass} {
-		if pre, suf, ok := strings.Cut(tmpl, sdk.Placeholder); ok {
-			out = append(out, pattern{pre, suf})
-		}
-	}
-	return out
 }

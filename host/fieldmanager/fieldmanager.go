@@ -1,0 +1,23 @@
+// Package fieldmanager names this CCM to the Kubernetes API server: the
+// field manager of every write (server-side apply and patches alike), so
+// that managedFields tell a cluster operator which fields are ours and so
+// that a later apply by the same manager removes what it stops sending.
+//
+// It is a package of its own, importing nothing, so every writer (bgp, eip,
+// controlplane, lbmodule, provider) can use the one name without an import
+// cycle.
+package fieldmanager
+
+const (
+	// CCM owns every object and field this CCM writes, and is the user
+	// agent and event source it reports as. It is upstream's name, so a
+	// cluster moving from upstream keeps ownership of its fields.
+	CCM = "cloud-provider-equinix-metal"
+
+	// ModuleNodeAnnotations owns the node annotations a load-balancer module
+	// asks for. It is not CCM on purpose: the core applies the BGP
+	// annotations on the same nodes, and server-side apply drops whatever a
+	// manager stops sending, so sharing a manager would make each remove the
+	// other's.
+	ModuleNodeAnnotations = CCM + "-lbmodule"
+)

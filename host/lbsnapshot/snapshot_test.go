@@ -1,0 +1,166 @@
+package lbsnapshot
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// fakePassword is the BGP password in every fixture; it is clearly fake.
+const fakePassword = "fake-bgp-password-for-tests"
+
+var templates = bgp.Templates{
+	LocalASN: config.DefaultAnnotationLocalASN, PeerASN: config.DefaultAnnotationPeerASN,
+	PeerIP: config.DefaultAnnotationPeerIP, SrcIP: config.DefaultAnnotationSrcIP,
+	BGPPass: config.DefaultAnnotationBGPPass, NetworkIPv4Private: "metal.equinix.com/network-4-private",
+}
+
+func mustLB(t *testing.T, url string) config.LoadBalancer {
+	t.Helper()
+	lb, err := config.ParseLoadBalancer(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lb
+}
+
+// service is a LoadBalancer Service with the given ingress IPs.
+func service(ns, name string, ips ...string) *v1.Service {
+	s := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+	}
+	for _, ip := range ips {
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: ip})
+	}
+	return s
+}
+
+func with(s *v1.Service, f func(*v1.Service)) *v1.Service { f(s); return s }
+
+func shared(key string) func(*v1.Service) {
+	return func(s *v1.Service) {
+		s.Annotations = map[string]string{"metallb.universe.tf/allow-shared-ip": key}
+	}
+}
+
+// node is a BGP node; its peers are out of IP order on purpose (the
+// annotations index them by sorted IP, the request keeps them as given).
+func node(name, sourceIP string, peerIPs ...string) bgp.Node {
+	n := bgp.Node{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}, DeviceID: "device-" + name,
+		LocalASN: 65000, SourceIP: sourceIP, PrivateNetwork: "10.66.0.0/25"}
+	for _, ip := range peerIPs {
+		n.Peers = append(n.Peers, bgp.Peer{ASN: 65530, IP: ip, Password: fakePassword})
+	}
+	return n
+}
+
+func cases(t *testing.T) []struct {
+	name string
+	in   Input
+} {
+	crd := mustLB(t, "metallb:///metallb-system")
+	workers := []bgp.Node{
+		node("worker-2", "10.66.0.2", "169.254.255.2", "169.254.255.1"),
+		node("worker-1", "10.66.0.1", "169.254.255.2", "169.254.255.1"),
+	}
+	class := "other.io/lb"
+	return []struct {
+		name string
+		in   Input
+	}{
+		{"no-services", Input{LB: crd, Templates: templates, Nodes: workers}},
+		{"no-nodes", Input{LB: mustLB(t, "kube-vip://"), Templates: templates,
+			Services: []*v1.Service{service("default", "web", "145.40.1.5")}}},
+		{"shared-ip", Input{LB: crd, Templates: templates, Nodes: workers, Services: []*v1.Service{
+			with(service("kube-system", "dns-udp", "145.40.1.7"), shared("dns")),
+			with(service("kube-system", "dns-tcp", "145.40.1.7"), shared("dns")),
+			service("default", "web", "145.40.1.5"),
+		}}},
+		// Addresses are the ingress IPs, deduplicated and sorted, or else
+		// spec.loadBalancerIP (a user's own reserved IP, or upstream's
+		// record of the EIP); a Service with neither is left out.
+		{"dual-stack-and-own-ip", Input{LB: crd, Templates: templates, Nodes: workers, Services: []*v1.Service{
+			service("default", "dual", "2604:1380:4641::5", "145.40.1.5", "145.40.1.5"),
+			with(service("default", "own-ip"), func(s *v1.Service) { s.Spec.LoadBalancerIP = "145.40.9.9" }),
+			with(service("default", "own-ip-assigned", "145.40.9.8"), func(s *v1.Service) { s.Spec.LoadBalancerIP = "145.40.9.7" }),
+			service("default", "pending"),
+		}}},
+		// A node whose device has no BGP neighbours yet is still a BGP node:
+		// the module sees it with an empty peer list.
+		{"node-without-peers", Input{LB: crd, Templates: templates, Services: []*v1.Service{service("default", "web", "145.40.1.5")},
+			Nodes: []bgp.Node{node("worker-1", "10.66.0.1", "169.254.255.1"), node("worker-new", "10.66.0.3")}}},
+		// Services of another load balancer (a loadBalancerClass), the
+		// control-plane Service (it has its own EIP) and Services that are
+		// not of type LoadBalancer never reach a module.
+		{"services-not-ours", Input{LB: mustLB(t, "metallb:///lb/config?x=y"), Templates: templates, Nodes: workers, Services: []*v1.Service{
+			service("default", "web", "145.40.1.5"),
+			with(service("default", "classy", "145.40.1.8"), func(s *v1.Service) { s.Spec.LoadBalancerClass = &class }),
+			service("kube-system", "cloud-provider-equinix-metal-kubernetes-external", "145.40.1.100"),
+			with(service("default", "kubernetes", "10.96.0.1"), func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeClusterIP }),
+		}}},
+	}
+}
+
+func TestBuildGolden(t *testing.T) {
+	for _, tc := range cases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := json.MarshalIndent(Build(tc.in), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			path := filepath.Join("testdata", tc.name+".json")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v; run go test -update to create it", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("request differs from %s (go test -update rewrites it):\n%s", path, got)
+			}
+		})
+	}
+}
+
+// The same cluster in any order gives byte-identical request bytes: the
+// host memoises generate calls on them.
+func TestBuildIgnoresInputOrder(t *testing.T) {
+	for _, tc := range cases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			rev := tc.in
+			rev.Services = append([]*v1.Service(nil), tc.in.Services...)
+			rev.Nodes = append([]bgp.Node(nil), tc.in.Nodes...)
+			for i, j := 0, len(rev.Services)-1; i < j; i, j = i+1, j-1 {
+				rev.Services[i], rev.Services[j] = rev.Services[j], rev.Services[i]
+			}
+			for i, j := 0, len(rev.Nodes)-1; i < j; i, j = i+1, j-1 {
+				rev.Nodes[i], rev.Nodes[j] = rev.Nodes[j], rev.Nodes[i]
+			}
+			a, _ := json.Marshal(Build(tc.in))
+			b, _ := json.Marshal(Build(rev))
+			if !bytes.Equal(a, b) {
+				t.Fatalf("request depends on input order:\n%s\n%s", a, b)
+			}
+		})
+	}
+}
