@@ -258,7 +258,7 @@ func (c *Cluster) startRouters() error {
 	pass := c.Opts.Password
 	for i, addr := range RouterAddrs {
 		r, err := StartRouter(c.Opts.Bins, c.Opts.Dir, RouterOptions{
-			Name: fmt.Sprintf("router-%d", i+1), Addr: addr, ASN: RouterASN, APIPort: 50051 + i,
+			Name: fmt.Sprintf("router-%d", i+1), Addr: addr, ASN: RouterASN, APIPort: apiPortBase + i,
 			Password: pass, Neighbors: nodes, PeerASN: ProjectASN,
 		})
 		if err != nil {

@@ -515,7 +515,7 @@ func TestKubeVIPStyle(t *testing.T) {
 			node = n
 			return n.Annotations["metal.equinix.com/bgp-peers-1-peer-ip"] != "", fmt.Sprintf("annotations %v", n.Annotations)
 		})
-		sp, err := StartAnnotationSpeaker(bins, dir, node, 50061+i)
+		sp, err := StartAnnotationSpeaker(bins, dir, node, apiPortBase+10+i)
 		if err != nil {
 			t.Fatal(err)
 		}

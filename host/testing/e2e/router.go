@@ -201,3 +201,8 @@ func (r *Router) Established(ctx context.Context) ([]string, error) {
 	sort.Strings(up)
 	return up, nil
 }
+
+// apiPortBase is the first gobgpd API port. It is below the kernel's
+// ephemeral range (32768-60999 by default), where any outgoing connection
+// in the namespace could already hold a port.
+const apiPortBase = 21051
