@@ -20,7 +20,36 @@ K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/
 K8S_BINS := $(K8S_BIN_DIR)/kube-apiserver $(K8S_BIN_DIR)/etcd
 export METAL_CCM_K8S_ASSETS := $(K8S_BIN_DIR)
 
-.PHONY: all build test unit lint vet fmt-check run k8s-bins e2e-bins e2e modules examples policy-test clean help
+# --- version (one string everywhere; see hack/version.sh and RELEASING.md) ---
+# Stamped into the binary (k8s.io/component-base/version, so --version,
+# /version and the startup log say it), the image labels and tag, and the
+# chart and manifests that `make manifests` writes to bin/deploy.
+VERSION ?= $(shell hack/version.sh)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# Commit time: image "created" and the binary's build date, so two builds of
+# one commit are identical.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
+BUILD_DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r $(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+TREE_STATE := $(if $(findstring dirty,$(VERSION)),dirty,clean)
+VERSION_MAJOR := $(shell echo '$(VERSION)' | sed -n 's/^v\([0-9]*\)\..*/\1/p')
+VERSION_MINOR := $(shell echo '$(VERSION)' | sed -n 's/^v[0-9]*\.\([0-9]*\).*/\1/p')
+VERSION_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+  -X $(p).gitVersion=$(VERSION) -X $(p).gitCommit=$(REVISION) -X $(p).gitTreeState=$(TREE_STATE) \
+  -X $(p).buildDate=$(BUILD_DATE) -X $(p).gitMajor=$(VERSION_MAJOR) -X $(p).gitMinor=$(VERSION_MINOR))
+# Static (no libc in the image), no local paths, no VCS stamp (the version
+# flags carry it): the same commit gives the same bytes.
+GO_BUILD_CCM = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '-s -w $(VERSION_LDFLAGS)'
+
+# --- image (hack/image: go-containerregistry, no Docker, nothing pulled) ---
+PLATFORMS ?= linux/amd64 linux/arm64
+REGISTRY ?= ghcr.io/metal-ccm
+IMAGE ?= $(REGISTRY)/cloud-provider-equinix-metal
+IMAGE_DIR ?= $(BIN_DIR)/image
+SOURCE_URL ?= https://github.com/metal-ccm/cloud-provider-equinix-metal
+
+.PHONY: all build test unit lint vet fmt-check run k8s-bins modules examples policy-test clean help \
+  version image image-push manifests module-image bench-scale e2e-bins e2e
 
 all: build
 
@@ -30,9 +59,49 @@ help:
 	@echo "make build  - the CCM binary in $(CCM_BIN)"
 	@echo "make e2e    - the data plane: real MetalLB speakers and two GoBGP routers in a private netns (part of make test)"
 	@echo "make lint   - go vet and gofmt check"
+	@echo "make bench-scale - the CCM at 10,000 Services x 1,000 nodes (tens of minutes)"
+	@echo "make image  - OCI image (linux/amd64, linux/arm64) as an OCI layout in $(IMAGE_DIR), and the stamped chart and manifests in $(BIN_DIR)/deploy"
+	@echo "make image-push REGISTRY=registry.example/team - push the image as \$$(REGISTRY)/cloud-provider-equinix-metal:\$$(VERSION)"
+	@echo "make module-image WASM=mine.wasm - a load-balancer module as an OCI artifact in $(BIN_DIR)/modules/<name> (add MODULE_REF=... to push)"
+	@echo "make version - the version stamped everywhere ($(VERSION))"
+
+version:
+	@echo $(VERSION)
 
 build: modules
-	$(GO) build -o $(CCM_BIN) ./cmd/cloud-provider-equinix-metal
+	$(GO_BUILD_CCM) -o $(CCM_BIN) ./cmd/cloud-provider-equinix-metal
+
+# One static binary per platform, then one image index from them. The
+# manifests and chart in $(BIN_DIR)/deploy name this image and version.
+image: modules manifests
+	@for p in $(PLATFORMS); do \
+	  echo ">> building $(VERSION) for $$p"; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO_BUILD_CCM) -o $(BIN_DIR)/$$p/cloud-provider-equinix-metal ./cmd/cloud-provider-equinix-metal; \
+	done
+	$(GO) run ./hack/image build --out $(IMAGE_DIR) --version $(VERSION) --revision $(REVISION) \
+	  --source $(SOURCE_URL) --created $(SOURCE_DATE_EPOCH) \
+	  $(foreach p,$(PLATFORMS),--binary $(p)=$(BIN_DIR)/$(p)/cloud-provider-equinix-metal)
+
+# Pushes the layout $(IMAGE_DIR) (credentials: ~/.docker/config.json, as
+# `docker login` or `crane auth login` write it).
+image-push: image
+	$(GO) run ./hack/image push --layout $(IMAGE_DIR) --ref $(IMAGE):$(VERSION)
+
+# A load-balancer module as an OCI artifact (config
+# application/vnd.wasm.config.v0+json, one application/wasm layer): an OCI
+# layout in bin/modules/<name>, pushed when MODULE_REF (registry/repo:tag)
+# is given; it prints the wasm+oci://...@sha256: reference for loadbalancer.
+WASM ?=
+MODULE_REF ?=
+module-image:
+	@test -n "$(WASM)" || { echo "usage: make module-image WASM=path/to/module.wasm [MODULE_REF=registry/repo:tag]"; exit 1; }
+	$(GO) run ./hack/image module --wasm $(WASM) --out $(BIN_DIR)/modules/$(basename $(notdir $(WASM))) $(if $(MODULE_REF),--ref $(MODULE_REF))
+
+# deploy/ (kustomize) and deploy/chart with the placeholder version
+# v0.0.0-dev and image $(PLACEHOLDER_IMAGE) replaced by this build's.
+PLACEHOLDER_IMAGE := ghcr.io/metal-ccm/cloud-provider-equinix-metal
+manifests:
+	$(GO) run ./hack/image stamp --from deploy --out $(BIN_DIR)/deploy --version $(VERSION) --image $(IMAGE)
 
 # The SDK (sdk/) is a Go module of its own, so that a module author requires
 # it without the CCM's dependencies; ./... at the root does not reach it, so
@@ -110,6 +179,17 @@ run: build examples k8s-bins $(K8S_BIN_DIR)/kubectl
 	@$(GO) build -o $(BIN_DIR)/sandbox ./cmd/sandbox
 	@echo ">> kubectl for the sandbox: $(K8S_BIN_DIR)/kubectl"
 	@PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/sandbox --ccm $(CCM_BIN) $(SANDBOX_ARGS)
+
+# The scale bench: the CCM binary against the emulator (50 ms API latency)
+# and a real kube-apiserver, 10,000 LoadBalancer Services on 1,000 nodes,
+# from empty to every Service with its ingress; then one more Service and
+# one node joining. Tens of minutes on 2 cores; not part of `make test`
+# (its smoke test, at 20 Services x 4 nodes, is). Change the size with
+#   make bench-scale SCALE_ARGS="-services 1000 -nodes 100"
+SCALE_ARGS ?=
+bench-scale: build k8s-bins
+	@$(GO) build -o $(BIN_DIR)/scalebench ./host/testing/scalebench
+	$(BIN_DIR)/scalebench --ccm $(CCM_BIN) $(SCALE_ARGS)
 
 # Builds only what is missing: no file prerequisites, so a fresh clone (with
 # new timestamps) never rebuilds binaries that are already cached. The

@@ -75,7 +75,19 @@ func Kustomizations() []string {
 // default options of `kubectl apply -k` (files only from inside the
 // kustomization root) and returns its objects in kustomize's order.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
+	return RenderWith(dir, nil)
+}
+
+// RenderWith is Render with more files next to the embedded manifests
+// (path relative to deploy/ -> content), for example a user's overlay as a
+// README shows it.
+func RenderWith(dir string, extra map[string][]byte) ([]*unstructured.Unstructured, error) {
 	mem := filesys.MakeFsInMemory()
+	for p, b := range extra {
+		if err := mem.WriteFile(path.Join("/", p), b); err != nil {
+			return nil, fmt.Errorf("deploy: %s: %w", p, err)
+		}
+	}
 	err := fs.WalkDir(manifests, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err

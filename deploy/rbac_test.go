@@ -97,15 +97,15 @@ var baseDenied = calls(
 	"create clusterrolebindings.rbac.authorization.k8s.io",
 )
 
-// TestCheckAllowed installs each kustomization's RBAC in a real
-// kube-apiserver and checks hand-written calls: the ones the code makes
-// must be allowed, the others denied. Later kustomizations replace the
-// metallb-system Role of earlier ones, as installing that overlay would.
-func TestCheckAllowed(t *testing.T) {
-	env := testenv.New(t)
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(env.Config)
+// rbacCase: the calls the ServiceAccount must and must not be allowed
+// with the RBAC of one kustomization (and of the chart in the same mode).
+type rbacCase struct {
+	dir     string
+	allowed []testenv.APICall
+	denied  []testenv.APICall
+}
 
+func rbacCases() []rbacCase {
 	metallbCRD := calls(
 		"get ipaddresspools.metallb.io metallb-system/svc-pool", "list ipaddresspools.metallb.io metallb-system",
 		"watch bgppeers.metallb.io metallb-system", "create bgppeers.metallb.io metallb-system",
@@ -116,11 +116,7 @@ func TestCheckAllowed(t *testing.T) {
 		"get configmaps metallb-system/config", "patch configmaps metallb-system/config",
 		"update configmaps metallb-system/config", "create configmaps metallb-system",
 	)
-	tests := []struct {
-		dir     string
-		allowed []testenv.APICall
-		denied  []testenv.APICall
-	}{
+	return []rbacCase{
 		{dir: ".", allowed: baseAllowed, denied: append(slices.Clone(baseDenied), metallbCRD...)},
 		{dir: "overlays/kube-vip", allowed: baseAllowed, denied: baseDenied},
 		{
@@ -141,7 +137,18 @@ func TestCheckAllowed(t *testing.T) {
 			), without(baseDenied, "get configmaps metallb-system/config")...),
 		},
 	}
-	for _, tc := range tests {
+}
+
+// TestCheckAllowed installs each kustomization's RBAC in a real
+// kube-apiserver and checks hand-written calls: the ones the code makes
+// must be allowed, the others denied. Later kustomizations replace the
+// metallb-system Role of earlier ones, as installing that overlay would.
+func TestCheckAllowed(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+
+	for _, tc := range rbacCases() {
 		t.Run(tc.dir, func(t *testing.T) {
 			objs, err := deploy.Render(tc.dir)
 			if err != nil {

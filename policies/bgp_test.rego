@@ -35,6 +35,21 @@ test_no_match_is_empty_set if {
 	got == set()
 }
 
+excluded := array.concat(nodes, [
+	{"name": "cp-2", "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "", "bgp": "yes"}},
+	{"name": "cp-3", "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}},
+])
+
+test_exclusion_label_leaves_node_out_with_empty_selector if {
+	got := bgp.selected_nodes with input as {"nodes": excluded, "bgpNodeSelector": []}
+	got == {"cp-1", "worker-1", "worker-2", "bare"}
+}
+
+test_exclusion_label_wins_over_a_matching_selector if {
+	got := bgp.selected_nodes with input as {"nodes": excluded, "bgpNodeSelector": [{"key": "bgp", "operator": "=", "values": ["yes"]}]}
+	got == {"worker-1", "worker-2"}
+}
+
 test_no_deny_for_known_operators if {
 	count(bgp.deny) == 0 with input as {"nodes": nodes, "bgpNodeSelector": [{"key": "zone", "operator": "!=", "values": ["x"]}]}
 }

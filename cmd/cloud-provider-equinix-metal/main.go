@@ -19,8 +19,13 @@ import (
 	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
+	"k8s.io/component-base/version"
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
+	// The image has no base and so no CA bundle: without a system pool,
+	// crypto/x509 uses these public roots to verify the Equinix Metal API
+	// (and a module registry). A mounted bundle (SSL_CERT_FILE) still wins.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/provider"
@@ -61,6 +66,7 @@ func run() int {
 	// naming every problem, instead of a stack trace after leader election.
 	standard := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
+		printVersionIfRequested(c)
 		verflag.PrintAndExitIfRequested()
 		if name := opts.KubeCloudShared.CloudProvider.Name; name != provider.ProviderName {
 			return exitError(fmt.Errorf("--cloud-provider is %q, but this binary provides only %q; drop the flag or set it to %s", name, provider.ProviderName, provider.ProviderName))
@@ -78,9 +84,21 @@ func run() int {
 			klog.Warning(w)
 		}
 		klog.V(1).InfoS("Equinix Metal configuration", "config", cfg, "loadbalancer", cfg.LB.String())
+		klog.InfoS("Starting cloud-provider-equinix-metal", "version", version.Get().GitVersion, "revision", version.Get().GitCommit)
 		return standard(c, args)
 	}
 	return cli.Run(cmd)
+}
+
+// printVersionIfRequested answers a plain --version with this binary's name
+// and version (stamped by the Makefile into k8s.io/component-base/version);
+// verflag would call it "Kubernetes". --version=raw stays verflag's.
+func printVersionIfRequested(c *cobra.Command) {
+	if f := c.Flags().Lookup("version"); f != nil && f.Value.String() == "true" {
+		v := version.Get()
+		fmt.Printf("cloud-provider-equinix-metal %s (revision %s, %s)\n", v.GitVersion, v.GitCommit, v.Platform)
+		os.Exit(0)
+	}
 }
 
 // exitError prints a configuration error plainly (no log decoration, no

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Copies the default policies (policies/*.rego without the _test.rego files)
-# into deploy/base/policies and writes the kustomization that turns them
+# into deploy/base/policies (and the chart's files/policies) and writes the kustomization that turns them
 # into the ConfigMap metal-ccm-policies. kustomize cannot read files outside
 # a kustomization's directory, so the manifests carry a copy; deploy's Go
 # test fails when the copy differs from policies/.
@@ -10,9 +10,13 @@ dst="$root/deploy/base/policies"
 mkdir -p "$dst"
 rm -f "$dst"/*.rego
 files=""
+chart="$root/deploy/chart/files/policies"
+mkdir -p "$chart"
+rm -f "$chart"/*.rego
 for f in "$root"/policies/*.rego; do
 	case "$f" in *_test.rego) continue ;; esac
 	cp "$f" "$dst/"
+	cp "$f" "$chart/"
 	files="$files
       - $(basename "$f")"
 done

@@ -91,6 +91,11 @@ type Controller struct {
 	mu       sync.RWMutex
 	selected map[string]bool
 	state    map[string]*nodeState
+	// initial is true once the first selection ran; attempted are the
+	// nodes synced at least once since (with success or not). Together
+	// they say when Nodes is complete enough to write from (Synced).
+	initial   bool
+	attempted map[string]bool
 }
 
 // NewController watches nodes through the informer.
@@ -103,8 +108,9 @@ func NewController(api NodeAPI, kube kubernetes.Interface, informer coreinformer
 		selector: selector, opts: opts, recorder: recorder, now: time.Now,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bgp-nodes"}),
-		selected: map[string]bool{},
-		state:    map[string]*nodeState{},
+		selected:  map[string]bool{},
+		state:     map[string]*nodeState{},
+		attempted: map[string]bool{},
 	}
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.queue.Add(selectionKey) },
@@ -160,9 +166,37 @@ func (c *Controller) worker(ctx context.Context) {
 
 func (c *Controller) sync(ctx context.Context, key string) error {
 	if key == selectionKey {
-		return c.syncSelection(ctx)
+		err := c.syncSelection(ctx)
+		if err == nil {
+			c.mu.Lock()
+			c.initial = true
+			c.mu.Unlock()
+		}
+		return err
 	}
-	return c.syncNode(ctx, key)
+	err := c.syncNode(ctx, key)
+	c.mu.Lock()
+	c.attempted[key] = true
+	c.mu.Unlock()
+	return err
+}
+
+// Synced reports whether the first selection ran and every selected node
+// was synced once. Until then Nodes misses nodes that have BGP, and
+// whoever writes peers from it would take sessions away (a restart, or a
+// take-over from another CCM, must not).
+func (c *Controller) Synced() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.initial {
+		return false
+	}
+	for name, sel := range c.selected {
+		if sel && !c.attempted[name] {
+			return false
+		}
+	}
+	return true
 }
 
 // syncSelection evaluates selection once for all nodes and queues those

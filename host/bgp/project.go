@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	"k8s.io/klog/v2"
@@ -40,12 +41,20 @@ func EnableProject(ctx context.Context, api ProjectAPI, asn uint32, password con
 		klog.InfoS("Project BGP already enabled; adopting its ASN and password", "asn", cur.GetAsn(), "status", cur.GetStatus())
 		return ProjectState{ASN: cur.GetAsn(), Adopted: true}, nil
 	}
+	if password != "" && !bgpPassPattern.MatchString(password.Reveal()) {
+		return ProjectState{}, errors.New("bgpPass (METAL_BGP_PASS or \"bgpPass\" in the cloud-config) must be 10 to 20 letters and digits, as the Equinix Metal API requires, to enable BGP on the project (the value is not shown); fix it, or enable the project's BGP yourself and this CCM adopts its password")
+	}
 	if err := api.EnableProjectBGP(ctx, int64(asn), password); err != nil {
 		return ProjectState{}, fmt.Errorf("enabling BGP on the project with ASN %d: %w", asn, err)
 	}
 	klog.InfoS("Enabled BGP on the project", "asn", asn)
 	return ProjectState{ASN: int64(asn)}, nil
 }
+
+// bgpPassPattern is what the Equinix Metal API accepts for a project's BGP
+// MD5 password (BgpConfigRequestInput.md5). Only checked when this CCM sets
+// the password: an adopted project keeps its own, whatever bgpPass says.
+var bgpPassPattern = regexp.MustCompile(`^[A-Za-z0-9]{10,20}$`)
 
 func enabled(c *metalv1.BgpConfig) bool {
 	return c != nil && c.GetId() != "" && c.GetStatus() != metalv1.BGPCONFIGSTATUS_DISABLED

@@ -37,6 +37,9 @@ type LoadBalancer struct {
 	ConfigMap string // legacy MetalLB mode
 	Path      string // LBWasm: the module file
 	SHA256    string // LBWasm: optional pin, lower-case hex
+	// OCIRef (LBWasm from wasm+oci://) is registry/repository@sha256:<hex>:
+	// the module is pulled by digest (host/ocimodule) into Path at start.
+	OCIRef string
 	// Options are the query parameters the module receives (all but
 	// crdConfiguration, which selects the built-in, and sha256, which pins
 	// the file).
@@ -49,6 +52,7 @@ type LoadBalancer struct {
 //	metallb:///<ns>                     CRD mode in <ns>
 //	metallb:///<ns>?crdConfiguration=true
 //	metallb:///<ns>/<configmap>         legacy ConfigMap mode
+//	metallb:///<ns>/<configmap>?crdConfiguration=true   CRD mode in <ns>, as upstream
 //	metallb:///<ns>?crdConfiguration=false   legacy, ConfigMap "config"
 //	kube-vip://   empty://
 //	wasm:///abs/path/module.wasm[?sha256=<hex>&key=value]
@@ -99,7 +103,9 @@ func ParseLoadBalancer(raw string) (LoadBalancer, error) {
 			}
 			switch {
 			case crd && lb.Kind == LBMetalLBConfigMap:
-				return LoadBalancer{}, fmt.Errorf("names a ConfigMap (%s) and asks for crdConfiguration=true; drop the ConfigMap name for CRD mode, or drop crdConfiguration for ConfigMap mode", lb.ConfigMap)
+				// Upstream runs this in CRD mode and ignores the name;
+				// ModeChoice says so at start.
+				lb.Kind, lb.ConfigMap = LBMetalLBCRD, ""
 			case !crd && lb.Kind == LBMetalLBCRD:
 				lb.Kind, lb.ConfigMap = LBMetalLBConfigMap, DefaultMetalLBConfigMap
 			}
@@ -135,12 +141,43 @@ func ParseLoadBalancer(raw string) (LoadBalancer, error) {
 		}
 		lb.Options = opts
 		return lb, nil
+	case "wasm+oci":
+		return parseOCIModule(u, opts)
 	case "emlb":
 		return LoadBalancer{}, fmt.Errorf("uses emlb://, the Equinix Metal Load Balancer, which this CCM does not support; use metallb:///, kube-vip://, empty:// or a wasm:/// module")
 	case "":
 		return LoadBalancer{}, fmt.Errorf("has no type; use <type>:///<detail> with type metallb, kube-vip, empty or wasm")
 	default:
 		return LoadBalancer{}, fmt.Errorf("has the unknown type %q; use metallb, kube-vip, empty or wasm", u.Scheme)
+	}
+}
+
+// ModeChoice is the start-up log line that says which MetalLB mode raw
+// selects and why, naming the URL that selects the other mode: the two
+// upstream READMEs disagree on the bare metallb:///<ns> (the newer says
+// ConfigMap, the older CRDs, upstream v3.8.1's code picks the ConfigMap),
+// so a user switching must be able to see which one they got. Empty for
+// the other kinds and for a URL that does not parse.
+func ModeChoice(raw string) string {
+	lb, err := ParseLoadBalancer(raw)
+	if err != nil || (lb.Kind != LBMetalLBCRD && lb.Kind != LBMetalLBConfigMap) {
+		return ""
+	}
+	u, _ := url.Parse(raw)
+	crd, given := u.Query()["crdConfiguration"]
+	named := len(splitPath(u.Path)) == 2
+	ns := lb.Namespace
+	switch {
+	case lb.Kind == LBMetalLBCRD && given && named:
+		return fmt.Sprintf("MetalLB custom resources in namespace %s, because of crdConfiguration=%s; the ConfigMap name %q in the URL is ignored, as upstream ignores it. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s", ns, crd[0], splitPath(u.Path)[1], ns, splitPath(u.Path)[1])
+	case lb.Kind == LBMetalLBCRD && given:
+		return fmt.Sprintf("MetalLB custom resources in namespace %s, because of crdConfiguration=%s. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s", ns, crd[0], ns, DefaultMetalLBConfigMap)
+	case lb.Kind == LBMetalLBCRD:
+		return fmt.Sprintf("MetalLB custom resources in namespace %s: the URL names no ConfigMap and has no crdConfiguration, and MetalLB <= 0.12 (the ConfigMap's only reader) is out of support; upstream v3.8.1 used the ConfigMap %s/%s for this URL. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s or metallb:///%s?crdConfiguration=false", ns, ns, DefaultMetalLBConfigMap, ns, DefaultMetalLBConfigMap, ns)
+	case given:
+		return fmt.Sprintf("MetalLB <= 0.12 ConfigMap %s/%s, because of crdConfiguration=%s. For MetalLB custom resources use metallb:///%s?crdConfiguration=true", ns, lb.ConfigMap, crd[0], ns)
+	default:
+		return fmt.Sprintf("MetalLB <= 0.12 ConfigMap %s/%s, because the URL names it. For MetalLB custom resources use metallb:///%s?crdConfiguration=true", ns, lb.ConfigMap, ns)
 	}
 }
 
@@ -155,6 +192,10 @@ func (lb LoadBalancer) String() string {
 	case LBMetalLBConfigMap:
 		fmt.Fprintf(&b, "metallb:///%s/%s", lb.Namespace, lb.ConfigMap)
 	case LBWasm:
+		if lb.OCIRef != "" {
+			fmt.Fprintf(&b, "wasm+oci://%s", lb.OCIRef)
+			break
+		}
 		fmt.Fprintf(&b, "wasm://%s", lb.Path)
 	default:
 		fmt.Fprintf(&b, "%s://", lb.Kind)
@@ -190,4 +231,33 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// parseOCIModule reads wasm+oci://<registry>/<repository>@sha256:<hex>. A
+// tag is refused: what runs must not change when someone pushes.
+func parseOCIModule(u *url.URL, opts map[string]string) (LoadBalancer, error) {
+	ref := u.Host + u.Path
+	repo, digest, ok := strings.Cut(ref, "@")
+	if u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		return LoadBalancer{}, fmt.Errorf("does not name a registry and repository; use wasm+oci://<registry>/<repository>@sha256:<digest>")
+	}
+	if !ok {
+		return LoadBalancer{}, fmt.Errorf("is not pinned by digest; a tag can change under the CCM, so name the module by digest: wasm+oci://%s@sha256:<digest> (make module-image prints it; crane digest <ref> finds it)", u.Host+tagless(u.Path))
+	}
+	hexDigest, ok := strings.CutPrefix(digest, "sha256:")
+	if b, err := hex.DecodeString(hexDigest); !ok || err != nil || len(b) != 32 {
+		return LoadBalancer{}, fmt.Errorf("has the digest %q; want sha256: and 64 hexadecimal digits", digest)
+	}
+	if _, ok := opts["sha256"]; ok {
+		return LoadBalancer{}, fmt.Errorf("has sha256= as well as a digest; the digest pins the module already, drop sha256=")
+	}
+	return LoadBalancer{Kind: LBWasm, OCIRef: repo + "@sha256:" + strings.ToLower(hexDigest), Options: opts}, nil
+}
+
+// tagless is the repository path without a trailing :tag.
+func tagless(p string) string {
+	if i := strings.LastIndex(p, ":"); i > strings.LastIndex(p, "/") {
+		return p[:i]
+	}
+	return p
 }

@@ -20,14 +20,23 @@ func TestParseLoadBalancer(t *testing.T) {
 		{in: "metallb:///?crdConfiguration=false", want: LoadBalancer{Kind: LBMetalLBConfigMap, Namespace: "metallb-system", ConfigMap: "config", Options: map[string]string{}}},
 		{in: "metallb:///foo/myconfig", want: LoadBalancer{Kind: LBMetalLBConfigMap, Namespace: "foo", ConfigMap: "myconfig", Options: map[string]string{}}},
 		{in: "metallb:///foo/myconfig?crdConfiguration=false", want: LoadBalancer{Kind: LBMetalLBConfigMap, Namespace: "foo", ConfigMap: "myconfig", Options: map[string]string{}}},
+		// Upstream runs this in CRD mode and ignores the ConfigMap name.
+		{in: "metallb:///foo/cm?crdConfiguration=true", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "foo", Options: map[string]string{}}},
+		{in: "metallb:///?crdConfiguration=true", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "metallb-system", Options: map[string]string{}}},
+		{in: "metallb:///metallb-system/config", want: LoadBalancer{Kind: LBMetalLBConfigMap, Namespace: "metallb-system", ConfigMap: "config", Options: map[string]string{}}},
+		{in: "metallb:///metallb-system", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "metallb-system", Options: map[string]string{}}},
 		{in: "metallb:///lb?crdConfiguration=true&community=65000:1", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "lb", Options: map[string]string{"community": "65000:1"}}},
 		{in: "kube-vip://", want: LoadBalancer{Kind: LBKubeVIP, Options: map[string]string{}}},
 		{in: "empty://", want: LoadBalancer{Kind: LBEmpty, Options: map[string]string{}}},
 		{in: "wasm:///etc/ccm/modules/mine.wasm?asn=1", want: LoadBalancer{Kind: LBWasm, Path: "/etc/ccm/modules/mine.wasm", Options: map[string]string{"asn": "1"}}},
 		{in: "wasm:///m.wasm?sha256=" + strings.Repeat("AB", 32), want: LoadBalancer{Kind: LBWasm, Path: "/m.wasm", SHA256: strings.Repeat("ab", 32), Options: map[string]string{}}},
+		{in: "wasm+oci://registry.example:5000/team/bird@sha256:" + strings.Repeat("AB", 32) + "?namespace=bird", want: LoadBalancer{Kind: LBWasm, OCIRef: "registry.example:5000/team/bird@sha256:" + strings.Repeat("ab", 32), Options: map[string]string{"namespace": "bird"}}},
 
+		{in: "wasm+oci://registry.example:5000/team/bird:v1", err: "is not pinned by digest; a tag can change under the CCM, so name the module by digest: wasm+oci://registry.example:5000/team/bird@sha256:<digest>"},
+		{in: "wasm+oci://registry.example/team/bird@sha256:abc", err: "64 hexadecimal digits"},
+		{in: "wasm+oci://registry.example/team/bird@sha256:" + strings.Repeat("ab", 32) + "?sha256=" + strings.Repeat("ab", 32), err: "drop sha256="},
+		{in: "wasm+oci:///team/bird@sha256:" + strings.Repeat("ab", 32), err: "does not name a registry and repository"},
 		{in: "metallb:///a/b/c", err: "too many path segments"},
-		{in: "metallb:///foo/cm?crdConfiguration=true", err: "drop the ConfigMap name"},
 		{in: "metallb:///foo?crdConfiguration=maybe", err: `crdConfiguration="maybe"`},
 		{in: "metallb:///Bad_NS", err: "not a valid namespace name"},
 		{in: "metallb:///ns/Bad_CM", err: "not a valid object name"},
@@ -54,6 +63,34 @@ func TestParseLoadBalancer(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestModeChoice: the start-up line names the mode, why, and the URL of
+// the other mode, for every MetalLB form of both upstream READMEs.
+func TestModeChoice(t *testing.T) {
+	cases := []struct{ in, want, other string }{
+		{"metallb:///", "custom resources in namespace metallb-system: the URL names no ConfigMap", "metallb:///metallb-system/config"},
+		{"metallb:///metallb-system", "custom resources in namespace metallb-system: the URL names no ConfigMap", "metallb:///metallb-system?crdConfiguration=false"},
+		{"metallb:///foonamespace", "custom resources in namespace foonamespace", "metallb:///foonamespace/config"},
+		{"metallb:///metallb-system?crdConfiguration=true", "because of crdConfiguration=true", "metallb:///metallb-system/config"},
+		{"metallb:///?crdConfiguration=true", "custom resources in namespace metallb-system, because of crdConfiguration=true", "metallb:///metallb-system/config"},
+		{"metallb:///foonamespace?crdConfiguration=true", "namespace foonamespace, because of crdConfiguration=true", "metallb:///foonamespace/config"},
+		{"metallb:///metallb-system/config?crdConfiguration=true", `the ConfigMap name "config" in the URL is ignored`, "metallb:///metallb-system/config"},
+		{"metallb:///metallb-system/config", "ConfigMap metallb-system/config, because the URL names it", "metallb:///metallb-system?crdConfiguration=true"},
+		{"metallb:///foonamespace/myconfig", "ConfigMap foonamespace/myconfig", "metallb:///foonamespace?crdConfiguration=true"},
+		{"metallb:///?crdConfiguration=false", "ConfigMap metallb-system/config, because of crdConfiguration=false", "metallb:///metallb-system?crdConfiguration=true"},
+		{"metallb:///metallb-system/config?crdConfiguration=false", "because of crdConfiguration=false", "metallb:///metallb-system?crdConfiguration=true"},
+		{"kube-vip://", "", ""},
+		{"metallb://bad", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got := ModeChoice(tc.in)
+			if !strings.Contains(got, tc.want) || !strings.Contains(got, tc.other) || (tc.want == "") != (got == "") {
+				t.Fatalf("ModeChoice(%q) = %q, want it to contain %q and %q", tc.in, got, tc.want, tc.other)
 			}
 		})
 	}

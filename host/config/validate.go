@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -16,10 +15,6 @@ import (
 // PeerIndex is the placeholder in annotation templates: the SDK's, since
 // the SDK renders and matches the annotations.
 const PeerIndex = sdk.Placeholder
-
-// bgpPassPattern is what the Equinix Metal API accepts for a project's BGP
-// MD5 password (BgpConfigRequestInput.md5).
-var bgpPassPattern = regexp.MustCompile(`^[A-Za-z0-9]{10,20}$`)
 
 // validate checks cross-field rules and ranges and fills the parsed fields.
 // source names where an option's value came from; failed lists the options
@@ -84,9 +79,9 @@ func (v *validator) bgp(c *Config) {
 	if c.LocalASN == 0 {
 		v.add("localASN", "0 is not an ASN; use a number between 1 and 4294967295")
 	}
-	if c.BGPPass != "" && !bgpPassPattern.MatchString(c.BGPPass.Reveal()) {
-		v.add("bgpPass", "the password must be 10 to 20 letters and digits, as the Equinix Metal API requires (the value is not shown)")
-	}
+	// bgpPass is checked by bgp.EnableProject, only when this CCM sets it:
+	// a project whose BGP is already enabled keeps its own password.
+
 	templates := []struct{ key, value string }{
 		{"annotationLocalASN", c.AnnotationLocalASN},
 		{"annotationPeerASN", c.AnnotationPeerASN},

@@ -115,7 +115,20 @@ func TestSecretsNeverInErrors(t *testing.T) {
 	if strings.Contains(err.Error(), testKey) || strings.Contains(err.Error(), testPass) {
 		t.Fatalf("secret in error: %v", err)
 	}
-	if !strings.Contains(err.Error(), "bgpPass") {
-		t.Fatalf("bgpPass problem not reported: %v", err)
+	if !strings.Contains(err.Error(), "localASN") {
+		t.Fatalf("localASN problem not reported: %v", err)
+	}
+}
+
+// TestBGPPassNotCheckedAtLoad: a password the Equinix API would refuse does
+// not stop the CCM at start; it matters only if this CCM enables the
+// project's BGP (bgp.EnableProject checks it then).
+func TestBGPPassNotCheckedAtLoad(t *testing.T) {
+	cfg, err := Load(Sources{Environ: []string{"METAL_API_KEY=" + testKey, "METAL_PROJECT_ID=p", "METAL_BGP_PASS=short!"}})
+	if err != nil {
+		t.Fatalf("a bgpPass the API would refuse stopped the load: %v", err)
+	}
+	if cfg.BGPPass.Reveal() != "short!" {
+		t.Fatal("bgpPass not loaded")
 	}
 }

@@ -24,8 +24,9 @@ import (
 // costs no API call.
 type API interface {
 	ReservationsWithTags(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error)
-	// RequestReservation must be idempotent by tags: it looks them up (fresh)
-	// before creating, so a retry after a lost response reserves nothing twice.
+	// RequestReservation must be idempotent by tags: it looks them up before
+	// creating (re-reading the project after a lost response), so a retry
+	// reserves nothing twice.
 	RequestReservation(ctx context.Context, r metal.ReservationRequest) (*metalv1.IPReservation, error)
 	Reservation(ctx context.Context, id string) (*metalv1.IPReservation, error)
 	DeleteIP(ctx context.Context, id string) error

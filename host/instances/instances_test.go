@@ -128,6 +128,11 @@ func TestDeviceID(t *testing.T) {
 		{in: "aws:///us-east-1a/i-123", err: "registered by another cloud provider"},
 		{in: "equinixmetal://", err: "no device ID"},
 		{in: "abc-123", err: "not of the form"},
+		// A bare device UUID, as upstream accepts it.
+		{in: "30b8a951-456a-4a74-80d6-56f2c75e01f9", want: "30b8a951-456a-4a74-80d6-56f2c75e01f9"},
+		{in: "30B8A951-456A-4A74-80D6-56F2C75E01F9", want: "30b8a951-456a-4a74-80d6-56f2c75e01f9"},
+		{in: "30b8a951-456a-4a74-80d6-56f2c75e01f", err: "not of the form"},
+		{in: "30b8a951x456a-4a74-80d6-56f2c75e01f9", err: "not of the form"},
 	}
 	for _, tc := range cases {
 		got, err := DeviceID(tc.in)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/yaml"
 
@@ -42,6 +46,7 @@ var (
 type cluster struct {
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
+	cfg  *rest.Config
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -50,7 +55,7 @@ func startCluster(t *testing.T) *cluster {
 		t.Skip("integration test against a real kube-apiserver; run without -short")
 	}
 	env := testenv.New(t)
-	c := &cluster{kube: kubernetes.NewForConfigOrDie(env.Config), dyn: dynamic.NewForConfigOrDie(env.Config)}
+	c := &cluster{kube: kubernetes.NewForConfigOrDie(env.Config), dyn: dynamic.NewForConfigOrDie(env.Config), cfg: env.Config}
 	ctx := context.Background()
 	for _, ns := range []string{"metallb-system", "hostile", "ai", "shop"} {
 		_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -269,6 +274,69 @@ func TestIntegration(t *testing.T) {
 		})
 	})
 
+	t.Run("an unchanged object is not applied again; a changed or deleted one is", func(t *testing.T) {
+		snap := &snapshot{}
+		snap.set(threeByThree())
+		var mu sync.Mutex
+		patches := map[string]int{}
+		cfg := rest.CopyConfig(c.cfg)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if req.Method == http.MethodPatch {
+					mu.Lock()
+					patches[path.Base(req.URL.Path)]++
+					mu.Unlock()
+				}
+				return rt.RoundTrip(req)
+			})
+		})
+		counted := &cluster{kube: c.kube, dyn: dynamic.NewForConfigOrDie(cfg), cfg: cfg}
+		r := reconciler(t, counted, sdktest.Build(t, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, snap, nil)
+		sync := func() map[string]int {
+			t.Helper()
+			mu.Lock()
+			clear(patches)
+			mu.Unlock()
+			if err := r.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return maps.Clone(patches)
+		}
+		// A new process knows nothing it applied: everything is applied once.
+		if got := sync(); len(got) < 3+6 || got["shop.web"] != 1 || got["worker-3-1"] != 1 {
+			t.Fatalf("first sync applied %v, want at least 3 pools and 6 peers", got)
+		}
+		if got := sync(); len(got) != 0 {
+			t.Fatalf("a sync with nothing changed applied %v", got)
+		}
+		req := threeByThree()
+		req.Services[0].IPs = []string{"145.40.1.99"}
+		snap.set(req)
+		if got := sync(); fmt.Sprint(got) != "map[shop.web:1]" {
+			t.Fatalf("a changed Service applied %v, want only its pool", got)
+		}
+		// Someone else edits one pool and deletes another: both come back.
+		u := get(t, c, poolsGVR, "metallb-system", "shop.api", nil)
+		_ = unstructured.SetNestedStringSlice(u.Object, []string{"198.51.100.7/32"}, "spec", "addresses")
+		if _, err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").Delete(ctx, "shop.db", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := sync(); fmt.Sprint(got) != "map[shop.api:1 shop.db:1]" {
+			t.Fatalf("after an edit and a delete by hand the sync applied %v, want exactly those two", got)
+		}
+		var pool metallbv1beta1.IPAddressPool
+		get(t, c, poolsGVR, "metallb-system", "shop.api", &pool)
+		if pool.Spec.Addresses[0] != "145.40.1.11/32" {
+			t.Errorf("the edited pool was not put back: %v", pool.Spec.Addresses)
+		}
+		get(t, c, poolsGVR, "metallb-system", "shop.db", nil)
+	})
+
 	t.Run("legacy ConfigMap keeps the user's entries", func(t *testing.T) {
 		snap := &snapshot{}
 		snap.set(threeByThree())
@@ -403,3 +471,7 @@ func TestIntegration(t *testing.T) {
 		}
 	})
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

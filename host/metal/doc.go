@@ -25,10 +25,13 @@
 //
 // POST is never retried by the HTTP layer: a POST that timed out may have
 // created its object, and repeating it blindly would create a second one.
-// The one POST that is retried is RequestReservation's, and only because it
-// re-reads the project's reservations and looks for its tags before every
-// attempt, so an earlier attempt that did succeed is found rather than
-// duplicated. EnsureDeviceBGPSession's POST is safe to repeat because the
+// The one POST that is retried is RequestReservation's, and only because
+// after an attempt whose outcome is unknown (timeout, transport error, 5xx)
+// it re-reads the project's reservations and looks for its tags before the
+// next attempt, so an earlier attempt that did succeed is found rather than
+// duplicated. Otherwise a new reservation costs its POST alone: the lookup
+// by tags is answered from the reservation cache, which is re-read first
+// only if it is older than RefreshPeriod or was never filled. EnsureDeviceBGPSession's POST is safe to repeat because the
 // API refuses a second session (422), which counts as success.
 //
 // # Caches

@@ -188,19 +188,29 @@ type ReservationRequest struct {
 // RequestReservation returns the reservation carrying all of r.Tags,
 // creating it if there is none.
 //
-// It first re-reads the project's reservations, so a reservation created by
-// a previous leader or by hand is found instead of duplicated. The re-read is
-// the listing already under way if there is one (shared with concurrent
-// callers), else a new one. After an attempt whose outcome is unknown (a
-// timeout, a transport error or a 5xx: the API may have created it), the
-// next attempt, in this call or a later one, waits for a listing that
-// started after that failure, so a lost answer never leads to a second
-// reservation. Calls with the same tags are serialised in this process, and
-// a reservation we created is in the cache at once. The POST itself is never
+// A new Service costs one POST: the lookup by tags is answered from the
+// reservation cache, which holds every reservation of the project as of a
+// listing no older than RefreshPeriod plus our own writes since. The
+// project is listed again before the lookup only when that is not enough to
+// rule out a duplicate:
+//
+//   - the cache has never been filled (a new process, e.g. after a crash or a
+//     leader change: the first listing finds what the previous one made);
+//   - an earlier attempt for the same tags ended without knowing whether the
+//     API created the reservation (a timeout, a transport error or a 5xx):
+//     the attempt then waits for a listing that started after that failure,
+//     in this call or a later one, so a lost answer never leads to a second
+//     reservation;
+//   - the cache's listing is older than RefreshPeriod (Run missed a refresh),
+//     so a reservation made by hand in the meantime is seen. The listing
+//     already under way, if any, is shared with concurrent callers.
+//
+// Calls with the same tags are serialised in this process, and a
+// reservation we created is in the cache at once. The POST itself is never
 // repeated blindly: after a 429, 5xx or transport error the loop starts
-// again with the re-read, with backoff, at most Retries more times. A 4xx
-// such as 422 (no IPs left in the metro, approval required) is returned at
-// once.
+// again (re-reading first if the outcome is unknown), with backoff, at most
+// Retries more times. A 4xx such as 422 (no IPs left in the metro, approval
+// required) is returned at once.
 func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (*metalv1.IPReservation, error) {
 	if len(r.Tags) == 0 {
 		return nil, errors.New("request IP reservation: no tags; a reservation without tags cannot be found again and would leak")
@@ -224,12 +234,7 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 		Cap:      c.opts.RetryWaitMax,
 	}
 	err := wait.ExponentialBackoffWithContext(ctx, b, func(ctx context.Context) (bool, error) {
-		after := c.reservations.joinTicket()
-		if c.uncertain(key) {
-			after = c.reservations.ticket()
-		}
-		cacheMiss(cacheReservations)
-		if err := c.reservations.refresh(ctx, after, refreshTimeout, c.listAllReservations); err != nil {
+		if err := c.reservationsBeforeCreate(ctx, key); err != nil {
 			return false, err
 		}
 		if existing := c.reservationsWithTags(r.Tags); len(existing) > 0 {
@@ -277,6 +282,25 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 		return nil, fmt.Errorf("%w (gave up after %d attempts)", lastErr, b.Steps)
 	}
 	return nil, err
+}
+
+// reservationsBeforeCreate makes the cache good enough to decide that no
+// reservation carries the tags of key (see RequestReservation): a listing
+// that started after an unknown outcome for key, else any listing younger
+// than RefreshPeriod (the running or next one if the cache is older).
+func (c *Client) reservationsBeforeCreate(ctx context.Context, key string) error {
+	var after uint64
+	switch {
+	case c.uncertain(key):
+		after = c.reservations.ticket()
+	case c.reservations.listedWithin(c.opts.RefreshPeriod):
+		cacheHit(cacheReservations)
+		return nil
+	case c.reservations.isLoaded():
+		after = c.reservations.joinTicket()
+	}
+	cacheMiss(cacheReservations)
+	return c.reservations.refresh(ctx, after, refreshTimeout, c.listAllReservations)
 }
 
 // outcomeUnknown says whether a failed POST may nevertheless have created

@@ -34,9 +34,13 @@ type store struct {
 	loaded    bool
 	flights   uint64 // listings started so far; a listing's number is its position
 	completed uint64 // number of the latest listing applied to idx
-	inFlight  bool
-	journal   []journalEntry
-	size      int
+	// listedAt is when the latest applied listing started: the contents
+	// are at least that fresh.
+	listedAt time.Time
+	now      func() time.Time // time.Now; tests move it
+	inFlight bool
+	journal  []journalEntry
+	size     int
 	// counted indexes keep a count per value (see count).
 	counted map[string]cache.IndexFunc
 	counts  map[string]map[string]int
@@ -54,7 +58,7 @@ type journalEntry struct {
 // per value.
 func newStore(name string, keyFunc cache.KeyFunc, indexers cache.Indexers, counted ...string) *store {
 	s := &store{name: name, keyFunc: keyFunc, idx: cache.NewIndexer(keyFunc, indexers),
-		counted: map[string]cache.IndexFunc{}, counts: map[string]map[string]int{}}
+		counted: map[string]cache.IndexFunc{}, counts: map[string]map[string]int{}, now: time.Now}
 	for _, c := range counted {
 		s.counted[c] = indexers[c]
 	}
@@ -67,6 +71,14 @@ func (s *store) isLoaded() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.loaded
+}
+
+// listedWithin tells whether the store holds a listing that started less
+// than d ago.
+func (s *store) listedWithin(d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loaded && s.now().Sub(s.listedAt) < d
 }
 
 // ticket is the number of listings started so far; refresh(ctx, ticket, …)
@@ -185,6 +197,7 @@ func (s *store) refresh(ctx context.Context, after uint64, timeout time.Duration
 			}
 			s.flights++
 			n := s.flights
+			started := s.now()
 			s.inFlight = true
 			s.journal = nil
 			s.mu.Unlock()
@@ -219,6 +232,7 @@ func (s *store) refresh(ctx context.Context, after uint64, timeout time.Duration
 			}
 			s.loaded = true
 			s.completed = n
+			s.listedAt = started
 			cacheRefreshes.WithLabelValues(s.name, "success").Inc()
 			cacheObjects.WithLabelValues(s.name).Set(float64(s.size))
 			return n, nil

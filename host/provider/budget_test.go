@@ -130,6 +130,7 @@ func serviceBurst(b *testing.B, latency time.Duration) {
 		ctx := context.Background()
 		const services = 100
 		created := make([]time.Time, services)
+		h.emu.ResetCounts()
 		b.StartTimer()
 		var wg sync.WaitGroup
 		for j := 0; j < services; j++ {
@@ -163,6 +164,9 @@ func serviceBurst(b *testing.B, latency time.Duration) {
 		if len(got) < services {
 			b.Fatalf("only %d of %d Services got an address", len(got), services)
 		}
+		calls, detail := apiCalls(h.emu)
+		b.ReportMetric(float64(calls), "api-calls")
+		b.Logf("Equinix calls for %d new Services: %d: %s", services, calls, detail)
 		var lat []time.Duration
 		for _, d := range got {
 			lat = append(lat, d)

@@ -216,6 +216,12 @@ func (h *harness) events(name string) string {
 // least-privilege RBAC in deploy/ (MetalLB overlay).
 func (h *harness) checkRBAC() {
 	h.t.Helper()
+	h.checkRBACOf("overlays/metallb")
+}
+
+// checkRBACOf is checkRBAC against the RBAC of another kustomization.
+func (h *harness) checkRBACOf(overlay string) {
+	h.t.Helper()
 	events, err := h.env.AuditEvents()
 	if err != nil {
 		h.t.Fatal(err)
@@ -224,7 +230,7 @@ func (h *harness) checkRBAC() {
 	if len(calls) == 0 {
 		h.t.Fatal("the audit log shows no call by the CCM")
 	}
-	objs, err := deploy.Render("overlays/metallb")
+	objs, err := deploy.Render(overlay)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -2,10 +2,17 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -14,6 +21,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -21,7 +29,14 @@ import (
 // path, a failed sha256 pin or an invalid module stops the CCM at start,
 // and registers the loop that keeps the cluster at its output.
 func (c *Cloud) setupModule(cfg *config.Config) error {
-	mod, err := lbmodule.Load(context.Background(), cfg.LB, lbmodule.OptionsFromConfig(cfg))
+	if choice := config.ModeChoice(cfg.LoadBalancer); choice != "" {
+		klog.InfoS("MetalLB mode chosen: "+choice, "loadbalancer", cfg.LB.String())
+	}
+	lb, err := pullModule(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	mod, err := lbmodule.Load(context.Background(), lb, lbmodule.OptionsFromConfig(cfg))
 	if err != nil {
 		return err
 	}
@@ -60,9 +75,65 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 				DeleteFunc: func(any) { rec.MarkDirty() },
 			},
 		})
-		go rec.Run(ctx)
+		go func() {
+			if c.waitForInputs(ctx, services.Informer().HasSynced) {
+				rec.Run(ctx)
+			}
+		}()
 	})
 	return nil
+}
+
+// waitForInputs holds the first sync until the module's input is complete:
+// every Service read, and every BGP node synced once. A sync from a partial
+// snapshot would prune the pools and peers of the Services and nodes not
+// seen yet — after every restart, and when taking over from upstream.
+func (c *Cloud) waitForInputs(ctx context.Context, servicesSynced cache.InformerSynced) bool {
+	if !cache.WaitForCacheSync(ctx.Done(), servicesSynced) {
+		return false
+	}
+	if c.lb == nil {
+		return true // no BGP without load balancing
+	}
+	logged := false
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		ctl := c.bgp.Load()
+		if ctl != nil && ctl.Synced() {
+			return true, nil
+		}
+		if !logged {
+			klog.InfoS("Load-balancer module waits for the BGP nodes before its first sync")
+			logged = true
+		}
+		return false, nil
+	})
+	return err == nil
+}
+
+// pullModule turns a wasm+oci:// module into a file module: pulled once by
+// digest (credentials from $DOCKER_CONFIG, where the chart mounts a pull
+// Secret), verified, cached under the module cache directory, and then
+// loaded like a mounted file pinned by its sha256. Anything that does not
+// match the digest is never run: the CCM stops at start with the reason.
+func pullModule(ctx context.Context, cfg *config.Config) (config.LoadBalancer, error) {
+	lb := cfg.LB
+	if lb.OCIRef == "" {
+		return lb, nil
+	}
+	dir := filepath.Join(os.TempDir(), "ccm-oci-modules")
+	if cfg.ModuleCacheDir != "" {
+		dir = filepath.Join(cfg.ModuleCacheDir, "oci")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	wasm, path, err := (&ocimodule.Fetcher{CacheDir: dir}).Fetch(ctx, lb.OCIRef)
+	if err != nil {
+		return lb, fmt.Errorf("load-balancer %v", err)
+	}
+	sum := sha256.Sum256(wasm)
+	lb.Path, lb.SHA256 = path, hex.EncodeToString(sum[:])
+	klog.InfoS("Pulled the load-balancer module", "ref", lb.OCIRef, "cache", path)
+	return lb, nil
 }
 
 // snapshotter is the thin adapter around lbsnapshot.Build: it reads the

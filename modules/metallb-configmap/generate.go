@@ -20,10 +20,13 @@ const (
 	configKey        = "config"
 	// nomatchPrefix marks the CCM's own peers, as upstream does: a node
 	// selector on labels no node carries is ignored by MetalLB (selectors
-	// are ORed) but tells the CCM which peers it wrote.
+	// are ORed) but tells the CCM which peers it wrote. Each peer lists the
+	// Services it serves in upstream's two labels, so that upstream v3.8.1
+	// finds its peers unchanged after a rollback instead of adding a
+	// second copy of each.
 	nomatchPrefix = "nomatch.metal.equinix.com/"
-	managedBy     = nomatchPrefix + "managed-by"
-	bgpPort       = 179
+	svcNameKey    = nomatchPrefix + "service-name"
+	svcNSKey      = nomatchPrefix + "service-namespace"
 )
 
 func target(o sdk.Options) (ns, name string) {
@@ -78,22 +81,22 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 
 	var peers []any
 	if len(pools) > 0 {
-		for _, s := range metallb.Sessions(req.Nodes) {
+		served := serviceSelectors(pools)
+		for _, sess := range metallb.Sessions(req.Nodes) {
+			sels := append([]any{map[string]any{"match-labels": map[string]any{metallb.HostnameLabel: sess.Hostname}}}, served...)
+			// No peer-port: MetalLB's default is 179, and upstream compares
+			// the port when it looks for its own peer after a rollback.
 			p := map[string]any{
-				"my-asn":       s.LocalASN,
-				"peer-asn":     s.Peer.ASN,
-				"peer-address": s.Peer.IP,
-				"peer-port":    bgpPort,
-				"node-selectors": []any{
-					map[string]any{"match-labels": map[string]any{metallb.HostnameLabel: s.Hostname}},
-					map[string]any{"match-labels": map[string]any{managedBy: "cloud-provider-equinix-metal"}},
-				},
+				"my-asn":         sess.LocalASN,
+				"peer-asn":       sess.Peer.ASN,
+				"peer-address":   sess.Peer.IP,
+				"node-selectors": sels,
 			}
-			if s.SourceIP != "" {
-				p["source-address"] = s.SourceIP
+			if sess.SourceIP != "" {
+				p["source-address"] = sess.SourceIP
 			}
-			if s.Peer.Password != "" {
-				p["password"] = string(s.Peer.Password)
+			if sess.Peer.Password != "" {
+				p["password"] = string(sess.Peer.Password)
 			}
 			peers = append(peers, p)
 		}
@@ -126,6 +129,22 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		"data":     map[string]any{configKey: string(out)},
 	}}
 	return resp, nil
+}
+
+// serviceSelectors are upstream's bookkeeping selectors, one per Service
+// with an address, sorted by namespace and name.
+func serviceSelectors(pools []metallb.Pool) []any {
+	var ids []string
+	for _, p := range pools {
+		ids = append(ids, p.Services...)
+	}
+	sort.Strings(ids)
+	out := make([]any, 0, len(ids))
+	for _, id := range ids {
+		ns, name, _ := strings.Cut(id, "/")
+		out = append(out, map[string]any{"match-labels": map[string]any{svcNSKey: ns, svcNameKey: name}})
+	}
+	return out
 }
 
 func keep(v any, pred func(map[string]any) bool) []any {

@@ -20,6 +20,12 @@ const (
 	cpValue    = "equinix-metal"
 	servicesAn = "metal.equinix.com/services"
 	bgpPort    = 179
+	// Upstream v3.8.1 recognises a pool as a Service's by the label
+	// service-<name>: namespace-<namespace>; without it, upstream started
+	// after this CCM rewrites the pool's addresses to [<ip>/32, ""].
+	svcLabelPrefix = "service-"
+	nsValuePrefix  = "namespace-"
+	maxLabelName   = 63
 )
 
 func describe(o sdk.Options) (sdk.Description, error) {
@@ -53,7 +59,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		poolNames = append(poolNames, name)
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": poolAPI, "kind": "IPAddressPool",
-			"metadata": meta(name, ns, map[string]any{servicesAn: strings.Join(p.Services, ",")}),
+			"metadata": poolMeta(name, ns, p),
 			"spec":     poolSpec{Addresses: p.CIDRs, AutoAssign: false},
 		})
 	}
@@ -73,7 +79,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 			"spec":     spec,
 		})
 	}
-	if !userAdvertisement(req.Existing, ns) {
+	if !userAdvertisement(req.Existing, ns) || upstreamAdvertisement(req.Existing, ns) {
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": advAPI, "kind": "BGPAdvertisement",
 			"metadata": meta(advName, ns, nil),
@@ -97,10 +103,12 @@ func poolName(p metallb.Pool) string {
 }
 
 // userAdvertisement reports whether a BGPAdvertisement labelled
-// cloud-provider=equinix-metal exists that the CCM did not create.
+// cloud-provider=equinix-metal exists that the CCM did not create. The one
+// named equinix-metal-bgp-adv is never the user's: upstream created it under
+// that name, with that label and without the owned-by label.
 func userAdvertisement(existing []sdk.Object, ns string) bool {
 	for _, o := range existing {
-		if o.Kind() != "BGPAdvertisement" || o.Namespace() != ns {
+		if o.Kind() != "BGPAdvertisement" || o.Namespace() != ns || o.Name() == advName {
 			continue
 		}
 		l := o.Labels()
@@ -109,6 +117,37 @@ func userAdvertisement(existing []sdk.Object, ns string) bool {
 		}
 	}
 	return false
+}
+
+// upstreamAdvertisement reports whether upstream's default advertisement
+// (equinix-metal-bgp-adv, not yet owned) exists. It is adopted even next
+// to a user's own, as upstream kept updating it; once owned, the user's
+// advertisement suppresses it like any default of this CCM.
+func upstreamAdvertisement(existing []sdk.Object, ns string) bool {
+	for _, o := range existing {
+		if o.Kind() == "BGPAdvertisement" && o.Namespace() == ns && o.Name() == advName && o.Labels()[sdk.OwnedLabel] == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// poolMeta labels a pool as upstream does (cloud-provider plus one
+// service-<name>: namespace-<namespace> per Service), so upstream v3.8.1
+// reads the pool as its own after a rollback. A Service whose name or
+// namespace would make the label longer than 63 characters gets none:
+// upstream could not have created that label either.
+func poolMeta(name, ns string, p metallb.Pool) map[string]any {
+	m := meta(name, ns, map[string]any{servicesAn: strings.Join(p.Services, ",")})
+	labels := m["labels"].(map[string]any)
+	for _, s := range p.Services {
+		svcNS, svcName, _ := strings.Cut(s, "/")
+		key, value := svcLabelPrefix+svcName, nsValuePrefix+svcNS
+		if len(key) <= maxLabelName && len(value) <= maxLabelName {
+			labels[key] = value
+		}
+	}
+	return m
 }
 
 func meta(name, ns string, annotations map[string]any) map[string]any {

@@ -1,11 +1,84 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules/internal/golden"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
 func TestGolden(t *testing.T) { golden.Run(t, Module) }
 
 func TestWasmMatchesNative(t *testing.T) { golden.RunWasm(t, Module) }
+
+// TestAdvertisementTakeOver: which existing advertisements make the module
+// emit its default one. Upstream v3.8.1's equinix-metal-bgp-adv carries the
+// cloud-provider label but not the owned-by label; it is adopted, never
+// taken for the user's.
+func TestAdvertisementTakeOver(t *testing.T) {
+	const ns = "metallb-system"
+	adv := func(name string, owned bool) sdk.Object {
+		labels := map[string]any{cpLabel: cpValue}
+		if owned {
+			labels[sdk.OwnedLabel] = sdk.OwnedValue
+		}
+		return sdk.Object{"apiVersion": advAPI, "kind": "BGPAdvertisement", "metadata": map[string]any{"name": name, "namespace": ns, "labels": labels}}
+	}
+	cases := []struct {
+		name     string
+		existing []sdk.Object
+		want     bool
+	}{
+		{"nothing", nil, true},
+		{"upstream's default", []sdk.Object{adv(advName, false)}, true},
+		{"our default", []sdk.Object{adv(advName, true)}, true},
+		{"the user's own", []sdk.Object{adv("mine", false)}, false},
+		{"the user's own and ours", []sdk.Object{adv("mine", false), adv(advName, true)}, false},
+		{"the user's own and upstream's", []sdk.Object{adv("mine", false), adv(advName, false)}, true},
+	}
+	svc := []sdk.Service{{Namespace: "default", Name: "web", IPs: []string{"198.18.0.8"}}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := generate(sdk.GenerateRequest{Services: svc, Existing: tc.existing})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := false
+			for _, o := range resp.Objects {
+				if o.Kind() == "BGPAdvertisement" && o.Name() == advName {
+					got = true
+				}
+			}
+			if got != tc.want {
+				t.Fatalf("default advertisement emitted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPoolCarriesUpstreamLabels: upstream v3.8.1 reads a pool as a
+// Service's by service-<name>: namespace-<namespace>; a name too long for a
+// label gets none rather than an invalid one.
+func TestPoolCarriesUpstreamLabels(t *testing.T) {
+	long := strings.Repeat("x", 60)
+	resp, err := generate(sdk.GenerateRequest{Services: []sdk.Service{
+		{Namespace: "default", Name: "svc-000", IPs: []string{"198.18.0.8"}},
+		{Namespace: "default", Name: long, IPs: []string{"198.18.0.9"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]map[string]string{}
+	for _, o := range resp.Objects {
+		if o.Kind() == "IPAddressPool" {
+			labels[o.Name()] = o.Labels()
+		}
+	}
+	if got := labels["default.svc-000"]; got["service-svc-000"] != "namespace-default" || got[cpLabel] != cpValue {
+		t.Errorf("default.svc-000 labels = %v", got)
+	}
+	if got := labels["default."+long]; len(got) != 1 || got[cpLabel] != cpValue {
+		t.Errorf("long-named pool labels = %v, want only %s", got, cpLabel)
+	}
+}

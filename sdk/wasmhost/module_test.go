@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,6 +162,9 @@ func TestLoadRejects(t *testing.T) {
 		{"describe traps", func() (*wasmhost.Module, error) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "describe-trap"}}, opts())
 		}, "trapped"},
+		{"namespaced kind without a namespace", func() (*wasmhost.Module, error) {
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "no-namespace"}}, opts())
+		}, "declares the namespaced kind ConfigMap (v1) without a namespace; declare its namespace in describe, for a module from the loadbalancer URL option ?namespace=<namespace>"},
 		{"other ABI version", func() (*wasmhost.Module, error) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi2"}}, opts())
 		}, "load-balancer module hostile speaks ABI version 2, this CCM speaks 1; rebuild the module"},
@@ -205,6 +210,54 @@ func TestSameInputIsMemoized(t *testing.T) {
 	if n := bad.GenerateCalls(); n != 2 {
 		t.Fatalf("%d calls of a failing module for 2 requests, want 2", n)
 	}
+}
+
+// Every call starts from the same pristine state: a module cannot observe
+// anything a previous call did — its package variables, the input it saw,
+// or the heap it grew. Concurrent calls are no different.
+func TestNoStateSurvivesACall(t *testing.T) {
+	m := load(t, hostile(t), "remember")
+	var first map[string]any
+	for i := range 4 {
+		req := request()
+		for range i {
+			req.Nodes = append(req.Nodes, req.Nodes[0]) // a different input: no memoized answer
+		}
+		resp, err := m.Generate(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := resp.Objects[0]["data"].(map[string]any)
+		if data["calls"] != "1" || data["seen"] != fmt.Sprint(len(req.Nodes)) {
+			t.Fatalf("call %d saw state from an earlier call: %v", i+1, data)
+		}
+		if first == nil {
+			first = data
+		} else if data["heapSys"] != first["heapSys"] {
+			t.Errorf("call %d starts with a heap of %v bytes, the first with %v: memory survived", i+1, data["heapSys"], first["heapSys"])
+		}
+	}
+	if n := m.GenerateCalls(); n != 4 {
+		t.Fatalf("%d module calls, want 4", n)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := request()
+			req.Services[0].Name = fmt.Sprintf("concurrent-%d", i)
+			resp, err := m.Generate(context.Background(), req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if data, _ := resp.Objects[0]["data"].(map[string]any); data["calls"] != "1" {
+				t.Errorf("a concurrent call saw state from another: %v", data)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // The sandbox: no filesystem, no network, no environment, a fake clock and

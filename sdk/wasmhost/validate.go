@@ -50,6 +50,9 @@ func ValidateDescription(d sdk.Description) error {
 		}
 		seen[key] = true
 	}
+	if err := checkScopes(d); err != nil {
+		return err
+	}
 	for _, r := range d.Reads {
 		if r.APIVersion == "" || r.Kind == "" {
 			return invalid("asks to read objects without apiVersion or kind")

@@ -11,7 +11,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 	"unsafe"
 )
@@ -80,14 +82,25 @@ func describe() int32 {
 	if r.Options.Params["mode"] == "annotate" {
 		annotate = "true"
 	}
+	ns := `"hostile"`
+	if r.Options.Params["mode"] == "no-namespace" {
+		ns = `""` // the SDK README's skeleton without ?namespace=
+	}
 	write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"DescribeResponse","name":"hostile","version":"0",`+
-		`"emits":[{"apiVersion":"v1","kind":"ConfigMap","namespace":"hostile"}],"nodeAnnotations":`+annotate+`}`)
+		`"emits":[{"apiVersion":"v1","kind":"ConfigMap","namespace":`+ns+`}],"nodeAnnotations":`+annotate+`}`)
 	return 0
 }
 
 const okObject = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fine","namespace":"hostile"},"data":{"a":"b"}}`
 
 var keep [][]byte
+
+// remembered is what "remember" keeps from call to call, if the host let it.
+var (
+	calls      int
+	remembered []string
+	ballast    [][]byte
+)
 
 func recurse(n int) int { return recurse(n+1) + 1 }
 
@@ -133,6 +146,17 @@ func generate() int32 {
 		report := fmt.Sprintf(`"file":%q,"net":%q,"env":"%d","year":"%d","rand":"%d"`,
 			fmt.Sprint(ferr != nil), fmt.Sprint(nerr != nil), len(os.Environ()), time.Now().Year(), rand.Uint64())
 		objects = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"sandbox","namespace":"hostile"},"data":{` + report + `}}`
+	case "remember":
+		// State a call leaves behind: a counter, the input it saw, and a
+		// grown heap. The next call must see none of it.
+		calls++
+		remembered = append(remembered, fmt.Sprint(len(r.Nodes)))
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heap := ms.HeapSys
+		ballast = append(ballast, make([]byte, 8<<20))
+		objects = fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"remember","namespace":"hostile"},"data":{"calls":"%d","seen":%q,"heapSys":"%d"}}`,
+			calls, strings.Join(remembered, ","), heap)
 	case "annotate":
 		write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"GenerateResponse","objects":[`+objects+`],"nodeAnnotations":{"worker-1":{"example.com/speaker":"on"}}}`)
 		return 0

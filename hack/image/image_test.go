@@ -1,0 +1,207 @@
+package main
+
+import (
+	"archive/tar"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+)
+
+// repoRoot is where the Makefile is.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func makeTarget(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("make", append([]string{"-s", "-C", repoRoot(t)}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestMakeImage runs `make image` as a person would (with the README's
+// REGISTRY) twice, into two bin directories, and checks the image: two
+// platforms, entrypoint, numeric non-root user, nothing but the binary and
+// /tmp (so no shell), labels, the amd64 binary's --version, and the same
+// index digest from both builds. The second build recompiles nothing (the
+// Go build cache holds the packages) but links both binaries and assembles
+// the image again from them; with -trimpath, -buildvcs=false and the commit
+// time as the only timestamp, the same commit gives the same bytes.
+func TestMakeImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CCM for two platforms; run without -short")
+	}
+	version := strings.TrimSpace(makeTarget(t, "version"))
+	revision := strings.TrimSpace(gitOut(t, "rev-parse", "HEAD"))
+	tmp := t.TempDir()
+	bin1, bin2 := filepath.Join(tmp, "bin1"), filepath.Join(tmp, "bin2")
+	makeTarget(t, "image", "REGISTRY="+readmeRegistry, "BIN_DIR="+bin1)
+
+	idx, err := layout.ImageIndexFromPath(filepath.Join(bin1, "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plats []string
+	for _, d := range im.Manifests {
+		if d.Platform == nil {
+			t.Fatalf("manifest %s has no platform", d.Digest)
+		}
+		plats = append(plats, d.Platform.String())
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkImage(t, img, d.Platform.String(), version, revision)
+		if d.Platform.Architecture == "amd64" {
+			checkVersion(t, img, version)
+		}
+	}
+	slices.Sort(plats)
+	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(plats, want) {
+		t.Errorf("platforms %v, want %v", plats, want)
+	}
+
+	t.Run("stamped chart and manifests", func(t *testing.T) {
+		checkStamped(t, filepath.Join(bin1, "deploy"), version, readmeRegistry+"/cloud-provider-equinix-metal")
+	})
+
+	makeTarget(t, "image", "REGISTRY="+readmeRegistry, "BIN_DIR="+bin2)
+	idx2, err := layout.ImageIndexFromPath(filepath.Join(bin2, "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := idx.Digest()
+	d2, err := idx2.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1 != d2 {
+		t.Errorf("two builds of one commit: %s and %s", d1, d2)
+	}
+	t.Logf("image %s: index %s (both builds)", version, d1)
+
+	t.Run("README install", func(t *testing.T) { checkReadmeInstall(t, filepath.Join(bin1, "deploy"), version) })
+}
+
+var numericUser = regexp.MustCompile(`^[1-9][0-9]*(:[0-9]+)?$`)
+
+func checkImage(t *testing.T, img v1.Image, plat, version, revision string) {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cf.Platform().String(); got != plat {
+		t.Errorf("%s: config says %s", plat, got)
+	}
+	if !slices.Equal(cf.Config.Entrypoint, []string{BinaryPath}) {
+		t.Errorf("%s: entrypoint %v", plat, cf.Config.Entrypoint)
+	}
+	if !numericUser.MatchString(cf.Config.User) {
+		t.Errorf("%s: user %q is not a numeric non-root user", plat, cf.Config.User)
+	}
+	for k, want := range map[string]string{
+		"org.opencontainers.image.version":  version,
+		"org.opencontainers.image.revision": revision,
+		"org.opencontainers.image.source":   "https://github.com/metal-ccm/cloud-provider-equinix-metal",
+	} {
+		if got := cf.Config.Labels[k]; got != want {
+			t.Errorf("%s: label %s = %q, want %q", plat, k, got, want)
+		}
+	}
+	files := listFiles(t, img)
+	if want := []string{"cloud-provider-equinix-metal", "tmp/"}; !slices.Equal(files, want) {
+		t.Errorf("%s: filesystem %v, want only %v", plat, files, want)
+	}
+	for _, f := range files {
+		if base := path.Base(f); base == "sh" || base == "bash" || base == "busybox" {
+			t.Errorf("%s: a shell in the image: %s", plat, f)
+		}
+	}
+}
+
+func listFiles(t *testing.T, img v1.Image) []string {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// checkVersion extracts the amd64 binary and runs --version.
+func checkVersion(t *testing.T, img v1.Image, version string) {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	bin := filepath.Join(t.TempDir(), "ccm")
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no binary in the layer: %v", err)
+		}
+		if "/"+h.Name != BinaryPath {
+			continue
+		}
+		f, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(f, tr); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		break
+	}
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+	if want := "cloud-provider-equinix-metal " + version + " "; !strings.HasPrefix(string(out), want) {
+		t.Errorf("--version printed %q, want it to start with %q", out, want)
+	}
+}
+
+func gitOut(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", repoRoot(t)}, args...)...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}

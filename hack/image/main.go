@@ -1,0 +1,102 @@
+// Command image builds and publishes this repository's release artifacts
+// without Docker or a daemon, with go-containerregistry:
+//
+//	image build  --out DIR --version V --revision R --source URL --created UNIX --binary os/arch=path...
+//	image push   --layout DIR --ref registry/repo:tag
+//	image stamp  --from deploy --out bin/deploy --version V --image registry/repo
+//	image module --wasm mine.wasm --out DIR [--ref registry/repo:tag]
+//
+// The Makefile drives it (make image, image-push, manifests, module-image);
+// it is development tooling, not linked into the CCM.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: image build|push|stamp|module [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "build":
+		err = runBuild(os.Args[2:])
+	case "push":
+		err = runPush(os.Args[2:])
+	case "stamp":
+		err = runStamp(os.Args[2:])
+	case "module":
+		err = runModule(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q: want build, push, stamp or module", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "image %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+type binaries []Binary
+
+func (b *binaries) String() string { return fmt.Sprint(*b) }
+func (b *binaries) Set(s string) error {
+	bin, err := ParseBinary(s)
+	if err == nil {
+		*b = append(*b, bin)
+	}
+	return err
+}
+
+func runBuild(args []string) error {
+	fs := flag.NewFlagSet("build", flag.ExitOnError)
+	var bins binaries
+	out := fs.String("out", "bin/image", "OCI layout directory to (re)write")
+	var m Meta
+	fs.StringVar(&m.Version, "version", "", "version (hack/version.sh)")
+	fs.StringVar(&m.Revision, "revision", "", "git commit")
+	fs.StringVar(&m.Source, "source", "", "source repository URL")
+	created := fs.String("created", "0", "creation time, Unix seconds (SOURCE_DATE_EPOCH)")
+	fs.Var(&bins, "binary", "os/arch=path of a static binary (repeat per platform)")
+	_ = fs.Parse(args)
+	if m.Version == "" || m.Revision == "" {
+		return fmt.Errorf("--version and --revision are required")
+	}
+	secs, err := strconv.ParseInt(*created, 10, 64)
+	if err != nil {
+		return fmt.Errorf("--created %q: want Unix seconds: %w", *created, err)
+	}
+	m.Created = time.Unix(secs, 0).UTC()
+	idx, err := BuildIndex(bins, m)
+	if err != nil {
+		return err
+	}
+	if err := WriteLayout(*out, idx); err != nil {
+		return err
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("image %s (%d platforms) in %s: %s\n", m.Version, len(bins), *out, d)
+	return nil
+}
+
+func runStamp(args []string) error {
+	fs := flag.NewFlagSet("stamp", flag.ExitOnError)
+	from := fs.String("from", "deploy", "manifests with the placeholders")
+	out := fs.String("out", "bin/deploy", "where the stamped copy goes")
+	version := fs.String("version", "", "version to stamp")
+	image := fs.String("image", PlaceholderImage, "image repository to stamp")
+	_ = fs.Parse(args)
+	if err := Stamp(*from, *out, *version, *image); err != nil {
+		return err
+	}
+	fmt.Printf("manifests and chart for %s:%s in %s\n", *image, *version, *out)
+	return nil
+}

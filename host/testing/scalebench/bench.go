@@ -1,0 +1,464 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+)
+
+type options struct {
+	ccm        string
+	services   int
+	nodes      int
+	latency    time.Duration
+	timeout    time.Duration
+	dir        string
+	skipModule bool
+	// moduleWait bounds the wait for the module's objects once the
+	// Services have their addresses: a module that keeps failing is
+	// reported, not waited for.
+	moduleWait time.Duration
+}
+
+// ccmUser is who the CCM acts as, so that the audit log tells its writes
+// apart from the bench's own.
+const ccmUser = "scalebench-ccm"
+
+var (
+	gvrPools = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+	gvrPeers = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
+)
+
+// bench is one run: the emulator, the cluster and the CCM process.
+type bench struct {
+	o     options
+	logf  func(string, ...any)
+	emu   *emulator.Emulator
+	env   *testenv.Env
+	kube  kubernetes.Interface
+	dyn   dynamic.Interface
+	ccm   *ccmProcess
+	watch *watcher
+	// hwm is the CCM's VmHWM at the last poll, in KiB: still known if the
+	// CCM exits.
+	hwm int64
+}
+
+func run(ctx context.Context, o options, logf func(string, ...any)) (*report, error) {
+	if o.services < 1 || o.nodes < 1 {
+		return nil, fmt.Errorf("-services %d and -nodes %d: both must be at least 1", o.services, o.nodes)
+	}
+	if _, err := os.Stat(o.ccm); err != nil {
+		return nil, fmt.Errorf("no CCM binary at %s: run make build", o.ccm)
+	}
+	if o.dir == "" {
+		d, err := os.MkdirTemp("", "ccm-scalebench-")
+		if err != nil {
+			return nil, err
+		}
+		o.dir = d
+	}
+	b := &bench{o: o, logf: logf}
+	rep := &report{o: o}
+	defer b.close()
+	if err := b.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.fill(ctx, rep); err != nil {
+		return rep, err
+	}
+	if err := b.oneMoreService(ctx, rep); err != nil {
+		return rep, err
+	}
+	if err := b.oneMoreNode(ctx, rep); err != nil {
+		return rep, err
+	}
+	if v, err := b.ccm.peakRSS(); err == nil {
+		b.hwm = v
+	}
+	rep.peakRSSKiB = b.hwm
+	b.ccm.stop()
+	if !o.skipModule {
+		logf("measuring the module in process at %d Services x %d nodes", o.services, o.nodes)
+		mr, err := measureModule(ctx, o.services, o.nodes)
+		if err != nil {
+			return rep, err
+		}
+		rep.module = mr
+	}
+	return rep, nil
+}
+
+func (b *bench) close() {
+	if b.ccm != nil {
+		b.ccm.stop()
+	}
+	if b.env != nil {
+		b.env.Stop()
+	}
+	if b.emu != nil {
+		b.emu.Close()
+	}
+}
+
+// start brings up the emulator (devices, latency), the cluster (nodes,
+// Services, no CCM yet) and leaves the CCM to fill.
+func (b *bench) start(ctx context.Context) error {
+	o := b.o
+	emu, err := emulator.New(emulator.DefaultSeed(), emulator.Options{})
+	if err != nil {
+		return err
+	}
+	b.emu = emu
+	if _, err := emu.AddDevices(o.nodes, emulator.DeviceSeed{Hostname: "node-%04d", Metro: "da"}); err != nil {
+		return err
+	}
+	if _, err := emu.Listen("127.0.0.1:0"); err != nil {
+		return err
+	}
+	emu.SetFault(emulator.AllRoutes, emulator.Fault{Latency: emulator.Duration(o.latency)})
+	b.logf("emulator: %d devices in metro da, %s latency on every call", o.nodes, o.latency)
+
+	env, err := testenv.Start(ctx, testenv.Options{
+		Dir: filepath.Join(o.dir, "cluster"), KeepDir: true, AuditLog: true,
+		Users: []testenv.User{{Name: ccmUser, Groups: []string{"system:masters"}}},
+		// Room for the ClusterIPs of every Service.
+		APIServerFlags: []string{"--service-cluster-ip-range=10.96.0.0/16"},
+		Timeout:        5 * time.Minute,
+	})
+	if err != nil {
+		return err
+	}
+	b.env = env
+	cfg := *env.Config
+	cfg.QPS, cfg.Burst = 1000, 2000
+	b.kube = kubernetes.NewForConfigOrDie(&cfg)
+	b.dyn = dynamic.NewForConfigOrDie(&cfg)
+	b.logf("kube-apiserver ready in %s (work dir %s)", env.StartDuration.Round(time.Millisecond), o.dir)
+
+	began := time.Now()
+	if err := parallel(ctx, o.nodes, func(i int) error { return b.createNode(ctx, i) }); err != nil {
+		return err
+	}
+	for i := range 10 {
+		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i)}}
+		if _, err := b.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	if err := parallel(ctx, o.services, func(i int) error { return b.createService(ctx, i) }); err != nil {
+		return err
+	}
+	b.logf("created %d nodes and %d LoadBalancer Services in %s", o.nodes, o.services, time.Since(began).Round(time.Millisecond))
+	b.watch, err = startWatcher(ctx, b.kube)
+	return err
+}
+
+func (b *bench) createNode(ctx context.Context, i int) error {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%04d", i)},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}}}
+	n, err := b.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	// Ready, as its kubelet reports: the node lifecycle controller asks the
+	// cloud about NotReady nodes only.
+	now := metav1.Now()
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: now, LastTransitionTime: now}}
+	_, err = b.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	return err
+}
+
+func (b *bench) createService(ctx context.Context, i int) error {
+	no := false
+	s := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("bench-%d", i%10), Name: fmt.Sprintf("svc-%05d", i)},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "x"},
+			// MetalLB in BGP mode needs no node ports; and 10,000 Services
+			// would exhaust the default node-port range.
+			AllocateLoadBalancerNodePorts: &no,
+			Ports:                         []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+	}
+	_, err := b.kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+	return err
+}
+
+// fill starts the CCM and waits until every node is initialised with its
+// BGP peers, every Service has its ingress, and the module's objects are
+// all applied.
+func (b *bench) fill(ctx context.Context, rep *report) error {
+	o := b.o
+	b.emu.ResetCounts()
+	before, err := b.auditMark()
+	if err != nil {
+		return err
+	}
+	b.ccm, err = startCCM(b.o.ccm, o.dir, b.env, b.emu.URL())
+	if err != nil {
+		return err
+	}
+	b.logf("CCM started (pid %d); its log: %s", b.ccm.cmd.Process.Pid, b.ccm.logPath)
+	t0 := time.Now()
+	var nodesAt, svcsAt time.Duration
+	lastLog := time.Now()
+	progress := func(nodes, svcs int) {
+		if time.Since(lastLog) < 30*time.Second {
+			return
+		}
+		lastLog = time.Now()
+		pools, peers, _ := b.moduleObjects(ctx)
+		b.logf("after %s: %d/%d nodes, %d/%d Services with ingress, %d pools, %d BGP peers, %d Equinix calls",
+			time.Since(t0).Round(time.Second), nodes, o.nodes, svcs, o.services, pools, peers, b.emu.TotalRequests())
+	}
+	err = b.poll(ctx, func() (bool, error) {
+		nodes, svcs := b.watch.counts()
+		if nodesAt == 0 && nodes >= o.nodes {
+			nodesAt = time.Since(t0)
+			b.logf("all %d nodes initialised with their BGP peers after %s", o.nodes, nodesAt.Round(time.Millisecond))
+		}
+		if svcsAt == 0 && svcs >= o.services {
+			svcsAt = time.Since(t0)
+			b.logf("all %d Services have their ingress after %s", o.services, svcsAt.Round(time.Millisecond))
+		}
+		progress(nodes, svcs)
+		return nodesAt > 0 && svcsAt > 0, nil
+	})
+	if err != nil {
+		return err
+	}
+	rep.nodesReady, rep.servicesReady = nodesAt, svcsAt
+	rep.moduleApplied, err = b.waitModule(ctx, o.services, o.nodes)
+	if err != nil {
+		return err
+	}
+	rep.fillWall = time.Since(t0)
+	if rep.moduleApplied {
+		b.logf("the module's objects are applied after %s", rep.fillWall.Round(time.Millisecond))
+	} else {
+		b.logf("the module's objects are NOT all applied %s after the last ingress; going on", o.moduleWait)
+	}
+	rep.fill, err = b.phaseResult("fill", rep.fillWall, before, nil)
+	if err != nil {
+		return err
+	}
+	rep.rssAfterFillKiB, _ = b.ccm.rss()
+	rep.peakRSSKiB = b.hwm
+	// Let the loops that follow the last change (module sync, status
+	// writes) finish before measuring the next step.
+	return sleep(ctx, 10*time.Second)
+}
+
+func (b *bench) oneMoreService(ctx context.Context, rep *report) error {
+	m0, before, err := b.phaseStart()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := b.createService(ctx, b.o.services); err != nil {
+		return err
+	}
+	if err := b.poll(ctx, func() (bool, error) {
+		_, svcs := b.watch.counts()
+		return svcs > b.o.services, nil
+	}); err != nil {
+		return err
+	}
+	if rep.moduleApplied {
+		if _, err := b.waitModule(ctx, b.o.services+1, b.o.nodes); err != nil {
+			return err
+		}
+	}
+	wall := time.Since(t0)
+	if err := sleep(ctx, 5*time.Second); err != nil {
+		return err
+	}
+	rep.oneService, err = b.phaseResult("one more Service", wall, before, m0)
+	return err
+}
+
+func (b *bench) oneMoreNode(ctx context.Context, rep *report) error {
+	m0, before, err := b.phaseStart()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if _, err := b.emu.AddDevice(emulator.DeviceSeed{Hostname: fmt.Sprintf("node-%04d", b.o.nodes), Metro: "da"}); err != nil {
+		return err
+	}
+	if err := b.createNode(ctx, b.o.nodes); err != nil {
+		return err
+	}
+	if err := b.poll(ctx, func() (bool, error) {
+		nodes, _ := b.watch.counts()
+		return nodes > b.o.nodes, nil
+	}); err != nil {
+		return err
+	}
+	if rep.moduleApplied {
+		if _, err := b.waitModule(ctx, b.o.services+1, b.o.nodes+1); err != nil {
+			return err
+		}
+	}
+	wall := time.Since(t0)
+	if err := sleep(ctx, 5*time.Second); err != nil {
+		return err
+	}
+	rep.oneNode, err = b.phaseResult("one node joining", wall, before, m0)
+	return err
+}
+
+// waitModule waits, at most moduleWait, until the module's objects cover
+// services Services and nodes nodes; false if they never did.
+func (b *bench) waitModule(ctx context.Context, services, nodes int) (bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, b.o.moduleWait)
+	defer cancel()
+	err := b.poll(wctx, func() (bool, error) {
+		pools, peers, err := b.moduleObjects(ctx)
+		return pools >= services && peers >= 2*nodes, err
+	})
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// phaseStart resets the Equinix counters and notes the CCM's metrics and
+// the audit log's length.
+func (b *bench) phaseStart() (*ccmMetrics, int, error) {
+	b.emu.ResetCounts()
+	m0, err := b.ccm.metrics()
+	if err != nil {
+		return nil, 0, err
+	}
+	before, err := b.auditMark()
+	return m0, before, err
+}
+
+func (b *bench) phaseResult(name string, wall time.Duration, auditFrom int, m0 *ccmMetrics) (phase, error) {
+	p := phase{name: name, wall: wall, calls: b.emu.Counts()}
+	m, err := b.ccm.metrics()
+	if err != nil {
+		return p, err
+	}
+	p.generate = m.sub(m0)
+	calls, err := b.ccmCalls()
+	if err != nil {
+		return p, err
+	}
+	p.writes = writesOf(calls[auditFrom:])
+	return p, nil
+}
+
+func (b *bench) auditMark() (int, error) {
+	calls, err := b.ccmCalls()
+	return len(calls), err
+}
+
+func (b *bench) ccmCalls() ([]testenv.APICall, error) {
+	events, err := b.env.AuditEvents()
+	if err != nil {
+		return nil, err
+	}
+	return testenv.CallsBy(testenv.Calls(events), ccmUser), nil
+}
+
+// moduleObjects counts the IPAddressPools and BGPPeers the module made,
+// without listing them (limit 1 and the remaining count).
+func (b *bench) moduleObjects(ctx context.Context) (pools, peers int, err error) {
+	count := func(gvr schema.GroupVersionResource) (int, error) {
+		l, err := b.dyn.Resource(gvr).Namespace(testenv.MetalLBNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return 0, err
+		}
+		n := len(l.Items)
+		if r := l.GetRemainingItemCount(); r != nil {
+			n += int(*r)
+		}
+		return n, nil
+	}
+	if pools, err = count(gvrPools); err != nil {
+		return 0, 0, err
+	}
+	peers, err = count(gvrPeers)
+	return pools, peers, err
+}
+
+// poll calls done every second until it says so, fails, the CCM exits, or
+// ctx ends.
+func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
+	for {
+		if v, err := b.ccm.peakRSS(); err == nil {
+			b.hwm = v
+		}
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up waiting (%w); the CCM's log: %s", ctx.Err(), b.ccm.logPath)
+		case err := <-b.ccm.exited:
+			return fmt.Errorf("the CCM exited (%v); its log: %s", err, b.ccm.logPath)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// parallel runs f(0..n-1) on 32 workers and returns the first error.
+func parallel(ctx context.Context, n int, f func(int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	jobs := make(chan int)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}

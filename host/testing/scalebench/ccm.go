@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+)
+
+// ccmProcess is the CCM binary running against the bench's cluster.
+type ccmProcess struct {
+	cmd      *exec.Cmd
+	logPath  string
+	port     int
+	exited   chan error
+	stopOnce sync.Once
+}
+
+// startCCM runs the binary with the flags a deployment uses, its own user
+// and a metrics endpoint on loopback.
+func startCCM(bin, dir string, env *testenv.Env, metalURL string) (*ccmProcess, error) {
+	kubeconfig, err := writeUserKubeconfig(env, ccmUser, filepath.Join(dir, "ccm-kubeconfig"))
+	if err != nil {
+		return nil, err
+	}
+	cloudConfig := map[string]any{
+		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": metalURL,
+		"loadbalancer": "metallb:///metallb-system", "metro": "da",
+		// Every node announces every Service address: a fleet of this size
+		// has its session limit raised (else one warning per node).
+		"bgpMaxPrefixes": 100000,
+		"moduleCacheDir": filepath.Join(dir, "module-cache"),
+	}
+	b, _ := json.MarshalIndent(cloudConfig, "", "  ")
+	cc := filepath.Join(dir, "cloud-sa.json")
+	if err := os.WriteFile(cc, b, 0o600); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &ccmProcess{logPath: filepath.Join(dir, "ccm.log"), port: port, exited: make(chan error, 1)}
+	logFile, err := os.Create(p.logPath)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = exec.Command(bin,
+		"--kubeconfig="+kubeconfig, "--cloud-config="+cc,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+		"--authentication-skip-lookup", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+		"--v=1")
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.Env = append(os.Environ(), "METAL_API_KEY=")
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { p.exited <- p.cmd.Wait(); logFile.Close() }()
+	return p, nil
+}
+
+func (p *ccmProcess) stop() {
+	p.stopOnce.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+		}
+	})
+}
+
+// peakRSS is VmHWM, the process's peak resident set, in KiB.
+func (p *ccmProcess) peakRSS() (int64, error) { return p.status("VmHWM:") }
+
+// rss is VmRSS, the resident set now, in KiB.
+func (p *ccmProcess) rss() (int64, error) { return p.status("VmRSS:") }
+
+func (p *ccmProcess) status(field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.cmd.Process.Pid)
+}
+
+// ccmMetrics is what the bench reads from the CCM's /metrics.
+type ccmMetrics struct {
+	generateCount float64
+	generateSum   float64
+	// buckets of generate_duration_seconds: upper bound → cumulative count
+	buckets map[float64]float64
+	// syncs by result (success, deadline, memory, ...)
+	syncs map[string]float64
+}
+
+func (p *ccmProcess) metrics() (*ccmMetrics, error) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		// The CCM's self-signed serving certificate, on loopback.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
+	}}
+	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", p.port))
+	if err != nil {
+		return nil, fmt.Errorf("reading the CCM's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("reading the CCM's metrics: %d %v", resp.StatusCode, err)
+	}
+	return parseMetrics(body), nil
+}
+
+const (
+	generateMetric = "equinix_metal_lbmodule_generate_duration_seconds"
+	syncsMetric    = "equinix_metal_lbmodule_syncs_total"
+)
+
+func parseMetrics(body []byte) *ccmMetrics {
+	m := &ccmMetrics{buckets: map[float64]float64{}, syncs: map[string]float64{}}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, syncsMetric+`{result="`); ok {
+			result, value, _ := strings.Cut(rest, `"} `)
+			if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+				m.syncs[result] = v
+			}
+			continue
+		}
+		if !strings.HasPrefix(line, generateMetric) {
+			continue
+		}
+		name, value, _ := strings.Cut(line, " ")
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case name == generateMetric+"_sum":
+			m.generateSum = v
+		case name == generateMetric+"_count":
+			m.generateCount = v
+		case strings.HasPrefix(name, generateMetric+"_bucket"):
+			_, le, _ := strings.Cut(name, `le="`)
+			le, _, _ = strings.Cut(le, `"`)
+			if bound, err := strconv.ParseFloat(le, 64); err == nil {
+				m.buckets[bound] = v
+			}
+		}
+	}
+	return m
+}
+
+// sub is m minus an earlier reading (nil: from zero).
+func (m *ccmMetrics) sub(earlier *ccmMetrics) *ccmMetrics {
+	if earlier == nil {
+		return m
+	}
+	out := &ccmMetrics{generateCount: m.generateCount - earlier.generateCount,
+		generateSum: m.generateSum - earlier.generateSum, buckets: map[float64]float64{}, syncs: map[string]float64{}}
+	for k, v := range m.buckets {
+		out.buckets[k] = v - earlier.buckets[k]
+	}
+	for k, v := range m.syncs {
+		if d := v - earlier.syncs[k]; d > 0 {
+			out.syncs[k] = d
+		}
+	}
+	return out
+}
+
+// maxBound is the smallest bucket bound that holds every call: the
+// slowest call took at most this long.
+func (m *ccmMetrics) maxBound() float64 {
+	best := -1.0
+	for bound, n := range m.buckets {
+		if n >= m.generateCount && (best < 0 || bound < best) {
+			best = bound
+		}
+	}
+	return best
+}
+
+func writeUserKubeconfig(env *testenv.Env, user, path string) (string, error) {
+	rc, err := env.UserConfig(user)
+	if err != nil {
+		return "", err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
+	cfg.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: user}
+	cfg.CurrentContext = "bench"
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// watcher counts, from informers, the nodes the CCM has initialised with
+// their BGP peers and the Services with an ingress address.
+type watcher struct {
+	mu    sync.Mutex
+	nodes map[string]bool
+	svcs  map[string]bool
+}
+
+func startWatcher(ctx context.Context, kube kubernetes.Interface) (*watcher, error) {
+	w := &watcher{nodes: map[string]bool{}, svcs: map[string]bool{}}
+	f := informers.NewSharedInformerFactory(kube, 0)
+	_, err := f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.node(o) },
+		UpdateFunc: func(_, o any) { w.node(o) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	_, err = f.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.service(o) },
+		UpdateFunc: func(_, o any) { w.service(o) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return w, nil
+}
+
+func (w *watcher) node(o any) {
+	n, ok := o.(*v1.Node)
+	if !ok {
+		return
+	}
+	done := n.Spec.ProviderID != "" && n.Annotations["metal.equinix.com/bgp-peers-1-peer-ip"] != ""
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nodes[n.Name] = done
+}
+
+func (w *watcher) service(o any) {
+	s, ok := o.(*v1.Service)
+	if !ok || s.Spec.Type != v1.ServiceTypeLoadBalancer {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.svcs[s.Namespace+"/"+s.Name] = len(s.Status.LoadBalancer.Ingress) > 0
+}
+
+// counts are the nodes initialised and the Services with an ingress.
+func (w *watcher) counts() (nodes, svcs int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ok := range w.nodes {
+		if ok {
+			nodes++
+		}
+	}
+	for _, ok := range w.svcs {
+		if ok {
+			svcs++
+		}
+	}
+	return nodes, svcs
+}

@@ -1,0 +1,62 @@
+// Command scalebench measures the CCM binary, as it ships, at the size of a
+// large bare-metal fleet: the Equinix Metal emulator (with API latency) and
+// a real kube-apiserver, N nodes (devices with two BGP peers each) and M
+// LoadBalancer Services, from empty to every Service with its ingress and
+// the load-balancer module's objects applied. Then the cost of one more
+// Service and of one node joining at that size.
+//
+//	make bench-scale                 # 10,000 Services on 1,000 nodes, 50 ms latency
+//	go run ./host/testing/scalebench -ccm bin/cloud-provider-equinix-metal -services 100 -nodes 10
+//
+// It reports wall times, Equinix calls by operation (the emulator's
+// counters), the CCM's peak RSS (VmHWM), the module's generate time (the
+// CCM's own metric) and, in process, the guest memory the module needs at
+// that size, and the apiserver writes per Service (the audit log).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.ccm, "ccm", "bin/cloud-provider-equinix-metal", "the CCM binary (make build)")
+	flag.IntVar(&o.services, "services", 10000, "LoadBalancer Services")
+	flag.IntVar(&o.nodes, "nodes", 1000, "nodes (Equinix Metal devices with two BGP peers each)")
+	flag.DurationVar(&o.latency, "latency", 50*time.Millisecond, "latency added to every Equinix Metal API call")
+	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up after this long")
+	flag.StringVar(&o.dir, "dir", "", "work directory (kept: CCM log, audit log, kubeconfig); default a new temporary directory")
+	flag.DurationVar(&o.moduleWait, "module-wait", 5*time.Minute, "how long to wait for the module's objects once every Service has its ingress")
+	flag.BoolVar(&o.skipModule, "skip-module-memory", false, "skip the in-process search for the module's smallest memory limit")
+	moduleOnly := flag.Bool("module-only", false, "only the in-process module measurement at -services x -nodes")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if *moduleOnly {
+		mr, err := measureModule(ctx, o.services, o.nodes)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scalebench: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Print((&report{o: o, module: mr}).moduleString())
+		return
+	}
+	rep, err := run(ctx, o, func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	})
+	if rep != nil {
+		fmt.Print(rep.String())
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scalebench: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
+)
+
+// moduleResult is the MetalLB built-in, run in process on a synthetic
+// cluster of the bench's size (the same shape the CCM sends).
+type moduleResult struct {
+	requestBytes int
+	// With the production defaults (memory limit and deadline).
+	defaultTime time.Duration
+	defaultErr  error
+	// With the default memory limit and a deadline of minutes.
+	longTime time.Duration
+	longErr  error
+	// minMiB is the smallest memory limit (MiB) under which the call
+	// succeeds, with a generous deadline; its call took minTime.
+	minMiB  int
+	minTime time.Duration
+}
+
+func measureModule(ctx context.Context, services, nodes int) (*moduleResult, error) {
+	wasm, err := modules.Builtin(modules.MetalLBCRD)
+	if err != nil {
+		return nil, err
+	}
+	cacheDir, err := os.MkdirTemp("", "scalebench-module-cache-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(cacheDir)
+	req := sdktest.Snapshot(services, nodes)
+	in, _ := json.Marshal(req)
+	res := &moduleResult{requestBytes: len(in)}
+	try := func(mib int, timeout time.Duration) (time.Duration, error) {
+		m, err := wasmhost.LoadBytes(ctx, modules.MetalLBCRD, wasm, sdk.Options{Namespace: "metallb-system"},
+			wasmhost.Options{CacheDir: cacheDir, MemoryLimitMiB: mib, Timeout: timeout})
+		if err != nil {
+			return 0, err
+		}
+		defer m.Close(context.Background())
+		start := time.Now()
+		resp, err := m.Generate(ctx, req)
+		if err == nil && len(resp.Objects) != services+2*nodes+1 {
+			err = fmt.Errorf("%d objects, want %d", len(resp.Objects), services+2*nodes+1)
+		}
+		return time.Since(start), err
+	}
+	res.defaultTime, res.defaultErr = try(0, 0)
+	if res.defaultErr != nil {
+		res.longTime, res.longErr = try(0, 5*time.Minute)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	// Binary search for the smallest limit that works, in MiB.
+	lo, hi := 4, 2048
+	for lo < hi {
+		mid := (lo + hi) / 2
+		d, err := try(mid, 5*time.Minute)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err == nil {
+			hi, res.minTime = mid, d
+		} else {
+			lo = mid + 1
+		}
+	}
+	res.minMiB = lo
+	if res.minTime == 0 {
+		d, err := try(lo, 5*time.Minute)
+		if err != nil {
+			return nil, fmt.Errorf("the module fails even with %d MiB: %w", lo, err)
+		}
+		res.minTime = d
+	}
+	return res, nil
+}
