@@ -49,7 +49,7 @@ IMAGE_DIR ?= $(BIN_DIR)/image
 SOURCE_URL ?= https://github.com/metal-ccm/cloud-provider-equinix-metal
 
 .PHONY: all build test unit lint vet fmt-check run k8s-bins modules examples policy-test clean help \
-  version image image-push manifests module-image bench-scale
+  version image image-push manifests module-image bench-scale e2e-bins e2e
 
 all: build
 
@@ -57,6 +57,7 @@ help:
 	@echo "make run    - the sandbox: emulator + real kube-apiserver + the CCM + sample Services"
 	@echo "make test   - every test (builds kube-apiserver and etcd into $(K8S_BIN_DIR) once)"
 	@echo "make build  - the CCM binary in $(CCM_BIN)"
+	@echo "make e2e    - the data plane: real MetalLB speakers and two GoBGP routers in a private netns (part of make test)"
 	@echo "make lint   - go vet and gofmt check"
 	@echo "make bench-scale - the CCM at 10,000 Services x 1,000 nodes (tens of minutes)"
 	@echo "make image  - OCI image (linux/amd64, linux/arm64) as an OCI layout in $(IMAGE_DIR), and the stamped chart and manifests in $(BIN_DIR)/deploy"
@@ -110,6 +111,7 @@ SDK_DIR := sdk
 test: lint k8s-bins modules examples policy-test
 	$(GO) test ./...
 	cd $(SDK_DIR) && $(GO) test ./...
+	@$(MAKE) --no-print-directory e2e
 
 # --- load-balancer modules (owned by the module work) ---
 # Each modules/<name>/ main package becomes modules/wasm/<name>.wasm, which
@@ -216,6 +218,63 @@ $(K8S_BIN_DIR)/kubectl:
 	@echo ">> building kubectl $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
 	@$(GO) build -C host/testing/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl
 	@mv $@.tmp $@
+
+# --- the data-plane end-to-end test (host/testing/e2e) ---
+# MetalLB and GoBGP, built from the Go module proxy at pinned versions, once
+# per version, inside each module's own directory so that its go.sum is used
+# (a plain `go install` of MetalLB fails the checksum lookup of one
+# dependency). MetalLB 0.16 cannot be built from the proxy (a dependency
+# version is refused), so the speakers are 0.15.3's with the 0.16 CRDs that
+# testenv installs; 0.15's own CRDs are refused by kube-apiserver 1.37.
+METALLB_VERSION := v0.15.3
+GOBGP_VERSION := v3.37.0
+METALLB_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_VERSION)
+GOBGP_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/gobgp/$(GOBGP_VERSION)
+E2E_BINS := $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker $(GOBGP_BIN_DIR)/gobgpd $(GOBGP_BIN_DIR)/gobgp
+# MetalLB 0.12.1 is the last that reads the legacy ConfigMap. The checksum
+# database has no record of it (sum.golang.org answers 404), so its own
+# download is not checked there (GONOSUMDB for that module only); its
+# dependencies are still checked against its go.sum.
+METALLB_LEGACY_VERSION := v0.12.1
+METALLB_LEGACY_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_LEGACY_VERSION)
+E2E_BINS += $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speaker
+# module@version package [env] -> $@, built in the module's download directory.
+define build-in-module
+	@mkdir -p $(@D)
+	@echo ">> building $(3) $(2) into $(@D) (once)"
+	@dir=$$($(4) $(GO) mod download -json $(1)@$(2) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	test -n "$$dir" || { echo "go mod download $(1)@$(2) gave no directory"; exit 1; }; \
+	GOFLAGS=-buildvcs=false $(GO) build -C "$$dir" -trimpath -ldflags '-s -w' -o $@.tmp ./$(3) || { rm -f $@.tmp; exit 1; }
+	@mv $@.tmp $@
+endef
+
+e2e-bins: $(E2E_BINS)
+
+$(METALLB_BIN_DIR)/controller:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_VERSION),controller)
+$(METALLB_BIN_DIR)/speaker:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_VERSION),speaker)
+$(METALLB_LEGACY_BIN_DIR)/controller:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_LEGACY_VERSION),controller,GONOSUMDB=go.universe.tf/metallb)
+$(METALLB_LEGACY_BIN_DIR)/speaker:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_LEGACY_VERSION),speaker,GONOSUMDB=go.universe.tf/metallb)
+$(GOBGP_BIN_DIR)/gobgpd:
+	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgpd)
+$(GOBGP_BIN_DIR)/gobgp:
+	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgp)
+
+# Runs once in `make test`; a plain `go test ./...` skips it (build tag e2e).
+# The test re-runs itself in a private user+network namespace, or fails with
+# one line saying what the machine must allow.
+# The deliberately broken module (wrong peer ASN) shows the router assertion
+# can fail.
+E2E_WRONG_ASN := $(BIN_DIR)/e2e/wrongasn.wasm
+e2e: build k8s-bins e2e-bins
+	@mkdir -p $(dir $(E2E_WRONG_ASN))
+	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(E2E_WRONG_ASN) ./host/testing/e2e/wrongasn
+	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
+	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) \
+	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./host/testing/e2e/
 
 clean:
 	rm -rf $(BIN_DIR)

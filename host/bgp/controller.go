@@ -128,6 +128,11 @@ func NewController(api NodeAPI, kube kubernetes.Interface, informer coreinformer
 	return c
 }
 
+// Reselect re-evaluates BGP selection for all nodes, for a change the node
+// informer cannot see: a reloaded selection policy. Nodes that leave the
+// selection lose their annotations and peers, nodes that join get a session.
+func (c *Controller) Reselect() { c.queue.Add(selectionKey) }
+
 // Run processes nodes until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()

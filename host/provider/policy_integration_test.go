@@ -3,12 +3,17 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
@@ -89,4 +94,89 @@ func TestCustomPolicies(t *testing.T) {
 	if len(res) != 1 || res[0].Metro != "sv" {
 		t.Fatalf("reservation %+v; want one in metro sv, where both BGP nodes are", res)
 	}
+}
+
+var bgpPeersGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
+
+// TestPolicyReloadReselects swaps the mounted BGP selection policy while the
+// CCM runs, once as a plain file replace and once back: the control-plane
+// node loses (then regains) its annotations and its MetalLB peers without
+// any other event. Before the fix a reload was logged and nothing changed
+// until some unrelated node update.
+func TestPolicyReloadReselects(t *testing.T) {
+	seed := emulator.DefaultSeed()
+	seed.Devices = append(seed.Devices,
+		emulator.DeviceSeed{Hostname: "cp-0", Metro: "da"},
+		emulator.DeviceSeed{Hostname: "worker-0", Metro: "da"},
+	)
+	dir := mountPolicies(t)
+	h := newHarness(t, harnessOptions{seed: seed, settings: map[string]any{"policyDir": dir}})
+	ctx := context.Background()
+	h.addNode("cp-0", map[string]string{"node-role.kubernetes.io/control-plane": "", "kubernetes.io/hostname": "cp-0"})
+	h.addNode("worker-0", map[string]string{"kubernetes.io/hostname": "worker-0"})
+	h.addService("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
+	dyn := dynamic.NewForConfigOrDie(h.env.Config)
+
+	// bgpState is who has annotations and who has MetalLB peers.
+	bgpState := func() (string, string) {
+		nodes, err := h.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error(), ""
+		}
+		var annotated []string
+		for _, n := range nodes.Items {
+			if n.Annotations["metal.equinix.com/bgp-peers-0-peer-ip"] != "" {
+				annotated = append(annotated, n.Name)
+			}
+		}
+		peers, err := dyn.Resource(bgpPeersGVR).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "", err.Error()
+		}
+		hosts := map[string]bool{}
+		for _, p := range peers.Items {
+			sels, _, _ := unstructured.NestedSlice(p.Object, "spec", "nodeSelectors")
+			for _, s := range sels {
+				m, _ := s.(map[string]any)
+				labels, _ := m["matchLabels"].(map[string]any)
+				if h, ok := labels["kubernetes.io/hostname"].(string); ok {
+					hosts[h] = true
+				}
+			}
+		}
+		return fmt.Sprint(annotated), fmt.Sprint(slices.Sorted(maps.Keys(hosts)))
+	}
+	want := func(what, nodes string) {
+		t.Helper()
+		h.eventually(what, func() (bool, string) {
+			annotated, peered := bgpState()
+			return annotated == nodes && peered == nodes, fmt.Sprintf("annotated %s, peers for %s", annotated, peered)
+		})
+	}
+	want("both nodes speak BGP under the default policy", "[cp-0 worker-0]")
+
+	defaultBGP, err := os.ReadFile(filepath.Join(dir, "bgp.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCP, err := os.ReadFile("../../examples/policies/bgp-no-control-plane/bgp.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A plain replace (write a new file, rename it over the old one), as an
+	// editor or a config-management tool does.
+	replace := func(content []byte) {
+		t.Helper()
+		tmp := filepath.Join(dir, ".bgp.rego.tmp")
+		if err := os.WriteFile(tmp, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "bgp.rego")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace(noCP)
+	want("the reloaded policy takes the control-plane node out of BGP", "[worker-0]")
+	replace(defaultBGP)
+	want("the original policy puts it back", "[cp-0 worker-0]")
 }

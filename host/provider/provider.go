@@ -106,7 +106,7 @@ func New(cfg *config.Config) (*Cloud, error) {
 	}
 	c := &Cloud{cfg: cfg, metal: mc, instances: instances.New(mc, metal.IsNotFound)}
 	if cfg.LB.Kind != config.LBNone {
-		engine, err := policy.Load(context.Background(), cfg.PolicyDir, policy.Options{})
+		engine, err := policy.Load(context.Background(), cfg.PolicyDir, policy.Options{OnReload: c.policiesReloaded})
 		if err != nil {
 			return nil, err
 		}
@@ -141,19 +141,21 @@ func (c *Cloud) Start(ctx context.Context, restConfig *rest.Config) {
 		recorder:   broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: fieldmanager.CCM}),
 	}
 	go c.metal.Run(ctx)
-	if c.policies != nil {
-		go func() {
-			if err := c.policies.Watch(ctx); err != nil && ctx.Err() == nil {
-				klog.ErrorS(err, "Watching the policy directory failed; policies will not reload")
-			}
-		}()
-	}
 	// Hooks first: the module loop sets lb.dirty before anything can call it.
 	for _, hook := range c.hooks {
 		hook(ctx, env)
 	}
 	if c.lb != nil {
 		c.startLoadBalancing(ctx, env)
+	}
+	// The watch starts last: a reload calls policiesReloaded, which uses
+	// what the lines above set up.
+	if c.policies != nil {
+		go func() {
+			if err := c.policies.Watch(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Watching the policy directory failed; policies will not reload")
+			}
+		}()
 	}
 	env.informers.Start(ctx.Done())
 	c.env.Store(env)
@@ -193,6 +195,23 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 		}
 		controller.Run(ctx, 2)
 	}()
+}
+
+// policiesReloaded applies new policies at once: nothing the informers see
+// changes when only a policy does, so without this a new selection policy
+// would wait for an unrelated node event. Selection is re-evaluated for all
+// nodes (sessions, annotations), and the load-balancer config regenerated.
+// Placement needs nothing: it is evaluated for each new Service.
+func (c *Cloud) policiesReloaded(err error) {
+	if err != nil {
+		return // the previous policies stay in use; nothing changed
+	}
+	if controller := c.bgp.Load(); controller != nil {
+		controller.Reselect()
+	}
+	if c.lb != nil {
+		c.lb.dirty()
+	}
 }
 
 // retry calls f with backoff until it succeeds or ctx ends, logging each

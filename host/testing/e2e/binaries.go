@@ -1,0 +1,62 @@
+//go:build linux
+
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The environment `make e2e` sets: where it built each binary.
+const (
+	EnvCCM     = "METAL_CCM_E2E_CCM"     // the CCM binary (bin/cloud-provider-equinix-metal)
+	EnvMetalLB = "METAL_CCM_E2E_METALLB" // directory with controller and speaker
+	EnvGoBGP   = "METAL_CCM_E2E_GOBGP"   // directory with gobgpd and gobgp
+	// EnvMetalLBLegacy is a directory with MetalLB 0.12's controller and
+	// speaker, the last that read the legacy ConfigMap.
+	EnvMetalLBLegacy = "METAL_CCM_E2E_METALLB_LEGACY"
+	// EnvWrongASNModule is the test-only module wrongasn, built for wasip1.
+	EnvWrongASNModule = "METAL_CCM_E2E_WRONG_ASN_MODULE"
+)
+
+// Binaries are the programs the data-plane test runs.
+type Binaries struct {
+	CCM               string
+	MetalLBController string
+	MetalLBSpeaker    string
+	GoBGPD            string
+	GoBGP             string
+	// LegacyController and LegacySpeaker are MetalLB 0.12's.
+	LegacyController string
+	LegacySpeaker    string
+}
+
+// BinariesFromEnv finds the binaries `make e2e` built; a missing one is an
+// error that says to run make e2e.
+func BinariesFromEnv() (Binaries, error) {
+	b := Binaries{
+		CCM:               os.Getenv(EnvCCM),
+		MetalLBController: filepath.Join(os.Getenv(EnvMetalLB), "controller"),
+		MetalLBSpeaker:    filepath.Join(os.Getenv(EnvMetalLB), "speaker"),
+		GoBGPD:            filepath.Join(os.Getenv(EnvGoBGP), "gobgpd"),
+		GoBGP:             filepath.Join(os.Getenv(EnvGoBGP), "gobgp"),
+		LegacyController:  filepath.Join(os.Getenv(EnvMetalLBLegacy), "controller"),
+		LegacySpeaker:     filepath.Join(os.Getenv(EnvMetalLBLegacy), "speaker"),
+	}
+	var missing []string
+	if os.Getenv(EnvMetalLB) == "" || os.Getenv(EnvGoBGP) == "" || os.Getenv(EnvMetalLBLegacy) == "" || b.CCM == "" {
+		return b, fmt.Errorf("e2e: %s, %s, %s and %s are not all set; run make e2e, which builds the binaries and sets them", EnvCCM, EnvMetalLB, EnvMetalLBLegacy, EnvGoBGP)
+	}
+	for _, p := range []string{b.CCM, b.MetalLBController, b.MetalLBSpeaker, b.GoBGPD, b.GoBGP, b.LegacyController, b.LegacySpeaker} {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		return b, errors.New("e2e: missing " + strings.Join(missing, ", ") + "; run make e2e, which builds them")
+	}
+	return b, nil
+}

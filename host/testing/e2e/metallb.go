@@ -1,0 +1,50 @@
+//go:build linux
+
+package e2e
+
+import "fmt"
+
+// MetalLBNamespace is where the CCM's module writes MetalLB's objects and
+// where MetalLB reads them.
+const MetalLBNamespace = "metallb-system"
+
+// StartMetalLBController runs MetalLB's controller out of cluster: it assigns
+// the Services' addresses from the pools the CCM wrote. Its webhooks are off
+// (no Service can reach an out-of-cluster webhook); the CRDs' own schemas
+// still validate what the CCM writes.
+func StartMetalLBController(bins Binaries, dir, kubeconfig string) (*Proc, error) {
+	return Start(dir, "metallb-controller", bins.MetalLBController, []string{
+		"--namespace=" + MetalLBNamespace, "--webhook-mode=disabled", "--disable-cert-rotation",
+		"--port=7471", "--log-level=info", // 7472 on each node's address is the speakers'
+	}, []string{"KUBECONFIG=" + kubeconfig})
+}
+
+// StartSpeaker runs MetalLB's speaker for one node in native BGP mode. The
+// memberlist is off (it needs the speakers' Pods and a secret; MetalLB then
+// treats every node as having a speaker, which is true here). Its metrics
+// listen on the node's own address, so speakers do not collide.
+func StartSpeaker(bins Binaries, dir, kubeconfig, node, pod, nodeIP string) (*Proc, error) {
+	return Start(dir, "speaker-"+node, bins.MetalLBSpeaker, []string{
+		"--namespace=" + MetalLBNamespace, "--node-name=" + node, "--pod-name=" + pod, "--host=" + nodeIP, "--port=7472",
+		"--log-level=info",
+	}, []string{"KUBECONFIG=" + kubeconfig, "METALLB_BGP_TYPE=native", fmt.Sprintf("METALLB_NODE_NAME=%s", node)})
+}
+
+// StartLegacyController runs MetalLB 0.12's controller, which reads its
+// pools from the legacy ConfigMap. EndpointSlice discovery is off: 0.12
+// knows only discovery/v1beta1, which kube-apiserver 1.37 no longer serves.
+func StartLegacyController(bins Binaries, dir, kubeconfig, configMap string) (*Proc, error) {
+	return Start(dir, "metallb-legacy-controller", bins.LegacyController, []string{
+		"--kubeconfig=" + kubeconfig, "--namespace=" + MetalLBNamespace, "--config=" + configMap,
+		"--port=7471", "--disable-epslices", "--log-level=info",
+	}, nil)
+}
+
+// StartLegacySpeaker runs MetalLB 0.12's speaker for one node, reading its
+// peers from the legacy ConfigMap.
+func StartLegacySpeaker(bins Binaries, dir, kubeconfig, configMap, node, nodeIP string) (*Proc, error) {
+	return Start(dir, "speaker-legacy-"+node, bins.LegacySpeaker, []string{
+		"--kubeconfig=" + kubeconfig, "--namespace=" + MetalLBNamespace, "--config=" + configMap,
+		"--node-name=" + node, "--host=" + nodeIP, "--port=7472", "--disable-epslices", "--log-level=info",
+	}, nil)
+}

@@ -1,0 +1,71 @@
+//go:build linux
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckNamespacesSaysWhatToEnable: on a machine that refuses
+// unprivileged user namespaces, the data-plane test fails with one line
+// naming what to enable, never a silent skip. unshare and ip are replaced by
+// scripts that behave as they do on such a machine.
+func TestCheckNamespacesSaysWhatToEnable(t *testing.T) {
+	bin := t.TempDir()
+	write := func(name, script string) {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ip", "exit 0")
+	write("unshare", "echo 'unshare: unshare failed: Operation not permitted' >&2; exit 1")
+	t.Setenv("PATH", bin)
+
+	err := CheckNamespaces()
+	if err == nil {
+		t.Fatal("no error although unshare is refused")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") {
+		t.Errorf("not one line: %q", msg)
+	}
+	for _, want := range []string{"Operation not permitted", "kernel.unprivileged_userns_clone=1", "user.max_user_namespaces"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the message does not say %q: %s", want, msg)
+		}
+	}
+
+	write("unshare", "exit 0")
+	if err := CheckNamespaces(); err != nil {
+		t.Errorf("unshare allowed, yet: %v", err)
+	}
+	if err := os.Remove(filepath.Join(bin, "ip")); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckNamespaces(); err == nil || !strings.Contains(err.Error(), "iproute2") {
+		t.Errorf("without ip: %v; want a message naming iproute2", err)
+	}
+}
+
+func TestParseRIB(t *testing.T) {
+	// gobgp global rib -j, as v3.37 prints it (trimmed).
+	out := []byte(`{"198.18.0.6/32":[` +
+		`{"nlri":{"prefix":"198.18.0.6/32"},"age":1,"best":true,"attrs":[{"type":1,"value":0},{"type":2,"as_paths":[{"segment_type":2,"num":1,"asns":[65000]}]},{"type":3,"nexthop":"198.51.100.3"}],"stale":false,"source-id":"198.51.100.3","neighbor-ip":"198.51.100.3"},` +
+		`{"nlri":{"prefix":"198.18.0.6/32"},"age":1,"best":false,"attrs":[{"type":1,"value":0},{"type":2,"as_paths":[{"segment_type":2,"num":1,"asns":[65000]}]},{"type":3,"nexthop":"198.51.100.1"}],"stale":false,"source-id":"198.51.100.1","neighbor-ip":"198.51.100.1"}]}`)
+	rs, err := parseRIB(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rs.NextHops("198.18.0.6/32"), ","); got != "198.51.100.1,198.51.100.3" {
+		t.Errorf("next hops %s", got)
+	}
+	if p := rs["198.18.0.6/32"][0]; len(p.ASPath) != 1 || p.ASPath[0] != 65000 {
+		t.Errorf("AS path %v", p.ASPath)
+	}
+	if _, err := parseRIB([]byte("not json")); err == nil {
+		t.Error("garbage parsed")
+	}
+}

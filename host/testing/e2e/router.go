@@ -1,0 +1,208 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// RouterOptions describe one GoBGP router standing in for an Equinix Metal
+// router: it listens on Addr and accepts sessions only from the configured
+// neighbours, with their ASN and the project's MD5 password.
+type RouterOptions struct {
+	Name     string
+	Addr     string // the peer address the emulator's neighbour data names
+	ASN      uint32 // the emulator's peer_as
+	APIPort  int    // gobgpd's gRPC API on 127.0.0.1
+	Password string // "" for none; with one, a neighbour without it never comes up
+	// Neighbors are the nodes' private addresses; each must speak PeerASN.
+	Neighbors []string
+	PeerASN   uint32
+}
+
+// Router is a running gobgpd.
+type Router struct {
+	RouterOptions
+	proc *Proc
+	cli  string
+}
+
+// StartRouter writes the router's configuration and starts gobgpd. The
+// neighbours are passive (the routers never dial: MetalLB's native speaker
+// does not listen) and multipath is on, as on Equinix's routers.
+func StartRouter(bins Binaries, dir string, o RouterOptions) (*Router, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[global.config]\n  as = %d\n  router-id = %q\n  port = 179\n  local-address-list = [%q]\n", o.ASN, o.Addr, o.Addr)
+	b.WriteString("[global.use-multiple-paths.config]\n  enabled = true\n")
+	for _, n := range o.Neighbors {
+		fmt.Fprintf(&b, "[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %q\n    peer-as = %d\n", n, o.PeerASN)
+		if o.Password != "" {
+			fmt.Fprintf(&b, "    auth-password = %q\n", o.Password)
+		}
+		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n    local-address = %q\n", o.Addr)
+	}
+	return startGoBGP(bins, dir, o, b.String())
+}
+
+// startGoBGP runs gobgpd with the configuration and waits for its API.
+func startGoBGP(bins Binaries, dir string, o RouterOptions, config string) (*Router, error) {
+	conf := filepath.Join(dir, o.Name+".toml")
+	if err := os.WriteFile(conf, []byte(config), 0o600); err != nil {
+		return nil, err
+	}
+	p, err := Start(dir, o.Name, bins.GoBGPD, []string{"-f", conf, "--api-hosts", fmt.Sprintf("127.0.0.1:%d", o.APIPort), "-l", "info"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{RouterOptions: o, proc: p, cli: bins.GoBGP}
+	// Ready when the API answers.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := r.gobgp(context.Background(), "global"); err == nil {
+			return r, nil
+		}
+		if done, err := p.Exited(); done {
+			return nil, fmt.Errorf("gobgpd %s exited (%v); see %s", o.Name, err, p.Log)
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("gobgpd %s: API not answering after 30s; see %s", o.Name, p.Log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Stop ends gobgpd.
+func (r *Router) Stop() { r.proc.Stop() }
+
+// Log is gobgpd's log file.
+func (r *Router) Log() string { return r.proc.Log }
+
+func (r *Router) gobgp(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	args = append([]string{"-u", "127.0.0.1", "-p", fmt.Sprint(r.APIPort)}, args...)
+	out, err := exec.CommandContext(ctx, r.cli, args...).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("gobgp %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// Announce originates prefix (a /32) from this instance.
+func (r *Router) Announce(ctx context.Context, prefix string) error {
+	_, err := r.gobgp(ctx, "global", "rib", "add", "-a", "ipv4", prefix)
+	return err
+}
+
+// Path is one path a router holds for a prefix.
+type Path struct {
+	NextHop  string
+	ASPath   []uint32
+	Neighbor string
+}
+
+func (p Path) String() string { return fmt.Sprintf("%s via AS%v", p.NextHop, p.ASPath) }
+
+// Routes is the router's IPv4 table: prefix -> paths (one per neighbour
+// that announced it; with multipath they are all used).
+type Routes map[string][]Path
+
+// NextHops of a prefix, sorted.
+func (rs Routes) NextHops(prefix string) []string {
+	var out []string
+	for _, p := range rs[prefix] {
+		out = append(out, p.NextHop)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Routes reads the router's table through gobgp's JSON output.
+func (r *Router) Routes(ctx context.Context) (Routes, error) {
+	out, err := r.gobgp(ctx, "global", "rib", "-a", "ipv4", "-j")
+	if err != nil {
+		return nil, err
+	}
+	return parseRIB(out)
+}
+
+// ribPath is the part of gobgp's JSON path we read.
+type ribPath struct {
+	Attrs []struct {
+		Type    int    `json:"type"`
+		NextHop string `json:"nexthop"`
+		ASPaths []struct {
+			ASNs []uint32 `json:"asns"`
+		} `json:"as_paths"`
+	} `json:"attrs"`
+	Neighbor string `json:"neighbor-ip"`
+	Withdraw bool   `json:"withdrawal"`
+}
+
+func parseRIB(out []byte) (Routes, error) {
+	var raw map[string][]ribPath
+	if err := json.Unmarshal(out, &raw); err != nil {
+		return nil, fmt.Errorf("reading gobgp's table: %w: %.200s", err, out)
+	}
+	rs := Routes{}
+	for prefix, paths := range raw {
+		for _, rp := range paths {
+			if rp.Withdraw {
+				continue
+			}
+			var p Path
+			p.Neighbor = rp.Neighbor
+			for _, a := range rp.Attrs {
+				switch a.Type {
+				case 2: // AS_PATH
+					for _, seg := range a.ASPaths {
+						p.ASPath = append(p.ASPath, seg.ASNs...)
+					}
+				case 3: // NEXT_HOP
+					p.NextHop = a.NextHop
+				}
+			}
+			rs[prefix] = append(rs[prefix], p)
+		}
+	}
+	return rs, nil
+}
+
+// Established lists the neighbours whose session is up.
+func (r *Router) Established(ctx context.Context) ([]string, error) {
+	out, err := r.gobgp(ctx, "neighbor", "-j")
+	if err != nil {
+		return nil, err
+	}
+	var ns []struct {
+		State struct {
+			Neighbor string `json:"neighbor_address"`
+			State    int    `json:"session_state"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(out, &ns); err != nil {
+		return nil, fmt.Errorf("reading gobgp's neighbours: %w", err)
+	}
+	var up []string
+	for _, n := range ns {
+		if n.State.State == 6 { // ESTABLISHED in GoBGP's API enum
+			up = append(up, n.State.Neighbor)
+		}
+	}
+	sort.Strings(up)
+	return up, nil
+}
+
+// apiPortBase is the first gobgpd API port. It is below the kernel's
+// ephemeral range (32768-60999 by default), where any outgoing connection
+// in the namespace could already hold a port.
+const apiPortBase = 21051
