@@ -157,7 +157,13 @@ func listFiles(t *testing.T, img v1.Image) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, h.Name)
+		// mutate.Extract cleans names ("tmp/" becomes "tmp"); a directory
+		// is listed with its slash so the check also says it is one.
+		name := strings.TrimSuffix(h.Name, "/")
+		if h.Typeflag == tar.TypeDir {
+			name += "/"
+		}
+		names = append(names, name)
 	}
 	slices.Sort(names)
 	return names

@@ -40,6 +40,18 @@ func measureModule(ctx context.Context, services, nodes int) (*moduleResult, err
 	}
 	defer os.RemoveAll(cacheDir)
 	req := sdktest.Snapshot(services, nodes)
+	// A pool per Service, a BGPPeer per node and peer (two each), the
+	// advertisement, and one password Secret per distinct BGP password.
+	want := services + 2*nodes + 1
+	passwords := map[sdk.Secret]bool{}
+	for _, n := range req.Nodes {
+		for _, p := range n.Peers {
+			if p.Password != "" {
+				passwords[p.Password] = true
+			}
+		}
+	}
+	want += len(passwords)
 	in, _ := json.Marshal(req)
 	res := &moduleResult{requestBytes: len(in)}
 	try := func(mib int, timeout time.Duration) (time.Duration, error) {
@@ -51,8 +63,8 @@ func measureModule(ctx context.Context, services, nodes int) (*moduleResult, err
 		defer m.Close(context.Background())
 		start := time.Now()
 		resp, err := m.Generate(ctx, req)
-		if err == nil && len(resp.Objects) != services+2*nodes+1 {
-			err = fmt.Errorf("%d objects, want %d", len(resp.Objects), services+2*nodes+1)
+		if err == nil && len(resp.Objects) != want {
+			err = fmt.Errorf("%d objects, want %d", len(resp.Objects), want)
 		}
 		return time.Since(start), err
 	}

@@ -12,9 +12,26 @@ import data.equinix.labelselector
 # title: selected_nodes
 # description: |
 #   The names of the nodes whose labels match every requirement of the
-#   bgpNodeSelector setting; every node when the setting is empty, as
-#   upstream does.
-selected_nodes := labelselector.selected(input.nodes, input.bgpNodeSelector)
+#   bgpNodeSelector setting (every node when the setting is empty, as
+#   upstream does), except the nodes labelled
+#   node.kubernetes.io/exclude-from-external-load-balancers.
+selected_nodes := labelselector.selected(input.nodes, input.bgpNodeSelector) - excluded_nodes
+
+# METADATA
+# title: exclude_label
+# description: |
+#   The well-known label that takes a node out of external load balancers
+#   (most installers put it on control-plane nodes). Kubernetes' service
+#   controller honours it whatever its value, so this policy does too.
+exclude_label := "node.kubernetes.io/exclude-from-external-load-balancers"
+
+# METADATA
+# title: excluded_nodes
+# description: Nodes that carry exclude_label, with any value.
+excluded_nodes contains node.name if {
+	some node in input.nodes
+	labelselector.has_key(object.get(node, "labels", {}), exclude_label)
+}
 
 # METADATA
 # title: deny
