@@ -3,40 +3,18 @@ package ocimodule_test
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/ociregistry"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
 )
-
-// pushTo writes img to repo on the registry at host and returns the
-// reference pinned by digest.
-func pushTo(t *testing.T, host, repo string, img v1.Image) string {
-	t.Helper()
-	tag, err := name.NewTag(host + "/" + repo + ":v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tag, img); err != nil {
-		t.Fatal(err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return host + "/" + repo + "@" + d.String()
-}
 
 func emptyModule(t *testing.T) []byte {
 	t.Helper()
@@ -50,19 +28,18 @@ func emptyModule(t *testing.T) []byte {
 // TestFetch pushes a module to an in-process registry (go-containerregistry's
 // pkg/registry) and pulls it by digest, then checks every refusal.
 func TestFetch(t *testing.T) {
-	srv := httptest.NewServer(registry.New())
-	host := strings.TrimPrefix(srv.URL, "http://")
+	host, stopRegistry := ociregistry.Start(t)
 	wasm := emptyModule(t)
 	img, err := ocimodule.Package(wasm, time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := pushTo(t, host, "team/empty", img)
+	ref := ociregistry.Push(t, host, "team/empty", img)
 	notWasm, err := random.Image(512, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	notWasmRef := pushTo(t, host, "team/app", notWasm)
+	notWasmRef := ociregistry.Push(t, host, "team/app", notWasm)
 	cache := t.TempDir()
 	f := &ocimodule.Fetcher{CacheDir: cache}
 	ctx := context.Background()
@@ -99,7 +76,7 @@ func TestFetch(t *testing.T) {
 
 	// The registry goes away: the verified cache still serves the module;
 	// a module never pulled fails with the registry named.
-	srv.Close()
+	stopRegistry()
 	if got, _, err := f.Fetch(ctx, ref); err != nil || !bytes.Equal(got, wasm) {
 		t.Fatalf("from the cache: %v", err)
 	}

@@ -4,17 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -22,24 +17,9 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/ociregistry"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 )
-
-func pushImage(t *testing.T, host, repo string, img v1.Image) string {
-	t.Helper()
-	tag, err := name.NewTag(host + "/" + repo + ":v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tag, img); err != nil {
-		t.Fatal(err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return host + "/" + repo + "@" + d.String()
-}
 
 // TestModuleByDigest pushes the example BIRD module to an in-process OCI
 // registry, starts the CCM with its wasm+oci://…@sha256: reference and
@@ -51,19 +31,17 @@ func TestModuleByDigest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run make examples)", err)
 	}
-	srv := httptest.NewServer(registry.New())
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
+	host, _ := ociregistry.Start(t)
 	img, err := ocimodule.Package(wasm, time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := pushImage(t, host, "examples/bird", img)
+	ref := ociregistry.Push(t, host, "examples/bird", img)
 	notWasm, err := random.Image(256, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	notWasmRef := pushImage(t, host, "examples/app", notWasm)
+	notWasmRef := ociregistry.Push(t, host, "examples/app", notWasm)
 
 	env := testenv.New(t, testenv.Options{AuditLog: true, Users: []testenv.User{{Name: ccmUser, Groups: []string{"system:masters"}}}})
 	ctx := context.Background()
