@@ -257,7 +257,7 @@ func TestManagerRepairsInterruptedMove(t *testing.T) {
 	h.rounds(1)
 	h.servers["a"].Stop()
 	metal.failNext["AssignIP"] = 2 // the move's assign, then putting it back
-	h.rounds(3) // the third unassigns, then the assign fails
+	h.rounds(3)                    // the third unassigns, then the assign fails
 	if got := metal.holders(); len(got) != 0 {
 		t.Fatalf("holders after the failed assign = %v, want none (the test needs the half-done move)", got)
 	}
