@@ -20,6 +20,9 @@ const (
 	ReasonRecovered    = "ControlPlaneRecovered"
 	ReasonFailoverFail = "ControlPlaneEIPFailoverFailed"
 	ReasonEIPNotFound  = "ControlPlaneEIPNotFound"
+	// ReasonServiceRecreated: the external Service was deleted and created
+	// again to get its loadBalancerClass (an immutable field).
+	ReasonServiceRecreated = "ControlPlaneServiceRecreated"
 )
 
 // execute carries out a Move, Assign or Trim. It first re-reads the

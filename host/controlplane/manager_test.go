@@ -473,6 +473,7 @@ func TestManagerExternalService(t *testing.T) {
 	// test.
 	svc := appliedService(t, h.kube.(*fake.Clientset), "")
 	if svc.Spec.Type != v1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerIP != testEIP ||
+		svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass != LoadBalancerClass ||
 		svc.Annotations[MetalLBAddressPoolAnnotation] != MetalLBDisabledPool {
 		t.Fatalf("external Service spec = %+v, annotations %v", svc.Spec, svc.Annotations)
 	}
@@ -535,6 +536,9 @@ func appliedService(t *testing.T, cs *fake.Clientset, subresource string) *v1.Se
 		if !ok || p.GetPatchType() != types.ApplyPatchType || p.GetResource().Resource != "services" ||
 			p.GetSubresource() != subresource || p.GetName() != ExternalServiceName {
 			continue
+		}
+		if o, ok := a.(interface{ GetPatchOptions() metav1.PatchOptions }); ok && o.GetPatchOptions().FieldManager == ClassFieldManager {
+			continue // the class alone, co-owned (see ClassFieldManager)
 		}
 		last = &v1.Service{}
 		if err := json.Unmarshal(p.GetPatch(), last); err != nil {
