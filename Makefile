@@ -278,8 +278,9 @@ E2E_WRONG_ASN := $(BIN_DIR)/e2e/wrongasn.wasm
 e2e: build k8s-bins e2e-bins
 	@mkdir -p $(dir $(E2E_WRONG_ASN))
 	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(E2E_WRONG_ASN) ./host/testing/e2e/wrongasn
+	@$(GO) build -o $(BIN_DIR)/sandbox ./cmd/sandbox
 	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
-	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) \
+	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) METAL_CCM_E2E_SANDBOX=$(CURDIR)/$(BIN_DIR)/sandbox \
 	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./host/testing/e2e/
 
 clean:
