@@ -52,7 +52,7 @@ func TestSandbox(t *testing.T) {
 		"IPAddressPool     3",     // one pool per Service with an address
 		"BGPPeer           16",    // 8 nodes x 2 peers
 		"BGPAdvertisement  1",
-		"failover: the EIP moved from cp-0 to", // the control-plane EIP moved
+		"failover: the EIP moved from cp-0 to cp-1", // within metro da (cp-2 is in sv)
 	} {
 		if !strings.Contains(last, want) {
 			t.Errorf("the last view lacks %q:\n%s", want, last)
