@@ -132,8 +132,12 @@ type dataPlane struct {
 }
 
 // startRouters gives the namespace's loopback the routers' and the nodes'
-// addresses and starts the two routers, which accept every node.
+// addresses and starts the two routers, which accept every node. Without
+// the data plane (dp nil) it does nothing.
 func (dp *dataPlane) startRouters(devs []Device) error {
+	if dp == nil {
+		return nil
+	}
 	addrs := append([]string{}, dataplane.RouterAddrs...)
 	var nodes []string
 	for _, d := range devs {
@@ -147,13 +151,17 @@ func (dp *dataPlane) startRouters(devs []Device) error {
 		return err
 	}
 	dp.routers = rs
+	say("routers (GoBGP) at %s and %s, AS%d, waiting for every node's session", dataplane.RouterAddrs[0], dataplane.RouterAddrs[1], dataplane.RouterASN)
 	return nil
 }
 
 // startMetalLB runs MetalLB's controller and one speaker per node, as its
 // Deployment and DaemonSet would; everything they do comes from what the
-// CCM writes.
+// CCM writes. Without the data plane (dp nil) it does nothing.
 func (dp *dataPlane) startMetalLB(ctx context.Context, kube kubernetes.Interface, kubeconfig string, devs []Device) error {
+	if dp == nil {
+		return nil
+	}
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dataplane.MetalLBNamespace}}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -170,6 +178,7 @@ func (dp *dataPlane) startMetalLB(ctx context.Context, kube kubernetes.Interface
 		}
 		dp.procs = append(dp.procs, sp)
 	}
+	say("MetalLB controller and %d speakers (native BGP) started; their logs are in %s", len(devs), dp.dir)
 	return nil
 }
 

@@ -112,30 +112,19 @@ func run(o Options, dir string, dp *dataPlane) error {
 		return err
 	}
 	defer emu.Close()
-	if dp != nil {
-		defer dp.stop()
-		if err := dp.startRouters(devs); err != nil {
-			return err
-		}
-		say("routers (GoBGP) at %s and %s, AS%d, waiting for every node's session", dataplane.RouterAddrs[0], dataplane.RouterAddrs[1], dataplane.RouterASN)
+	defer dp.stop()
+	if err := dp.startRouters(devs); err != nil {
+		return err
 	}
 
 	// 2. A real kube-apiserver.
 	say("starting kube-apiserver and etcd (work dir %s)", dir)
-	env, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(dir, "cluster"), KeepDir: true})
+	env, err := startKube(ctx, dir)
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	dyn := dynamic.NewForConfigOrDie(env.Config)
-	kubeconfig := env.KubeconfigPath
-	if outside, err := serveOutside(ctx, env, dir); err != nil {
-		return err
-	} else if outside != "" {
-		kubeconfig = outside
-	}
-	say("kube-apiserver ready in %s; try: KUBECONFIG=%s kubectl get svc,nodes -A", env.StartDuration.Round(time.Millisecond), kubeconfig)
 
 	// 3. The control-plane nodes' kube-apiservers, as far as /healthz goes:
 	// on each node's own address and the port default/kubernetes names, as
@@ -152,11 +141,8 @@ func run(o Options, dir string, dp *dataPlane) error {
 		return err
 	}
 	say("registered %d nodes (tainted uninitialized, as kubelet --cloud-provider=external does)", len(devs))
-	if dp != nil {
-		if err := dp.startMetalLB(ctx, kube, env.KubeconfigPath, devs); err != nil {
-			return err
-		}
-		say("MetalLB controller and %d speakers (native BGP) started; their logs are in %s", len(devs), dir)
+	if err := dp.startMetalLB(ctx, kube, env.KubeconfigPath, devs); err != nil {
+		return err
 	}
 
 	// 5. The CCM.
@@ -181,7 +167,7 @@ func run(o Options, dir string, dp *dataPlane) error {
 	say("everything started in %s", time.Since(began).Round(100*time.Millisecond))
 	time.Sleep(time.Second)
 
-	v := &Viewer{kube: kube, dyn: dyn, emu: emu, lb: o.LoadBalancer, cpEIP: cpEIP, plain: o.Plain, started: time.Now()}
+	v := &Viewer{kube: kube, dyn: dynamic.NewForConfigOrDie(env.Config), emu: emu, lb: o.LoadBalancer, cpEIP: cpEIP, plain: o.Plain, started: time.Now()}
 	if dp != nil {
 		v.routers, v.nodeByIP = dp.routers, map[string]string{}
 		for _, d := range devs {
@@ -189,6 +175,26 @@ func run(o Options, dir string, dp *dataPlane) error {
 		}
 	}
 	return watch(ctx, o, v, health, ccm, dir)
+}
+
+// startKube starts kube-apiserver and etcd and says how to reach them: from
+// inside a private namespace, through the port forwarded to the outside.
+func startKube(ctx context.Context, dir string) (*testenv.Env, error) {
+	env, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(dir, "cluster"), KeepDir: true})
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := env.KubeconfigPath
+	outside, err := serveOutside(ctx, env, dir)
+	if err != nil {
+		env.Stop()
+		return nil, err
+	}
+	if outside != "" {
+		kubeconfig = outside
+	}
+	say("kube-apiserver ready in %s; try: KUBECONFIG=%s kubectl get svc,nodes -A", env.StartDuration.Round(time.Millisecond), kubeconfig)
+	return env, nil
 }
 
 // startHealth serves /healthz on every control-plane node's address, at
