@@ -49,7 +49,10 @@ type NodeState struct {
 	Name string
 	// DeviceID comes from spec.providerID; "" while the node has none, and
 	// such a node can never receive the EIP.
-	DeviceID      string
+	DeviceID string
+	// Uninitialized is true while the node has no spec.providerID at all
+	// (the cloud node controller has not initialised it yet).
+	Uninitialized bool
 	Unschedulable bool
 	// Metro is the code of the metro the node's device is in ("" when
 	// unknown). Equinix assigns an Elastic IP only to a device in the
@@ -196,6 +199,11 @@ func Decide(in Input) Decision {
 	hn, known := byDevice[holder.DeviceID]
 	var why, cause string
 	switch {
+	case !known && uninitialized(nodes) != "":
+		// At start-up the cloud node controller has not yet given every
+		// node its provider ID: the holder may well be one of those, and
+		// healthy. Moving the EIP away from it would be a needless outage.
+		return Decision{Kind: Keep, Reason: fmt.Sprintf("holder device %s may be node %s, which has no provider ID yet", holder.DeviceID, uninitialized(nodes))}
 	case !known:
 		why = fmt.Sprintf("holder device %s is not a control-plane node of this cluster (node deleted?)", holder.DeviceID)
 		cause = CauseNotANode
@@ -272,6 +280,18 @@ func trim(as []Assignment, byDevice map[string]NodeState) Decision {
 		Reason:   fmt.Sprintf("the EIP has %d assignments; keeping the one on device %s", len(as), sorted[0].DeviceID),
 		Cause:    CauseDuplicate,
 	}
+}
+
+// uninitialized names the first control-plane node (not being deleted)
+// without a provider ID, "" when there is none. A node with a provider ID
+// of another cloud is not one: it will never be given an Equinix device.
+func uninitialized(sorted []NodeState) string {
+	for _, n := range sorted {
+		if n.Uninitialized && !n.Deleting {
+			return n.Name
+		}
+	}
+	return ""
 }
 
 // inMetro reports whether n may hold an EIP of metro ("" = any metro).

@@ -83,6 +83,16 @@ func TestDecide(t *testing.T) {
 			wantKind: Move, wantTarget: "b", wantReason: "not a control-plane node",
 		},
 		{
+			name: "holder unknown while a node has no provider ID yet (start-up): keep", assignments: onA, holder: Health{}, since: time.Hour,
+			nodes:    []NodeState{{Name: "a", Uninitialized: true, Health: healthy(3)}, node("b", "dev-b", healthy(10))},
+			wantKind: Keep, wantReason: "holder device dev-a may be node a, which has no provider ID yet",
+		},
+		{
+			name: "holder unknown, the node without a device has another cloud's provider ID: move", assignments: onA, holder: Health{}, since: time.Hour,
+			nodes:    []NodeState{node("a", "", healthy(3)), node("b", "dev-b", healthy(10))},
+			wantKind: Move, wantTarget: "b", wantReason: "not a control-plane node",
+		},
+		{
 			name: "no healthy node: the EIP stays and is reported", assignments: onA, holder: failing(7), since: time.Hour,
 			nodes:    []NodeState{node("a", "dev-a", failing(7)), node("b", "dev-b", failing(7)), node("c", "dev-c", Health{})},
 			wantKind: Stuck, wantReason: "none of the 3 control-plane nodes is eligible",
