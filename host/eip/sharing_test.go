@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // shareSvc is a Service of key "k" with the given ports ("TCP/80"), policy
@@ -178,5 +179,45 @@ func TestOwnerTags(t *testing.T) {
 		if got := OwnerTag(strings.Split(tags, ",")); got != want {
 			t.Errorf("OwnerTag(%s) = %q, want %q", tags, got, want)
 		}
+	}
+}
+
+// TestKeepersAndGroup: who keeps a key's reservation (every other Service of
+// the key, refused or not, unless being deleted) and who is weighed for its
+// address (also not those bringing another address of their own).
+func TestKeepersAndGroup(t *testing.T) {
+	const cluster = v1.ServiceExternalTrafficPolicyCluster
+	mk := func(name, key string, change func(*v1.Service)) *v1.Service {
+		s := shareSvc(name, 0, cluster, nil, "TCP/80")
+		s.UID = types.UID("uid-" + name)
+		s.Annotations = map[string]string{LegacySharingAnnotation: key}
+		if change != nil {
+			change(s)
+		}
+		return s
+	}
+	now := metav1.Now()
+	class := "other"
+	self := mk("self", "k", nil)
+	all := []*v1.Service{
+		self,
+		mk("peer", "k", nil),
+		mk("other-key", "x", nil),
+		mk("deleting", "k", func(s *v1.Service) { s.DeletionTimestamp = &now }),
+		mk("cluster-ip", "k", func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeClusterIP }),
+		mk("byo-elsewhere", "k", func(s *v1.Service) { s.Spec.LoadBalancerIP = "145.40.1.1" }),
+		mk("byo-same", "k", func(s *v1.Service) { s.Spec.LoadBalancerIP = "147.75.0.1" }),
+		mk("classed", "k", func(s *v1.Service) { s.Spec.LoadBalancerClass = &class }),
+	}
+	keepers := keepersOf(all, SharingTag("k"), self.UID)
+	if want := []string{"default/byo-elsewhere", "default/byo-same", "default/peer"}; !slices.Equal(keepers, want) {
+		t.Errorf("keepersOf = %v, want %v", keepers, want)
+	}
+	var group []string
+	for _, s := range keyGroup(all, self, "k", "147.75.0.1") {
+		group = append(group, s.Name)
+	}
+	if want := []string{"self", "peer", "byo-same"}; !slices.Equal(group, want) {
+		t.Errorf("keyGroup = %v, want %v", group, want)
 	}
 }
