@@ -254,18 +254,22 @@ func (m *Manager) Release(ctx context.Context, svc *v1.Service) error {
 	if err != nil {
 		return m.fail(svc, fmt.Errorf("looking up the Service's Elastic IP: %w", err))
 	}
+	var done []string
 	for _, r := range own {
 		if err := m.api.DeleteIP(ctx, r.GetId()); err != nil {
 			return m.fail(svc, fmt.Errorf("releasing Elastic IP %s: %w", r.GetAddress(), err))
 		}
 		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonReleased, "Released Elastic IP %s", r.GetAddress())
+		done = append(done, r.GetAddress())
 	}
 	if key := SharingKey(svc); key != "" {
-		if err := m.releaseShared(ctx, svc, SharingTag(key)); err != nil {
+		addrs, err := m.releaseShared(ctx, svc, SharingTag(key))
+		if err != nil {
 			return err
 		}
+		done = append(done, addrs...)
 	}
-	return m.leave(ctx, svc, "")
+	return m.leave(ctx, svc, done...)
 }
 
 // pick chooses one reservation deterministically (the oldest) when several

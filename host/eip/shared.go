@@ -130,16 +130,18 @@ func (m *Manager) releaseOwn(ctx context.Context, svc *v1.Service, why string) e
 }
 
 // leave releases the shared reservations the Service had an address of
-// (status, or spec.loadBalancerIP as the CCM wrote it) other than ip, its
-// address now, when no other Service has their key: the Service changed or
-// dropped its key, or is gone. Its current key's reservation is not left.
-func (m *Manager) leave(ctx context.Context, svc *v1.Service, ip string) error {
+// (status, or spec.loadBalancerIP as the CCM wrote it) other than handled
+// (its address now, or those already released), when no other Service has
+// their key: the Service changed or dropped its key, or is gone. Its
+// current key's reservation is not left. A Service whose address did not
+// change costs nothing here.
+func (m *Manager) leave(ctx context.Context, svc *v1.Service, handled ...string) error {
 	current := ""
 	if key := SharingKey(svc); key != "" {
 		current = SharingTag(key)
 	}
 	for _, addr := range previous(svc) {
-		if addr == ip {
+		if slices.Contains(handled, addr) {
 			continue
 		}
 		res, err := m.reservationAt(ctx, addr)
@@ -150,7 +152,7 @@ func (m *Manager) leave(ctx context.Context, svc *v1.Service, ip string) error {
 			continue
 		}
 		if tag := OwnerTag(res.Tags); strings.HasPrefix(tag, sharingTagPrefix) && tag != current {
-			if err := m.releaseShared(ctx, svc, tag); err != nil {
+			if _, err := m.releaseShared(ctx, svc, tag); err != nil {
 				return err
 			}
 		}
@@ -163,26 +165,30 @@ func (m *Manager) leave(ctx context.Context, svc *v1.Service, ip string) error {
 // (OwnerTags). The informer answers first; before deleting, a live list
 // from the API server confirms, so a Service created a moment ago that the
 // informer has not seen yet is never robbed of its address.
-func (m *Manager) releaseShared(ctx context.Context, svc *v1.Service, tag string) error {
+//
+// It returns the addresses of the key's reservations, released or kept.
+func (m *Manager) releaseShared(ctx context.Context, svc *v1.Service, tag string) ([]string, error) {
 	m.keys.LockKey(tag)
 	defer func() { _ = m.keys.UnlockKey(tag) }()
 	found, err := m.api.ReservationsWithTags(ctx, UsageTag, tag, ClusterTag(m.clusterID))
 	if err != nil || len(found) == 0 {
-		return err
+		return nil, err
 	}
 	all, err := m.listServices(ctx)
 	if err != nil {
-		return m.fail(svc, err)
+		return nil, m.fail(svc, err)
 	}
 	keepers := keepersOf(all, tag, svc.UID)
 	if len(keepers) == 0 {
 		live, err := m.liveServices(ctx)
 		if err != nil {
-			return m.fail(svc, fmt.Errorf("listing Services before releasing a shared Elastic IP: %w", err))
+			return nil, m.fail(svc, fmt.Errorf("listing Services before releasing a shared Elastic IP: %w", err))
 		}
 		keepers = keepersOf(live, tag, svc.UID)
 	}
+	var addrs []string
 	for _, r := range found {
+		addrs = append(addrs, r.GetAddress())
 		if len(keepers) > 0 {
 			if slices.Contains(previous(svc), r.GetAddress()) {
 				m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonShareKept, "Elastic IP %s stays reserved: Service %s (and %d more) still share it", r.GetAddress(), keepers[0], len(keepers)-1)
@@ -190,12 +196,12 @@ func (m *Manager) releaseShared(ctx context.Context, svc *v1.Service, tag string
 			continue
 		}
 		if err := m.api.DeleteIP(ctx, r.GetId()); err != nil {
-			return m.fail(svc, fmt.Errorf("releasing shared Elastic IP %s: %w", r.GetAddress(), err))
+			return nil, m.fail(svc, fmt.Errorf("releasing shared Elastic IP %s: %w", r.GetAddress(), err))
 		}
 		klog.InfoS("Released a shared Elastic IP: no Service has its sharing key any more", "service", klog.KObj(svc), "address", r.GetAddress())
 		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonReleased, "Released shared Elastic IP %s: no other Service has its sharing key", r.GetAddress())
 	}
-	return nil
+	return addrs, nil
 }
 
 // keepersOf are the Services, other than the one with UID self and those
