@@ -99,6 +99,14 @@ func (m *Manager) ensureShared(ctx context.Context, svc *v1.Service, key string)
 		return "", err
 	}
 	ip := res.GetAddress()
+	if lbIP := svc.Spec.LoadBalancerIP; lbIP != "" && lbIP != ip && writtenByCCM(svc) {
+		// The address the CCM gave the Service is no reservation of the
+		// cluster any more (not its own, nor another key's it just left):
+		// the key's reservation was released outside the CCM.
+		if prev, err := m.reservationAt(ctx, lbIP); err == nil && prev == nil {
+			m.reportLost(svc, lbIP, ip)
+		}
+	}
 	if err := m.publish(ctx, svc, ip); err != nil {
 		return "", err
 	}
