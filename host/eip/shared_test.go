@@ -147,3 +147,25 @@ func TestSharedLostIsReported(t *testing.T) {
 		t.Fatalf("events %s", ev)
 	}
 }
+
+// TestSharedTakeOverKeepsOwnAddress: a Service that upstream gave its own
+// Elastic IP (spec.loadBalancerIP written by upstream, a reservation with
+// the Service's tags) and that has a sharing key keeps its address after a
+// take-over: nothing is reserved, released or moved. Its own reservation
+// goes with it.
+func TestSharedTakeOverKeepsOwnAddress(t *testing.T) {
+	ctx := context.Background()
+	s := keyed("legacy", 80)
+	s.Spec.LoadBalancerIP = "147.75.7.7"
+	m, api, _, _ := sharedSetup(s)
+	api.res = []metalv1.IPReservation{{Id: ptr("up"), Address: ptr("147.75.7.7"), State: ptr("created"), Tags: Tags("cluster-uid", "default", "legacy")}}
+	if ip, err := m.Ensure(ctx, s); err != nil || ip != "147.75.7.7" || len(api.requests) != 0 || len(api.res) != 1 {
+		t.Fatalf("%s %v; %d requests, %d reservations", ip, err, len(api.requests), len(api.res))
+	}
+	if ip, ok, err := m.Current(ctx, s); err != nil || !ok || ip != "147.75.7.7" {
+		t.Fatalf("Current: %s %v %v", ip, ok, err)
+	}
+	if err := m.Release(ctx, s); err != nil || len(api.res) != 0 {
+		t.Fatalf("release: %v, %d reservations left", err, len(api.res))
+	}
+}
