@@ -2,6 +2,7 @@ package eip
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,3 +222,24 @@ func TestKeepersAndGroup(t *testing.T) {
 		t.Errorf("keyGroup = %v, want %v", group, want)
 	}
 }
+
+// BenchmarkGroup: the cost of deciding a key's Services at each Ensure of
+// one of them (every pair is compared once).
+func BenchmarkGroup(b *testing.B) {
+	for _, n := range []int{3, 100, 1000} {
+		services := make([]*v1.Service, n)
+		for i := range services {
+			services[i] = shareSvc("s"+strings.Repeat("x", i%7), i%60, v1.ServiceExternalTrafficPolicyCluster, nil, "TCP/"+itoa(1000+i))
+			services[i].Name += itoa(i)
+		}
+		b.Run(itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				if admitted, _ := Group(services, ""); len(admitted) != n {
+					b.Fatalf("%d admitted", len(admitted))
+				}
+			}
+		})
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
