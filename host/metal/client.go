@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,6 +107,11 @@ type Client struct {
 	uncertainMu   sync.Mutex
 	uncertainTags map[string]bool
 
+	// refreshHooks run after every successful periodic re-read of the
+	// reservation cache (see OnReservationsRefreshed).
+	hooksMu      sync.Mutex
+	refreshHooks []func(context.Context)
+
 	// bgpSessions remembers devices known to have an IPv4 BGP session.
 	bgpMu       sync.Mutex
 	bgpSessions map[string]bool
@@ -203,10 +209,29 @@ func (c *Client) Run(ctx context.Context) {
 		if err := c.RefreshDevices(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "Equinix Metal device cache not refreshed; keeping the previous contents")
 		}
-		if err := c.RefreshReservations(ctx); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "Equinix Metal IP reservation cache not refreshed; keeping the previous contents")
+		if err := c.RefreshReservations(ctx); err != nil {
+			if ctx.Err() == nil {
+				klog.ErrorS(err, "Equinix Metal IP reservation cache not refreshed; keeping the previous contents")
+			}
+			return
+		}
+		c.hooksMu.Lock()
+		hooks := slices.Clone(c.refreshHooks)
+		c.hooksMu.Unlock()
+		for _, h := range hooks {
+			h(ctx)
 		}
 	}, c.opts.RefreshPeriod, 0.1, true)
+}
+
+// OnReservationsRefreshed registers f to run after every successful full
+// re-read of the reservation cache by Run (not after the re-reads a lookup
+// forces), in Run's goroutine: the place for work that needs the whole
+// project's reservations as of a fresh listing, such as finding orphans.
+func (c *Client) OnReservationsRefreshed(f func(context.Context)) {
+	c.hooksMu.Lock()
+	defer c.hooksMu.Unlock()
+	c.refreshHooks = append(c.refreshHooks, f)
 }
 
 // maxPages guards against an API that never reaches its last page.

@@ -14,7 +14,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -174,6 +176,8 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 	})
 	c.bgp.Store(controller)
 	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister()}
+	services := env.informers.Core().V1().Services()
+	services.Informer() // registered now, so informers.Start starts it
 
 	go func() {
 		clusterID := retry(ctx, "reading the kube-system namespace UID (the cluster tag of Elastic IPs)", func() (string, error) {
@@ -187,6 +191,7 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 			return
 		}
 		c.lb.setEIPs(eip.NewManager(c.metal, env.kube, placer, env.recorder, clusterID))
+		c.watchOrphans(env, services, clusterID)
 		retry(ctx, "enabling BGP on the project", func() (bgp.ProjectState, error) {
 			return bgp.EnableProject(ctx, c.metal, c.cfg.LocalASN, c.cfg.BGPPass)
 		})
@@ -195,6 +200,32 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 		}
 		controller.Run(ctx, 2)
 	}()
+}
+
+// watchOrphans reports (and with orphanEIPs=release, releases) this
+// cluster's Service reservations whose Service is gone, after every full
+// refresh of the reservation cache.
+func (c *Cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer, clusterID string) {
+	w := &eip.OrphanWatcher{
+		API:       c.metal,
+		ClusterID: clusterID,
+		Services:  func() ([]*v1.Service, error) { return services.Lister().List(labels.Everything()) },
+		Synced:    services.Informer().HasSynced,
+		LiveServices: func(ctx context.Context) ([]*v1.Service, error) {
+			l, err := env.kube.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			out := make([]*v1.Service, 0, len(l.Items))
+			for i := range l.Items {
+				out = append(out, &l.Items[i])
+			}
+			return out, nil
+		},
+		Release: c.cfg.OrphanEIPs == config.OrphanRelease,
+		Grace:   c.cfg.OrphanEIPGrace,
+	}
+	c.metal.OnReservationsRefreshed(func(ctx context.Context) { w.Check(ctx) })
 }
 
 // policiesReloaded applies new policies at once: nothing the informers see
