@@ -52,6 +52,9 @@ type Options struct {
 	RetryWaitMax time.Duration
 	// PageSize of listings; default and maximum 1000 (the API's maximum).
 	PageSize int
+	// ReadOnly refuses, before it is sent, every request but GET and HEAD
+	// (the plan and cleanup listing guard: they must never write).
+	ReadOnly bool
 }
 
 // OptionsFromConfig maps the validated configuration onto Options.
@@ -185,6 +188,9 @@ func New(opts Options) (*Client, error) {
 	// Debug would dump requests and responses to the standard logger.
 	cfg.Debug = false
 	cfg.HTTPClient = newHTTPStack(c.auth, c.limiter, opts.Timeout, opts.Retries, opts.RetryWaitMin, opts.RetryWaitMax)
+	if opts.ReadOnly {
+		cfg.HTTPClient.Transport = readOnly{cfg.HTTPClient.Transport}
+	}
 	c.api = metalv1.NewAPIClient(cfg)
 	// The key now lives only in the HTTP stack (behind pointers). Printing
 	// a Client with %+v would show an unexported Secret field in clear.

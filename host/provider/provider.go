@@ -33,6 +33,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // ProviderName is the --cloud-provider value and the provider ID scheme
@@ -47,6 +48,9 @@ const DefaultConcurrentServiceSyncs = 50
 
 // UserAgent identifies the CCM to the Equinix Metal API.
 const UserAgent = "cloud-provider-equinix-metal (metal-ccm)"
+
+// PlanUserAgent identifies the plan and cleanup commands, to both APIs.
+const PlanUserAgent = "cloud-provider-equinix-metal-plan (metal-ccm)"
 
 func init() {
 	// Registration lets k8s.io/cloud-provider's own helpers (InitCloudProvider,
@@ -75,6 +79,8 @@ type Cloud struct {
 	instances *instances.Instances
 	policies  *policy.Engine
 	lb        *loadBalancer
+	// module is the loaded load-balancer module (nil without one).
+	module *wasmhost.Module
 	bgp       atomic.Pointer[bgp.Controller]
 	// reconciler and env are set once the loops run (on the leader), for
 	// Readiness.
@@ -98,11 +104,22 @@ var _ cloudprovider.Interface = (*Cloud)(nil)
 // New builds the provider from a validated configuration. Everything that
 // can be checked without the cluster is checked here (the policies compile,
 // the module loads), so a mistake stops the CCM at start with one message.
-func New(cfg *config.Config) (*Cloud, error) {
+func New(cfg *config.Config) (*Cloud, error) { return newCloud(cfg, false) }
+
+// NewForPlan is New with a read-only Equinix Metal client, for Plan: the
+// provider is built exactly as for running (policies, module), and is
+// never started.
+func NewForPlan(cfg *config.Config) (*Cloud, error) { return newCloud(cfg, true) }
+
+func newCloud(cfg *config.Config, readOnly bool) (*Cloud, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("provider: no configuration")
 	}
-	mc, err := metal.New(metal.OptionsFromConfig(cfg, UserAgent))
+	opts := metal.OptionsFromConfig(cfg, UserAgent)
+	if readOnly {
+		opts.ReadOnly, opts.UserAgent = true, PlanUserAgent
+	}
+	mc, err := metal.New(opts)
 	if err != nil {
 		return nil, err
 	}
