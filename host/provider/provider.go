@@ -81,7 +81,7 @@ type Cloud struct {
 	lb        *loadBalancer
 	// module is the loaded load-balancer module (nil without one).
 	module *wasmhost.Module
-	bgp       atomic.Pointer[bgp.Controller]
+	bgp    atomic.Pointer[bgp.Controller]
 	// reconciler and env are set once the loops run (on the leader), for
 	// Readiness.
 	reconciler atomic.Pointer[lbmodule.Reconciler]
