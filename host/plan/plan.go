@@ -35,6 +35,10 @@ type Result struct {
 	Annotations []NodeAnnotationChange `json:"nodeAnnotations"`
 	Objects     []lbmodule.Change      `json:"objects"`
 	Warnings    []string               `json:"warnings"`
+	// Later lists what the plan cannot show yet because it depends on a
+	// write of this sync (a new Elastic IP's address, a new session's
+	// peers): run plan again after the sync.
+	Later []string `json:"later"`
 }
 
 // EIP actions.

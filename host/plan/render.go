@@ -81,6 +81,11 @@ func WriteText(w io.Writer, r *Result, secrets *redact.Set) error {
 			writeObject(&b, o)
 		}
 	}
+	if section("Known only after this sync (run plan again then)", len(r.Later)) {
+		for _, l := range r.Later {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
 	if section("Warnings", len(r.Warnings)) {
 		for _, w := range r.Warnings {
 			fmt.Fprintf(&b, "  %s\n", w)

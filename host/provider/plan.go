@@ -59,7 +59,7 @@ func (c *Cloud) Plan(ctx context.Context, restConfig *rest.Config) (*plan.Result
 	}
 	res := &plan.Result{ClusterUID: clusterID, OrphanMode: c.cfg.OrphanEIPs, EIPs: []plan.EIP{}, Placement: []plan.Placement{},
 		Orphans: eip.FindOrphans(all, clusterID, svcs), BGPSessions: []plan.BGPSession{},
-		Annotations: []plan.NodeAnnotationChange{}, Objects: []lbmodule.Change{}, Warnings: []string{}}
+		Annotations: []plan.NodeAnnotationChange{}, Objects: []lbmodule.Change{}, Warnings: []string{}, Later: []string{}}
 	if res.Orphans == nil {
 		res.Orphans = []eip.Orphan{}
 	}
@@ -82,7 +82,28 @@ func (c *Cloud) Plan(ctx context.Context, restConfig *rest.Config) (*plan.Result
 			return nil, fmt.Errorf("load-balancer module: %w", err)
 		}
 	}
+	later(res)
 	return res, nil
+}
+
+// later notes what depends on this sync's own writes.
+func later(res *plan.Result) {
+	if n := countAction(res.EIPs, plan.ActionReserve); n > 0 {
+		res.Later = append(res.Later, fmt.Sprintf("the addresses of the %d Elastic IPs to reserve, and the load-balancer objects that announce them", n))
+	}
+	if n := len(res.BGPSessions); n > 0 {
+		res.Later = append(res.Later, fmt.Sprintf("the BGP peers of the %d nodes whose session is to be created (Equinix reports a device's peers once it has a session), their peer annotations and the load-balancer objects that peer with them", n))
+	}
+}
+
+func countAction(es []plan.EIP, action string) int {
+	n := 0
+	for _, e := range es {
+		if e.Action == action {
+			n++
+		}
+	}
+	return n
 }
 
 func listAll(ctx context.Context, kube kubernetes.Interface) ([]*v1.Service, []*v1.Node, error) {
