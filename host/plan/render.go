@@ -125,6 +125,11 @@ func writeObject(b *strings.Builder, o lbmodule.Change) {
 		switch {
 		case o.Action == "annotate" && f.To == nil:
 			fmt.Fprintf(b, "      - %s\n", f.Path)
+		case isText(f.From) && isText(f.To):
+			fmt.Fprintf(b, "      ~ %s:\n", f.Path)
+			for _, l := range lineDiff(f.From.(string), f.To.(string)) {
+				fmt.Fprintf(b, "          %s\n", l)
+			}
 		case f.From == nil:
 			fmt.Fprintf(b, "      + %s: %s\n", f.Path, compact(f.To))
 		default:
@@ -146,4 +151,46 @@ func compact(v any) string {
 		s = s[:117] + "..."
 	}
 	return s
+}
+
+// isText is a multi-line string (a ConfigMap's embedded configuration),
+// shown as a line diff rather than clipped.
+func isText(v any) bool {
+	s, ok := v.(string)
+	return ok && strings.Contains(s, "\n")
+}
+
+// lineDiff lists the lines only in from ("- ") and only in to ("+ "), in
+// order, as a longest-common-subsequence diff of the two texts.
+func lineDiff(from, to string) []string {
+	a, b := strings.Split(from, "\n"), strings.Split(to, "\n")
+	// lcs[i][j] is the length of the LCS of a[i:] and b[j:].
+	lcs := make([][]int, len(a)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(b)+1)
+	}
+	for i := len(a) - 1; i >= 0; i-- {
+		for j := len(b) - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out []string
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case i < len(a) && j < len(b) && a[i] == b[j]:
+			i, j = i+1, j+1
+		case j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]):
+			out = append(out, "+ "+b[j])
+			j++
+		default:
+			out = append(out, "- "+a[i])
+			i++
+		}
+	}
+	return out
 }
