@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/plan"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
@@ -145,14 +146,24 @@ func TestPlanFreshCluster(t *testing.T) {
 	for _, name := range []string{"web", "api"} {
 		h.addService(name, map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 	}
+	// web's reservation exists already, as after a crash between reserving
+	// and writing the Service: plan adopts it (and would write the
+	// address into spec.loadBalancerIP: a captured API-server write).
+	webEIP, err := emu.AddReservation(emulator.ReservationSeed{Metro: "da", Tags: eip.Tags(h.clusterID(), "default", "web")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.settings = map[string]any{
 		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": emu.URL(), "moduleCacheDir": t.TempDir(),
 	}
 	settings := cloneSettings(h.settings, map[string]any{"loadbalancer": "metallb:///metallb-system?crdConfiguration=true"})
 	run := runPlan(t, h.env, h.emu, settings)
 	res := run.res
-	if n := countEIPs(res, plan.ActionReserve); n != 2 {
-		t.Errorf("%d Elastic IPs to reserve, want 2:\n%s", n, run.text)
+	if countEIPs(res, plan.ActionReserve) != 1 || countEIPs(res, plan.ActionAdopt) != 1 || countEIPs(res, plan.ActionSetLoadBalancerIP) != 1 {
+		t.Errorf("want api's Elastic IP reserved, web's adopted and written into spec.loadBalancerIP:\n%s", run.text)
+	}
+	if !strings.Contains(run.text, webEIP.Prefix.Addr().String()) {
+		t.Errorf("the adopted address %s is not in the plan:\n%s", webEIP.Prefix.Addr(), run.text)
 	}
 	for _, e := range res.EIPs {
 		if e.Action == plan.ActionReserve && (e.Location != "metro da" || !strings.Contains(e.Reason, "placement policy")) {
@@ -173,9 +184,17 @@ func TestPlanFreshCluster(t *testing.T) {
 	if res.ExitCode() != plan.ExitChanges || strings.Contains(run.text, plan.NothingToChange) {
 		t.Errorf("exit code %d, want %d:\n%s", res.ExitCode(), plan.ExitChanges, run.text)
 	}
-	if got := h.emu.ElasticReservations(emulator.DefaultProjectID); len(got) != 0 {
-		t.Errorf("%d reservations after plan, want none", len(got))
+	if got := h.emu.ElasticReservations(emulator.DefaultProjectID); len(got) != 1 {
+		t.Errorf("%d reservations after plan, want web's only", len(got))
 	}
+	web, err := h.kube.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if web.Spec.LoadBalancerIP != "" || len(web.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("web changed by plan: spec.loadBalancerIP %q, ingress %v", web.Spec.LoadBalancerIP, web.Status.LoadBalancer.Ingress)
+	}
+	t.Logf("plan of a fresh cluster:\n%s", run.text)
 }
 
 // TestPlanConvergedCluster: after the CCM has done everything, plan has
