@@ -193,8 +193,10 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 	})
 	c.bgp.Store(controller)
 	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister()}
+	// Registered here, before the factory starts: sharing keys need to know
+	// the other Services of a key.
 	services := env.informers.Core().V1().Services()
-	services.Informer() // registered now, so informers.Start starts it
+	_ = services.Informer()
 
 	go func() {
 		clusterID := retry(ctx, "reading the kube-system namespace UID (the cluster tag of Elastic IPs)", func() (string, error) {
@@ -204,11 +206,11 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 			}
 			return string(ns.UID), nil
 		})
+		c.watchOrphans(env, services, clusterID)
 		if ctx.Err() != nil {
 			return
 		}
 		c.lb.setEIPs(eip.NewManager(c.metal, env.kube, placer, env.recorder, clusterID))
-		c.watchOrphans(env, services, clusterID)
 		retry(ctx, "enabling BGP on the project", func() (bgp.ProjectState, error) {
 			return bgp.EnableProject(ctx, c.metal, c.cfg.LocalASN, c.cfg.BGPPass)
 		})
@@ -223,6 +225,9 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 // cluster's Service reservations whose Service is gone, after every full
 // refresh of the reservation cache.
 func (c *Cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer, clusterID string) {
+	if clusterID == "" {
+		return // stopped before the cluster ID was read
+	}
 	w := &eip.OrphanWatcher{
 		API:       c.metal,
 		ClusterID: clusterID,
