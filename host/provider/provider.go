@@ -210,7 +210,12 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.lb.setEIPs(eip.NewManager(c.metal, env.kube, placer, env.recorder, clusterID))
+		eips := eip.NewManager(c.metal, env.kube, placer, env.recorder, clusterID)
+		eips.SetServices(eip.Services{
+			List:   func() ([]*v1.Service, error) { return services.Lister().List(labels.Everything()) },
+			Synced: services.Informer().HasSynced,
+		})
+		c.lb.setEIPs(eips)
 		retry(ctx, "enabling BGP on the project", func() (bgp.ProjectState, error) {
 			return bgp.EnableProject(ctx, c.metal, c.cfg.LocalASN, c.cfg.BGPPass)
 		})
