@@ -2,7 +2,6 @@ package eip
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -37,34 +36,24 @@ func ClusterReservations(all []metalv1.IPReservation, clusterID string) []metalv
 	return out
 }
 
-// ownerTags are the owner tags a cluster's live Services account for: one
-// per Service of type LoadBalancer (a Service being deleted still counts:
-// its own release is under way).
+// ownerTags are the owner tags a cluster's live Services account for
+// (OwnerTags of each: its own tag, and its sharing key's).
 func ownerTags(services []*v1.Service) map[string]bool {
 	out := make(map[string]bool, len(services))
 	for _, s := range services {
-		if s.Spec.Type == v1.ServiceTypeLoadBalancer {
-			out[ServiceTag(s.Namespace, s.Name)] = true
+		for _, t := range OwnerTags(s) {
+			out[t] = true
 		}
 	}
 	return out
 }
 
-// ownedBy is the one rule of who owns a cluster reservation, kept in one
-// place so that a reservation shared by several Services (a sharing-key tag)
-// can be accounted for here alone: a reservation is owned while one of its
-// owner tags belongs to a live Service. One with no owner tag at all was
-// not made for a Service by this CCM and is left alone (never an orphan).
+// ownedBy applies the one ownership rule (OwnerTag, OwnerTags): a cluster
+// reservation is owned while its owner tag belongs to a live Service. One
+// with no owner tag was not made for a Service and is never an orphan.
 func ownedBy(r metalv1.IPReservation, live map[string]bool) (owner string, owned bool) {
-	for _, t := range r.Tags {
-		if strings.HasPrefix(t, "service=") {
-			if live[t] {
-				return t, true
-			}
-			owner = t
-		}
-	}
-	return owner, owner == ""
+	owner = OwnerTag(r.Tags)
+	return owner, owner == "" || live[owner]
 }
 
 // FindOrphans returns, oldest first, the reservations of cluster clusterID

@@ -25,17 +25,24 @@ func TestFindOrphans(t *testing.T) {
 		res("6", Tags(cluster, "default", "now-clusterip")...),       // its Service is no longer a load balancer
 		res("7", ServiceTag("default", "gone"), ClusterTag(cluster)), // no usage tag: not made by a CCM
 	}
+	all = append(all,
+		res("8", SharedTags(cluster, "dns")...),  // a sharing key with a live Service
+		res("9", SharedTags(cluster, "gone")...), // a sharing key nobody carries any more
+	)
+	keyed := svc("other", "dns-udp", v1.ServiceTypeLoadBalancer)
+	keyed.Annotations = map[string]string{SharingAnnotation: "dns"}
 	services := []*v1.Service{
 		svc("default", "alive", v1.ServiceTypeLoadBalancer),
 		svc("default", "now-clusterip", v1.ServiceTypeClusterIP),
+		keyed,
 	}
 	got := FindOrphans(all, cluster, services)
 	var ids []string
 	for _, o := range got {
 		ids = append(ids, o.ID)
 	}
-	if len(ids) != 2 || ids[0] != "2" || ids[1] != "6" {
-		t.Errorf("orphans %v, want [2 6]", ids)
+	if len(ids) != 3 || ids[0] != "2" || ids[1] != "6" || ids[2] != "9" {
+		t.Errorf("orphans %v, want [2 6 9]", ids)
 	}
 	if got[0].Owner != ServiceTag("default", "gone") || got[0].Address != "198.51.100.2" {
 		t.Errorf("orphan %+v lacks its owner tag or address", got[0])

@@ -52,11 +52,4 @@ func Cleanup(ctx context.Context, api CleanupAPI, clusterUID string, yes bool, w
 	return nil
 }
 
-func eipOwner(r metalv1.IPReservation) string {
-	for _, t := range r.Tags {
-		if len(t) > 8 && t[:8] == "service=" {
-			return t
-		}
-	}
-	return ""
-}
+func eipOwner(r metalv1.IPReservation) string { return eip.OwnerTag(r.Tags) }

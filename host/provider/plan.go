@@ -297,6 +297,7 @@ func (p *eipPlanner) run(ctx context.Context, ro *rest.Config, clusterID string,
 		return nil, err
 	}
 	m := eip.NewManager(p.mc, kw, p.placer, p.rec, clusterID)
+	m.SetServices(eip.Services{List: func() ([]*v1.Service, error) { return svcs, nil }, Synced: func() bool { return true }})
 	addrs := map[string]string{}
 	for _, s := range svcs {
 		if controlplane.IsControlPlaneService(s.Namespace, s.Name) {
