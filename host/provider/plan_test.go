@@ -208,7 +208,18 @@ func TestPlanConvergedCluster(t *testing.T) {
 	for _, name := range []string{"web", "api"} {
 		h.addService(name, map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 	}
-	waitConverged(h, 2, 3)
+	// Two Services sharing one Elastic IP (one sharing key, no port in common).
+	for name, proto := range map[string]v1.Protocol{"dns-tcp": v1.ProtocolTCP, "dns-udp": v1.ProtocolUDP} {
+		s := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{
+				"metal.equinix.com/eip-metro": "da", eip.SharingAnnotation: "dns"}},
+			Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Name: "dns", Protocol: proto, Port: 53}}},
+		}
+		if _, err := h.kube.CoreV1().Services("default").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitConverged(h, 4, 3, 3)
 	h.Stop()
 
 	t.Run("nothing to change", func(t *testing.T) {
@@ -222,8 +233,8 @@ func TestPlanConvergedCluster(t *testing.T) {
 		dir := movedPolicies(t)
 		run := runPlan(t, h.env, h.emu, cloneSettings(h.settings, map[string]any{"policyDir": dir}))
 		res := run.res
-		if len(res.Placement) != 2 {
-			t.Errorf("%d placement differences, want 2:\n%s", len(res.Placement), run.text)
+		if len(res.Placement) != 4 {
+			t.Errorf("%d placement differences, want 4 (one per Service):\n%s", len(res.Placement), run.text)
 		}
 		for _, p := range res.Placement {
 			if p.From != "metro da" || p.To != "metro sv" {
@@ -294,10 +305,10 @@ func TestPlanAfterUpstream(t *testing.T) {
 	}
 }
 
-// waitConverged waits until services Services have their address and
-// their pools, and nodes nodes their BGP annotations, with the module's
-// last sync a success.
-func waitConverged(h *harness, services, nodes int) {
+// waitConverged waits until services Services have their address, pools
+// pools exist, and nodes nodes have their BGP annotations, with the
+// module's last sync a success.
+func waitConverged(h *harness, services, pools, nodes int) {
 	h.t.Helper()
 	h.eventually("the cluster converges", func() (bool, string) {
 		ctx := context.Background()
@@ -321,14 +332,14 @@ func waitConverged(h *harness, services, nodes int) {
 				annotated++
 			}
 		}
-		pools, err := dynamicPools(h.env)
+		havePools, err := dynamicPools(h.env)
 		if err != nil {
 			return false, err.Error()
 		}
 		rec := h.cloud.reconciler.Load()
 		synced := rec != nil && rec.LastError() == nil
-		msg := fmt.Sprintf("%d Services with ingress, %d annotated nodes, %d pools, module synced %v", with, annotated, pools, synced)
-		return with == services && annotated == nodes && pools == services && synced, msg
+		msg := fmt.Sprintf("%d Services with ingress, %d annotated nodes, %d pools, module synced %v", with, annotated, havePools, synced)
+		return with == services && annotated == nodes && havePools == pools && synced, msg
 	})
 	// One more debounce period, so a sync marked dirty by the last change has run.
 	time.Sleep(2 * time.Second)
