@@ -40,6 +40,7 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	c.module = mod
 	c.hooks = append(c.hooks, func(ctx context.Context, env *runEnv) {
 		dyn, err := dynamic.NewForConfig(env.restConfig)
 		if err != nil {
