@@ -174,15 +174,38 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; echo "run: gofmt -w <files>"; exit 1; fi
 
-# The sandbox: emulator + real kube-apiserver + the CCM + sample Services.
+# --- MetalLB and GoBGP for the data plane (make e2e, make run) ---
+# Built from the Go module proxy at pinned versions, once per version,
+# inside each module's own directory so that its go.sum is used (a plain
+# `go install` of MetalLB fails the checksum lookup of one dependency).
+# MetalLB 0.16 cannot be built from the proxy (a dependency version is
+# refused), so the speakers are 0.15.3's with the 0.16 CRDs that testenv
+# installs; 0.15's own CRDs are refused by kube-apiserver 1.37.
+METALLB_VERSION := v0.15.3
+GOBGP_VERSION := v3.37.0
+METALLB_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_VERSION)
+GOBGP_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/gobgp/$(GOBGP_VERSION)
+# What the sandbox's data plane runs (make run), and make e2e with the legacy MetalLB too.
+DATAPLANE_BINS := $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker $(GOBGP_BIN_DIR)/gobgpd $(GOBGP_BIN_DIR)/gobgp
+E2E_BINS := $(DATAPLANE_BINS)
+# MetalLB 0.12.1 is the last that reads the legacy ConfigMap. The checksum
+# database has no record of it (sum.golang.org answers 404), so its own
+# download is not checked there (GONOSUMDB for that module only); its
+# dependencies are still checked against its go.sum.
+METALLB_LEGACY_VERSION := v0.12.1
+METALLB_LEGACY_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_LEGACY_VERSION)
+E2E_BINS += $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speaker
+
+# The sandbox: emulator + real kube-apiserver + the CCM + sample Services;
+# with user namespaces, MetalLB's speakers and two BGP routers too.
 # Pass options with SANDBOX_ARGS, for example
 #   make run SANDBOX_ARGS="--loadbalancer=metallb:///metallb-system/config"
 #   make run SANDBOX_ARGS="--loadbalancer=wasm://$(CURDIR)/$(EXAMPLE_WASM)?namespace=bird"
 SANDBOX_ARGS ?=
-run: build examples k8s-bins $(K8S_BIN_DIR)/kubectl
+run: build examples k8s-bins $(K8S_BIN_DIR)/kubectl $(DATAPLANE_BINS)
 	@$(GO) build -o $(BIN_DIR)/sandbox ./cmd/sandbox
 	@echo ">> kubectl for the sandbox: $(K8S_BIN_DIR)/kubectl"
-	@PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/sandbox --ccm $(CCM_BIN) $(SANDBOX_ARGS)
+	@PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/sandbox --ccm $(CCM_BIN) --metallb $(METALLB_BIN_DIR) --gobgp $(GOBGP_BIN_DIR) $(SANDBOX_ARGS)
 
 # The scale bench: the CCM binary against the emulator (50 ms API latency)
 # and a real kube-apiserver, 10,000 LoadBalancer Services on 1,000 nodes,
@@ -220,24 +243,7 @@ $(K8S_BIN_DIR)/kubectl:
 	@mv $@.tmp $@
 
 # --- the data-plane end-to-end test (host/testing/e2e) ---
-# MetalLB and GoBGP, built from the Go module proxy at pinned versions, once
-# per version, inside each module's own directory so that its go.sum is used
-# (a plain `go install` of MetalLB fails the checksum lookup of one
-# dependency). MetalLB 0.16 cannot be built from the proxy (a dependency
-# version is refused), so the speakers are 0.15.3's with the 0.16 CRDs that
-# testenv installs; 0.15's own CRDs are refused by kube-apiserver 1.37.
-METALLB_VERSION := v0.15.3
-GOBGP_VERSION := v3.37.0
-METALLB_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_VERSION)
-GOBGP_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/gobgp/$(GOBGP_VERSION)
-E2E_BINS := $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker $(GOBGP_BIN_DIR)/gobgpd $(GOBGP_BIN_DIR)/gobgp
-# MetalLB 0.12.1 is the last that reads the legacy ConfigMap. The checksum
-# database has no record of it (sum.golang.org answers 404), so its own
-# download is not checked there (GONOSUMDB for that module only); its
-# dependencies are still checked against its go.sum.
-METALLB_LEGACY_VERSION := v0.12.1
-METALLB_LEGACY_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_LEGACY_VERSION)
-E2E_BINS += $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speaker
+# The build rules of MetalLB and GoBGP (versions and directories above).
 # module@version package [env] -> $@, built in the module's download directory.
 define build-in-module
 	@mkdir -p $(@D)
@@ -272,8 +278,9 @@ E2E_WRONG_ASN := $(BIN_DIR)/e2e/wrongasn.wasm
 e2e: build k8s-bins e2e-bins
 	@mkdir -p $(dir $(E2E_WRONG_ASN))
 	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(E2E_WRONG_ASN) ./host/testing/e2e/wrongasn
+	@$(GO) build -o $(BIN_DIR)/sandbox ./cmd/sandbox
 	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
-	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) \
+	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) METAL_CCM_E2E_SANDBOX=$(CURDIR)/$(BIN_DIR)/sandbox \
 	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./host/testing/e2e/
 
 clean:

@@ -63,6 +63,7 @@ var baseAllowed = calls(
 	"list services default", "watch services default",
 	"patch services kube-system/cloud-provider-equinix-metal-kubernetes-external",
 	"patch services/status kube-system/cloud-provider-equinix-metal-kubernetes-external",
+	"delete services kube-system/cloud-provider-equinix-metal-kubernetes-external",
 	"list endpointslices.discovery.k8s.io default", "watch endpointslices.discovery.k8s.io default",
 	"patch endpointslices.discovery.k8s.io kube-system/cloud-provider-equinix-metal-kubernetes-external-abcde",
 	"list endpointslices.discovery.k8s.io kube-system",
@@ -87,7 +88,7 @@ var baseAllowed = calls(
 var baseDenied = calls(
 	"get secrets kube-system/metal-cloud-config", "list secrets", "get secrets default/token",
 	"delete namespaces - kube-system", "get namespaces - default", "list namespaces",
-	"create services default", "delete services team-a/web", "update services team-a/web",
+	"create services default", "delete services team-a/web", "delete services kube-system/kube-dns", "update services team-a/web",
 	"create nodes", "get nodes/proxy - n1",
 	"update leases.coordination.k8s.io kube-system/kube-controller-manager", "delete leases.coordination.k8s.io kube-system/cloud-controller-manager",
 	"patch configmaps kube-system/kube-proxy", "get configmaps kube-system/coredns",

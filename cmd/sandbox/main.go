@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -23,8 +24,16 @@ func main() {
 	flag.DurationVar(&o.FailoverAt, "failover-after", 20*time.Second, "stop the control-plane EIP holder's kube-apiserver this long after start-up (0: never)")
 	flag.DurationVar(&o.Refresh, "refresh", 2*time.Second, "how often the view is redrawn")
 	flag.BoolVar(&o.Plain, "plain", false, "append views instead of redrawing the screen")
+	flag.StringVar(&o.MetalLBDir, "metallb", "", "directory with MetalLB's controller and speaker (make run passes the ones make e2e-bins built); with --gobgp, runs the data plane")
+	flag.StringVar(&o.GoBGPDir, "gobgp", "", "directory with gobgpd and gobgp, for the two routers")
+	dataPlane := flag.Bool("data-plane", true, "run MetalLB's speakers and two BGP routers in a private network namespace when the machine allows it")
 	flag.Parse()
+	o.NoDataPlane = !*dataPlane
 	if err := sandbox.Run(o); err != nil {
+		var code sandbox.ExitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code)) // the sandbox inside the namespace said why
+		}
 		fmt.Fprintf(os.Stderr, "sandbox: %v\n", err)
 		os.Exit(1)
 	}

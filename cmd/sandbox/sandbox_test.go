@@ -9,7 +9,10 @@ import (
 )
 
 // TestSandbox runs what `make run` runs, for long enough to see every part
-// work, including a control-plane failover, and checks the live view.
+// work, including a control-plane failover, and checks the live view. It
+// gives no MetalLB or GoBGP, so it also checks the one line that says the
+// data plane is off and why; the data plane itself is checked by make e2e
+// (host/testing/e2e, TestSandboxDataPlane).
 func TestSandbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and the CCM for a minute; run without -short")
@@ -34,6 +37,9 @@ func TestSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sandbox: %v\n%s", err, tail(text, 60))
 	}
+	if !strings.Contains(text, "==> data plane off (no MetalLB speakers or routers in the view): no MetalLB or GoBGP directory given (make run builds them and passes --metallb and --gobgp)\n") {
+		t.Errorf("no line saying the data plane is off and why:\n%s", tail(text, 60))
+	}
 	last := text[strings.LastIndex(text, "Equinix Metal CCM sandbox"):]
 	for _, want := range []string{
 		"metro da, created",       // web's EIP, where its annotation says
@@ -46,7 +52,7 @@ func TestSandbox(t *testing.T) {
 		"IPAddressPool     3",     // one pool per Service with an address
 		"BGPPeer           16",    // 8 nodes x 2 peers
 		"BGPAdvertisement  1",
-		"failover: the EIP moved from cp-0 to", // the control-plane EIP moved
+		"failover: the EIP moved from cp-0 to cp-1", // within metro da (cp-2 is in sv)
 	} {
 		if !strings.Contains(last, want) {
 			t.Errorf("the last view lacks %q:\n%s", want, last)

@@ -2,8 +2,10 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,6 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 )
@@ -43,13 +48,26 @@ func (m *Manager) markExternalDirtyQuiet() {
 
 func (m *Manager) applyExternal(ctx context.Context, src *v1.Service, srcSlices []*discoveryv1.EndpointSlice, targetPort int) error {
 	svcs := m.kube.CoreV1().Services(ExternalServiceNamespace)
+	recreated, err := m.recreateIfNeeded(ctx)
+	if err != nil {
+		return err
+	}
 	svc, err := svcs.Apply(ctx, externalService(m.res.address, src, targetPort, m.opts.APIServerPort), applyOptions)
 	if err != nil {
 		return fmt.Errorf("applying Service %s/%s: %w", ExternalServiceNamespace, ExternalServiceName, err)
 	}
+	if !managedBy(svc, ClassFieldManager) {
+		if _, err := svcs.Apply(ctx, classOnly(), metav1.ApplyOptions{FieldManager: ClassFieldManager, Force: true}); err != nil {
+			return fmt.Errorf("applying the loadBalancerClass of Service %s/%s: %w", ExternalServiceNamespace, ExternalServiceName, err)
+		}
+	}
 	m.serviceRef = &v1.ObjectReference{
 		Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name,
 		UID: svc.UID, ResourceVersion: svc.ResourceVersion,
+	}
+	if recreated != "" {
+		m.event(v1.EventTypeNormal, ReasonServiceRecreated, "Recreated Service %s/%s: %s. Without the class MetalLB clears the control-plane EIP from its status; traffic to the EIP from inside the cluster paused while it was recreated",
+			ExternalServiceNamespace, ExternalServiceName, recreated)
 	}
 	if _, err := svcs.ApplyStatus(ctx, externalServiceStatus(m.res.address), applyOptions); err != nil {
 		return fmt.Errorf("applying the status of Service %s/%s: %w", ExternalServiceNamespace, ExternalServiceName, err)
@@ -83,4 +101,61 @@ func (m *Manager) applyExternal(ctx context.Context, src *v1.Service, srcSlices 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// lbCleanupFinalizer is the cloud-provider service controller's finalizer.
+// It put it on external Services that had no class; it would hold their
+// deletion until that controller, which now skips the Service, removed it.
+const lbCleanupFinalizer = "service.kubernetes.io/load-balancer-cleanup"
+
+// recreateIfNeeded deletes an external Service that cannot be brought up
+// to date in place (see needsRecreate), so that the apply which follows
+// creates it anew; it returns why it did, "" when it did not. The delete
+// is bound to the UID it inspected, so a Service someone else just
+// recreated is not deleted.
+func (m *Manager) recreateIfNeeded(ctx context.Context) (string, error) {
+	svcs := m.kube.CoreV1().Services(ExternalServiceNamespace)
+	old, err := svcs.Get(ctx, ExternalServiceName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading Service %s/%s: %w", ExternalServiceNamespace, ExternalServiceName, err)
+	}
+	why := needsRecreate(old)
+	if why == "" {
+		return "", nil
+	}
+	klog.FromContext(ctx).Info("Recreating the external control-plane Service", "service", ExternalServiceNamespace+"/"+ExternalServiceName, "reason", why)
+	if slices.Contains(old.Finalizers, lbCleanupFinalizer) {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"finalizers":      slices.DeleteFunc(slices.Clone(old.Finalizers), func(f string) bool { return f == lbCleanupFinalizer }),
+			"resourceVersion": old.ResourceVersion,
+		}})
+		if _, err := svcs.Patch(ctx, old.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldmanager.CCM}); err != nil {
+			return "", fmt.Errorf("removing the finalizer %s from Service %s/%s before recreating it: %w", lbCleanupFinalizer, ExternalServiceNamespace, ExternalServiceName, err)
+		}
+	}
+	err = svcs.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("deleting Service %s/%s to recreate it (%s): %w", ExternalServiceNamespace, ExternalServiceName, why, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		cur, err := svcs.Get(ctx, old.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && cur.UID != old.UID), nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("Service %s/%s is still being deleted (finalizers %v); the next round recreates it", ExternalServiceNamespace, ExternalServiceName, old.Finalizers)
+	}
+	return why, nil
+}
+
+// managedBy reports whether manager owns fields of the object.
+func managedBy(svc *v1.Service, manager string) bool {
+	for _, mf := range svc.ManagedFields {
+		if mf.Manager == manager {
+			return true
+		}
+	}
+	return false
 }

@@ -49,8 +49,15 @@ type NodeState struct {
 	Name string
 	// DeviceID comes from spec.providerID; "" while the node has none, and
 	// such a node can never receive the EIP.
-	DeviceID      string
+	DeviceID string
+	// Uninitialized is true while the node has no spec.providerID at all
+	// (the cloud node controller has not initialised it yet).
+	Uninitialized bool
 	Unschedulable bool
+	// Metro is the code of the metro the node's device is in ("" when
+	// unknown). Equinix assigns an Elastic IP only to a device in the
+	// EIP's own metro (422 otherwise), so only such nodes are candidates.
+	Metro string
 	// Deleting is true once the node has a deletionTimestamp.
 	Deleting bool
 	// Health is the history of probes of the node's own addresses.
@@ -84,6 +91,9 @@ type Input struct {
 	HolderHealth Health
 	// HolderSince is when the current holder was first seen.
 	HolderSince time.Time
+	// EIPMetro is the metro of the EIP's reservation ("" for an EIP that
+	// is bound to no metro, which may go to any node).
+	EIPMetro string
 	// Nodes are the cluster's control-plane nodes, in any order.
 	Nodes  []NodeState
 	Policy Policy
@@ -175,10 +185,10 @@ func Decide(in Input) Decision {
 	case 0:
 		// Anything that answers is better than no endpoint at all, so the
 		// rise requirement is waived here.
-		if t, ok := pick(nodes, "", 1); ok {
+		if t, ok := pick(nodes, "", 1, in.EIPMetro); ok {
 			return Decision{Kind: Assign, Target: t, Reason: "the EIP has no assignment", Cause: CauseUnassigned}
 		}
-		return Decision{Kind: Stuck, Reason: "the EIP has no assignment and " + noneHealthy(nodes), Cause: CauseUnassigned}
+		return Decision{Kind: Stuck, Reason: "the EIP has no assignment and " + noneEligible(nodes, "", in.EIPMetro), Cause: CauseUnassigned}
 	case 1:
 		// handled below
 	default:
@@ -189,6 +199,11 @@ func Decide(in Input) Decision {
 	hn, known := byDevice[holder.DeviceID]
 	var why, cause string
 	switch {
+	case !known && uninitialized(nodes) != "":
+		// At start-up the cloud node controller has not yet given every
+		// node its provider ID: the holder may well be one of those, and
+		// healthy. Moving the EIP away from it would be a needless outage.
+		return Decision{Kind: Keep, Reason: fmt.Sprintf("holder device %s may be node %s, which has no provider ID yet", holder.DeviceID, uninitialized(nodes))}
 	case !known:
 		why = fmt.Sprintf("holder device %s is not a control-plane node of this cluster (node deleted?)", holder.DeviceID)
 		cause = CauseNotANode
@@ -205,21 +220,23 @@ func Decide(in Input) Decision {
 		return Decision{Kind: Keep, Reason: "holder is healthy"}
 	}
 	unassign := []Assignment{holder}
-	if t, ok := pick(nodes, holder.DeviceID, pol.Rise); ok {
+	if t, ok := pick(nodes, holder.DeviceID, pol.Rise, in.EIPMetro); ok {
 		return Decision{Kind: Move, Unassign: unassign, Target: t, Reason: why, Cause: cause}
 	}
-	return Decision{Kind: Stuck, Reason: why + "; " + noneHealthy(nodes) + ", so the EIP stays", Cause: cause}
+	return Decision{Kind: Stuck, Reason: why + "; " + noneEligible(nodes, holder.DeviceID, in.EIPMetro) + ", so the EIP stays", Cause: cause}
 }
 
 // pick returns the first node, in name order, that may receive the EIP:
-// not the current holder, with a device, not being deleted, and with at
-// least rise passed probes in a row. Schedulable nodes come first; a
-// cordoned node is used only when nothing else answers, because a cordoned
-// apiserver still serves.
-func pick(sorted []NodeState, holderDevice string, rise int) (NodeState, bool) {
+// not the current holder, with a device in the EIP's metro, not being
+// deleted, and with at least rise passed probes in a row. Schedulable nodes
+// come first; a cordoned node is used only when nothing else answers,
+// because a cordoned apiserver still serves. A node in another metro is
+// never picked: Equinix would refuse the assignment, and a move unassigns
+// the holder first, so picking it would leave the EIP on nobody.
+func pick(sorted []NodeState, holderDevice string, rise int, metro string) (NodeState, bool) {
 	for _, cordonedToo := range []bool{false, true} {
 		for _, n := range sorted {
-			if n.DeviceID == "" || n.DeviceID == holderDevice || n.Deleting {
+			if n.DeviceID == "" || n.DeviceID == holderDevice || n.Deleting || !inMetro(n, metro) {
 				continue
 			}
 			if n.Unschedulable && !cordonedToo {
@@ -265,10 +282,52 @@ func trim(as []Assignment, byDevice map[string]NodeState) Decision {
 	}
 }
 
-// noneHealthy describes why no node was eligible, for the report.
-func noneHealthy(nodes []NodeState) string {
+// uninitialized names the first control-plane node (not being deleted)
+// without a provider ID, "" when there is none. A node with a provider ID
+// of another cloud is not one: it will never be given an Equinix device.
+func uninitialized(sorted []NodeState) string {
+	for _, n := range sorted {
+		if n.Uninitialized && !n.Deleting {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+// inMetro reports whether n may hold an EIP of metro ("" = any metro).
+func inMetro(n NodeState, metro string) bool {
+	return metro == "" || strings.EqualFold(n.Metro, metro)
+}
+
+// noneEligible describes why no node was eligible, for the log and the
+// Event. When healthy nodes exist only in other metros it names them, so
+// the reader sees at once that the cluster needs a control-plane node in
+// the EIP's metro (or an EIP in theirs).
+func noneEligible(nodes []NodeState, holderDevice, metro string) string {
 	if len(nodes) == 0 {
 		return "there are no control-plane nodes"
 	}
-	return fmt.Sprintf("none of the %d control-plane nodes is eligible (healthy, with a provider ID, not being deleted)", len(nodes))
+	if metro == "" {
+		return fmt.Sprintf("none of the %d control-plane nodes is eligible (healthy, with a provider ID, not being deleted)", len(nodes))
+	}
+	var here int
+	var elsewhere []string
+	for _, n := range nodes {
+		if inMetro(n, metro) {
+			here++
+			continue
+		}
+		if n.DeviceID != "" && n.DeviceID != holderDevice && !n.Deleting && n.Health.Healthy() {
+			m := n.Metro
+			if m == "" {
+				m = "an unknown metro"
+			}
+			elsewhere = append(elsewhere, n.Name+" in "+m)
+		}
+	}
+	msg := fmt.Sprintf("none of the %d control-plane nodes in metro %s is eligible (healthy, with a provider ID, not being deleted)", here, metro)
+	if len(elsewhere) > 0 {
+		msg += fmt.Sprintf("; healthy nodes in other metros (%s) cannot take it, since Equinix assigns an Elastic IP only in its own metro: add a control-plane node in %s", strings.Join(elsewhere, ", "), metro)
+	}
+	return msg
 }

@@ -18,6 +18,7 @@ func TestDecide(t *testing.T) {
 	onA := []Assignment{{ID: "as-a", DeviceID: "dev-a"}}
 	cordoned := func(n NodeState) NodeState { n.Unschedulable = true; return n }
 	deleting := func(n NodeState) NodeState { n.Deleting = true; return n }
+	in := func(metro string, n NodeState) NodeState { n.Metro = metro; return n }
 
 	tests := []struct {
 		name        string
@@ -25,6 +26,7 @@ func TestDecide(t *testing.T) {
 		holder      Health
 		since       time.Duration // how long before Now the holder appeared
 		nodes       []NodeState
+		eipMetro    string // "" = an EIP bound to no metro
 		wantKind    ActionKind
 		wantTarget  string
 		wantUnassig []string
@@ -81,6 +83,16 @@ func TestDecide(t *testing.T) {
 			wantKind: Move, wantTarget: "b", wantReason: "not a control-plane node",
 		},
 		{
+			name: "holder unknown while a node has no provider ID yet (start-up): keep", assignments: onA, holder: Health{}, since: time.Hour,
+			nodes:    []NodeState{{Name: "a", Uninitialized: true, Health: healthy(3)}, node("b", "dev-b", healthy(10))},
+			wantKind: Keep, wantReason: "holder device dev-a may be node a, which has no provider ID yet",
+		},
+		{
+			name: "holder unknown, the node without a device has another cloud's provider ID: move", assignments: onA, holder: Health{}, since: time.Hour,
+			nodes:    []NodeState{node("a", "", healthy(3)), node("b", "dev-b", healthy(10))},
+			wantKind: Move, wantTarget: "b", wantReason: "not a control-plane node",
+		},
+		{
 			name: "no healthy node: the EIP stays and is reported", assignments: onA, holder: failing(7), since: time.Hour,
 			nodes:    []NodeState{node("a", "dev-a", failing(7)), node("b", "dev-b", failing(7)), node("c", "dev-c", Health{})},
 			wantKind: Stuck, wantReason: "none of the 3 control-plane nodes is eligible",
@@ -120,13 +132,55 @@ func TestDecide(t *testing.T) {
 			nodes:       []NodeState{node("a", "dev-a", failing(3)), node("b", "dev-b", healthy(3))},
 			wantKind:    Trim, wantUnassig: []string{"as-a", "as-x"}, wantReason: "keeping the one on device dev-b",
 		},
+		// Equinix assigns an EIP only to a device in its metro; a move
+		// unassigns first, so a candidate elsewhere would leave it on nobody.
+		{
+			name: "failover stays in the EIP's metro, skipping an earlier healthy node elsewhere", assignments: onA, holder: failing(3), since: time.Hour, eipMetro: "da",
+			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), in("sv", node("b", "dev-b", healthy(9))), in("da", node("c", "dev-c", healthy(9)))},
+			wantKind: Move, wantTarget: "c", wantUnassig: []string{"as-a"},
+		},
+		{
+			name: "metro codes compare without case", assignments: onA, holder: failing(3), since: time.Hour, eipMetro: "DA",
+			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), in("da", node("b", "dev-b", healthy(9)))},
+			wantKind: Move, wantTarget: "b",
+		},
+		{
+			name: "only other metros are healthy: the EIP stays and the reason says why", assignments: onA, holder: failing(3), since: time.Hour, eipMetro: "da",
+			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), in("sv", node("b", "dev-b", healthy(9))), in("ny", node("c", "dev-c", healthy(9)))},
+			wantKind: Stuck, wantReason: "none of the 1 control-plane nodes in metro da is eligible (healthy, with a provider ID, not being deleted); healthy nodes in other metros (b in sv, c in ny) cannot take it, since Equinix assigns an Elastic IP only in its own metro: add a control-plane node in da, so the EIP stays",
+		},
+		{
+			name: "a node whose metro is unknown is not a candidate for a metro EIP", assignments: onA, holder: failing(3), since: time.Hour, eipMetro: "da",
+			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), node("b", "dev-b", healthy(9))},
+			wantKind: Stuck, wantReason: "b in an unknown metro",
+		},
+		{
+			name: "cordoned holder with a healthy node only in another metro stays", assignments: onA, holder: healthy(10), since: time.Hour, eipMetro: "da",
+			nodes:    []NodeState{cordoned(in("da", node("a", "dev-a", healthy(10)))), in("sv", node("b", "dev-b", healthy(10)))},
+			wantKind: Stuck, wantReason: "cordoned",
+		},
+		{
+			name: "unassigned EIP goes to a node in its metro only", assignments: nil, eipMetro: "sv",
+			nodes:    []NodeState{in("da", node("a", "dev-a", healthy(5))), in("sv", node("b", "dev-b", healthy(1)))},
+			wantKind: Assign, wantTarget: "b",
+		},
+		{
+			name: "unassigned EIP with healthy nodes only elsewhere stays unassigned and says so", assignments: nil, eipMetro: "sv",
+			nodes:    []NodeState{in("da", node("a", "dev-a", healthy(5)))},
+			wantKind: Stuck, wantReason: "the EIP has no assignment and none of the 0 control-plane nodes in metro sv",
+		},
+		{
+			name: "an EIP bound to no metro may go anywhere", assignments: onA, holder: failing(3), since: time.Hour,
+			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), in("sv", node("b", "dev-b", healthy(9)))},
+			wantKind: Move, wantTarget: "b",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			now := t0.Add(2 * time.Hour)
 			d := Decide(Input{
 				Now: now, Assignments: tc.assignments, HolderHealth: tc.holder,
-				HolderSince: now.Add(-tc.since), Nodes: tc.nodes, Policy: pol,
+				HolderSince: now.Add(-tc.since), Nodes: tc.nodes, Policy: pol, EIPMetro: tc.eipMetro,
 			})
 			if d.Kind != tc.wantKind {
 				t.Fatalf("kind = %v (%s), want %v", d.Kind, d.Reason, tc.wantKind)

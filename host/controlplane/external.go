@@ -25,8 +25,24 @@ const (
 	// ExternalServiceNamespace is its namespace.
 	ExternalServiceNamespace = "kube-system"
 
+	// LoadBalancerClass is the external Service's spec.loadBalancerClass.
+	// A Service with a class other than theirs is left alone by MetalLB
+	// (0.13 and later), kube-vip and the cloud-provider service
+	// controller. Without it, MetalLB's controller finds the EIP in none
+	// of its pools and clears the status this package writes, which
+	// kube-proxy needs to route the EIP.
+	LoadBalancerClass = "metal.equinix.com/control-plane-eip"
+	// ClassFieldManager co-owns spec.loadBalancerClass. The field cannot be
+	// removed from a Service, and upstream's CCM applies the Service under
+	// this CCM's own field manager without it: with a second owner, such
+	// an apply (after a rollback) leaves the class in place instead of
+	// failing.
+	ClassFieldManager = ManagedBy + "-class"
+
 	// MetalLBAddressPoolAnnotation with MetalLBDisabledPool keeps MetalLB
-	// from allocating or announcing anything for the external Service.
+	// from allocating or announcing anything for the external Service
+	// (upstream's way, still what MetalLB 0.12 and older, which know no
+	// classes, go by).
 	MetalLBAddressPoolAnnotation = "metallb.universe.tf/address-pool"
 	MetalLBDisabledPool          = "disabled-metallb-do-not-use-any-address-pool"
 
@@ -73,10 +89,10 @@ func apiServerTargetPort(svc *v1.Service, slices []*discoveryv1.EndpointSlice) (
 	return int(p.Port), nil
 }
 
-// externalService is the desired external Service: type LoadBalancer with
-// the EIP as loadBalancerIP, the ports of default/kubernetes with port
-// replaced by apiServerPort (or, when 0, the apiserver's targetPort, as
-// upstream did), and MetalLB told to stay away.
+// externalService is the desired external Service: type LoadBalancer of
+// this CCM's class with the EIP as loadBalancerIP, the ports of
+// default/kubernetes with port replaced by apiServerPort (or, when 0, the
+// apiserver's targetPort, as upstream did), and MetalLB told to stay away.
 func externalService(eip string, src *v1.Service, targetPort, apiServerPort int) *corev1ac.ServiceApplyConfiguration {
 	port := apiServerPort
 	if port == 0 {
@@ -84,6 +100,7 @@ func externalService(eip string, src *v1.Service, targetPort, apiServerPort int)
 	}
 	spec := corev1ac.ServiceSpec().
 		WithType(v1.ServiceTypeLoadBalancer).
+		WithLoadBalancerClass(LoadBalancerClass).
 		WithLoadBalancerIP(eip)
 	// Only the first port: the apiserver serves on one port, and
 	// apiServerPort can override only one.
@@ -210,4 +227,28 @@ func protocolOr(p v1.Protocol) v1.Protocol {
 		return v1.ProtocolTCP
 	}
 	return p
+}
+
+// classOnly is what ClassFieldManager applies: the class alone.
+func classOnly() *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(ExternalServiceName, ExternalServiceNamespace).
+		WithSpec(corev1ac.ServiceSpec().WithType(v1.ServiceTypeLoadBalancer).WithLoadBalancerClass(LoadBalancerClass))
+}
+
+// needsRecreate reports why an existing external Service must be deleted
+// and created again ("" when it need not): spec.loadBalancerClass of a
+// LoadBalancer Service cannot be set or changed in place, and one written
+// by upstream or by an earlier version of this CCM has none.
+func needsRecreate(svc *v1.Service) string {
+	if svc == nil || svc.Spec.Type != v1.ServiceTypeLoadBalancer {
+		return ""
+	}
+	if c := svc.Spec.LoadBalancerClass; c == nil || *c != LoadBalancerClass {
+		was := "none"
+		if c != nil {
+			was = *c
+		}
+		return fmt.Sprintf("its spec.loadBalancerClass is %s, want %s, and the field cannot be changed on an existing Service", was, LoadBalancerClass)
+	}
+	return ""
 }

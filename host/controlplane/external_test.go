@@ -125,6 +125,7 @@ func TestExternalService(t *testing.T) {
 				},
 				"spec": {
 					"type": "LoadBalancer", "loadBalancerIP": "147.75.1.2",
+					"loadBalancerClass": "metal.equinix.com/control-plane-eip",
 					"ports": [{"name": "https", "protocol": "TCP", "port": `+itoa(tc.wantPort)+`, "targetPort": 6443}]
 				}
 			}`)
@@ -170,5 +171,28 @@ func TestMirrorSlices(t *testing.T) {
 
 	if n := mirrorSliceName("kubernetes-v6"); n != "cloud-provider-equinix-metal-kubernetes-external-kubernetes-v6" {
 		t.Errorf("mirrorSliceName(kubernetes-v6) = %q", n)
+	}
+}
+
+func TestNeedsRecreate(t *testing.T) {
+	ours, other := LoadBalancerClass, "example.com/other"
+	tests := []struct {
+		name string
+		svc  *v1.Service
+		want string
+	}{
+		{"absent", nil, ""},
+		{"ours", &v1.Service{Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, LoadBalancerClass: &ours}}, ""},
+		{"upstream's, without a class", &v1.Service{Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer}},
+			"its spec.loadBalancerClass is none, want metal.equinix.com/control-plane-eip, and the field cannot be changed on an existing Service"},
+		{"another class", &v1.Service{Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, LoadBalancerClass: &other}},
+			"its spec.loadBalancerClass is example.com/other, want"},
+		// Not a LoadBalancer: the apply may set type and class together.
+		{"ClusterIP without a class", &v1.Service{Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP}}, ""},
+	}
+	for _, tc := range tests {
+		if got := needsRecreate(tc.svc); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

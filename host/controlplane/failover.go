@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,6 +20,9 @@ const (
 	ReasonRecovered    = "ControlPlaneRecovered"
 	ReasonFailoverFail = "ControlPlaneEIPFailoverFailed"
 	ReasonEIPNotFound  = "ControlPlaneEIPNotFound"
+	// ReasonServiceRecreated: the external Service was deleted and created
+	// again to get its loadBalancerClass (an immutable field).
+	ReasonServiceRecreated = "ControlPlaneServiceRecreated"
 )
 
 // execute carries out a Move, Assign or Trim. It first re-reads the
@@ -40,6 +44,14 @@ func (m *Manager) execute(ctx context.Context, d Decision, now time.Time, fromNo
 		return nil
 	}
 	m.res.address = r.GetAddress()
+	m.res.metro = reservationMetro(r)
+	if d.Kind != Trim {
+		// Equinix cannot assign the EIP twice, so a move unassigns first;
+		// before that, make sure the assignment that follows can be made.
+		if err := m.checkTarget(ctx, d.Target); err != nil {
+			return err
+		}
+	}
 	for _, a := range d.Unassign {
 		if err := m.metal.DeleteIP(ctx, a.ID); err != nil {
 			return fmt.Errorf("unassigning %s from device %s: %w", m.res.address, a.DeviceID, err)
@@ -55,7 +67,8 @@ func (m *Manager) execute(ctx context.Context, d Decision, now time.Time, fromNo
 	}
 	as, err := m.metal.AssignIP(ctx, d.Target.DeviceID, m.res.address)
 	if err != nil {
-		return fmt.Errorf("assigning %s to node %s (device %s): %w", m.res.address, d.Target.Name, d.Target.DeviceID, err)
+		err = fmt.Errorf("assigning %s to node %s (device %s): %w", m.res.address, d.Target.Name, d.Target.DeviceID, err)
+		return m.restore(ctx, d, err)
 	}
 	m.res.assignments = []Assignment{{ID: as.GetId(), DeviceID: d.Target.DeviceID}}
 	m.res.readAt = now
@@ -79,6 +92,44 @@ func (m *Manager) execute(ctx context.Context, d Decision, now time.Time, fromNo
 	logger.Info("Moved the control-plane EIP", "eip", m.res.address, "from", from, "to", d.Target.Name, "reason", d.Reason)
 	m.event(v1.EventTypeNormal, ReasonMoved, "Moved the control-plane EIP %s from %s to node %s: %s", m.res.address, from, d.Target.Name, d.Reason)
 	return nil
+}
+
+// checkTarget reads the target device fresh from Equinix and refuses a
+// device that is gone or outside the EIP's metro: Equinix would answer the
+// assignment with 422 after the holder had already been unassigned.
+func (m *Manager) checkTarget(ctx context.Context, t NodeState) error {
+	dev, err := m.metal.DeviceFresh(ctx, t.DeviceID)
+	if err != nil {
+		return fmt.Errorf("checking node %s (device %s) before moving the EIP there, so the EIP stays where it is: %w", t.Name, t.DeviceID, err)
+	}
+	if m.res.metro == "" {
+		return nil
+	}
+	if got := dev.GetMetro().Code; got == nil || !strings.EqualFold(*got, m.res.metro) {
+		where := "no metro"
+		if got != nil {
+			where = "metro " + *got
+		}
+		return fmt.Errorf("node %s (device %s) is in %s and the EIP %s in metro %s; Equinix assigns an Elastic IP only in its own metro, so the EIP stays where it is", t.Name, t.DeviceID, where, m.res.address, m.res.metro)
+	}
+	return nil
+}
+
+// restore puts the EIP back on the device it was moved away from when the
+// new assignment failed after the old one was removed: a holder that
+// failed its health checks still beats no holder at all. The next round
+// decides again either way.
+func (m *Manager) restore(ctx context.Context, d Decision, cause error) error {
+	if d.Kind != Move || len(d.Unassign) != 1 {
+		return cause
+	}
+	old := d.Unassign[0]
+	as, err := m.metal.AssignIP(ctx, old.DeviceID, m.res.address)
+	if err != nil {
+		return fmt.Errorf("%w; putting it back on device %s failed too, so it has no assignment until the next round: %v", cause, old.DeviceID, err)
+	}
+	m.res.assignments = []Assignment{{ID: as.GetId(), DeviceID: old.DeviceID}}
+	return fmt.Errorf("%w; it is back on device %s", cause, old.DeviceID)
 }
 
 // eventOnce records a Warning unless the previous lookup recorded the same.

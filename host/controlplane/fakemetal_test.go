@@ -11,7 +11,8 @@ import (
 )
 
 // fakeMetal is an in-memory MetalAPI with Equinix's rules for EIPs: one
-// assignment per /32, assigning an assigned EIP is refused, and unassigning
+// assignment per /32, assigning an assigned EIP or assigning outside the
+// reservation's metro is refused, and unassigning
 // deletes the assignment. It records every call.
 type fakeMetal struct {
 	mu       sync.Mutex
@@ -19,6 +20,8 @@ type fakeMetal struct {
 	nextID   int
 	calls    []string
 	failNext map[string]int // method → how many of its next calls fail
+	// metros are the devices' metros; a device not listed has none.
+	metros map[string]string
 }
 
 func newFakeMetal(tag, address string, holders ...string) *fakeMetal {
@@ -124,6 +127,9 @@ func (f *fakeMetal) AssignIP(_ context.Context, deviceID, address string) (*meta
 		if f.res[i].GetAddress() != address {
 			continue
 		}
+		if m := f.res[i].Metro; m != nil && f.metros[deviceID] != m.GetCode() {
+			return nil, fmt.Errorf("POST /devices/%s/ips: 422 Unprocessable Entity: the reservation is in metro %s, the device in %q", deviceID, m.GetCode(), f.metros[deviceID])
+		}
 		if len(f.res[i].Assignments) > 0 {
 			return nil, fmt.Errorf("POST /devices/%s/ips: 422 Unprocessable Entity: %s is already assigned", deviceID, address)
 		}
@@ -132,6 +138,20 @@ func (f *fakeMetal) AssignIP(_ context.Context, deviceID, address string) (*meta
 		return &a, nil
 	}
 	return nil, fmt.Errorf("POST /devices/%s/ips: 422 address %s is not reserved", deviceID, address)
+}
+
+func (f *fakeMetal) Device(ctx context.Context, id string) (*metalv1.Device, error) {
+	return f.DeviceFresh(ctx, id)
+}
+
+func (f *fakeMetal) DeviceFresh(_ context.Context, id string) (*metalv1.Device, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := &metalv1.Device{Id: metalv1.PtrString(id)}
+	if m := f.metros[id]; m != "" {
+		d.Metro = &metalv1.DeviceMetro{Code: metalv1.PtrString(m)}
+	}
+	return d, nil
 }
 
 // holders returns the devices the EIP is assigned to.

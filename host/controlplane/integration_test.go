@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,9 +54,18 @@ type cluster struct {
 	eip      string
 	devices  map[string]string // node → device ID
 	servers  map[string]*fakeAPIServer
+	// stopManager stops the last manager started (idempotent).
+	stopManager func()
 }
 
 func startCluster(tb testing.TB) *cluster {
+	tb.Helper()
+	return startClusterIn(tb, nil)
+}
+
+// startClusterIn is startCluster with the control-plane devices in the
+// given metros (node → metro; "da" for a node not named). The EIP is in da.
+func startClusterIn(tb testing.TB, metros map[string]string) *cluster {
 	tb.Helper()
 	if testing.Short() {
 		tb.Skip("integration test against a real kube-apiserver; run without -short")
@@ -93,7 +103,11 @@ func startCluster(tb testing.TB) *cluster {
 
 	c.emu = emulator.StartForTest(tb, nil, emulator.Options{})
 	for _, n := range []string{"a", "b", "c"} {
-		d, err := c.emu.AddDevice(emulator.DeviceSeed{Hostname: "cp-" + n, Metro: "da"})
+		metro := "da"
+		if m := metros[n]; m != "" {
+			metro = m
+		}
+		d, err := c.emu.AddDevice(emulator.DeviceSeed{Hostname: "cp-" + n, Metro: metro})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -151,6 +165,7 @@ func (c *cluster) startManager(opts Options) *Manager {
 	opts.EIPTag = integrationTag
 	m := New(opts, c.metal, c.kube, nil, c.recorder)
 	ctx, cancel := context.WithCancel(c.ctx)
+	var once sync.Once
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -158,9 +173,13 @@ func (c *cluster) startManager(opts Options) *Manager {
 			c.tb.Errorf("Run: %v", err)
 		}
 	}()
-	c.tb.Cleanup(func() { cancel(); <-done })
+	c.stopManager = func() { once.Do(func() { cancel(); <-done }) }
+	c.tb.Cleanup(c.stopManager)
 	return m
 }
+
+// cancelManager stops the manager startManager started last.
+func (c *cluster) cancelManager() { c.stopManager() }
 
 // holders are the nodes the EIP is assigned to, as Equinix says.
 func (c *cluster) holders() []string {
@@ -283,8 +302,8 @@ func TestIntegrationFailover(t *testing.T) {
 			t.Errorf("mirrored endpoints = %v, want %v (only default/kubernetes)", got, want)
 		}
 		for _, mf := range svc.ManagedFields {
-			if mf.Manager != fieldmanager.CCM {
-				t.Errorf("field manager %q on the external Service, want only %q", mf.Manager, fieldmanager.CCM)
+			if mf.Manager != fieldmanager.CCM && mf.Manager != ClassFieldManager {
+				t.Errorf("field manager %q on the external Service, want only %q and %q", mf.Manager, fieldmanager.CCM, ClassFieldManager)
 			}
 		}
 	})
@@ -359,6 +378,52 @@ func TestIntegrationFailover(t *testing.T) {
 // holds the leader lease runs on the node that holds the EIP, and that node
 // dies. The replica on a surviving node wins the next election and moves
 // the EIP.
+// TestIntegrationFailoverStaysInMetro: the EIP is in da; b, first by name,
+// is in sv. Equinix (here the emulator) refuses to assign an EIP outside
+// its metro, so the failover must go to c, and with no healthy node left
+// in da the EIP must stay on its holder — never unassigned for a move
+// that cannot be made — with an Event naming the metros.
+func TestIntegrationFailoverStaysInMetro(t *testing.T) {
+	c := startClusterIn(t, map[string]string{"b": "sv"})
+	m := c.startManager(Options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
+	c.settle(m, "a")
+
+	c.servers["a"].Stop()
+	c.settle(m, "c")
+
+	// What the decision avoids: Equinix's answer to an assignment across
+	// metros.
+	_, err := c.metal.AssignIP(c.ctx, c.devices["b"], c.eip)
+	if err == nil || !strings.Contains(err.Error(), "422") || !strings.Contains(err.Error(), "metro") {
+		t.Fatalf("assigning the da EIP to b in sv: %v; want a 422 naming the metro, as Equinix answers", err)
+	}
+
+	unassigns := c.emu.Count(emulator.RouteDeleteIP)
+	c.servers["c"].Stop()
+	c.waitRounds(m, 15)
+	if got := c.holders(); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("holders %v with only b (sv) healthy; want the EIP left on c", got)
+	}
+	if n := c.emu.Count(emulator.RouteDeleteIP) - unassigns; n != 0 {
+		t.Fatalf("%d unassign calls with no healthy node in the EIP's metro; want none", n)
+	}
+	if st := m.Status(); st.Last.Kind != Stuck || !strings.Contains(st.Last.Reason, "healthy nodes in other metros (b in sv)") {
+		t.Fatalf("last decision %+v; want stuck, naming b in sv", st.Last)
+	}
+	err = wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return slices.ContainsFunc(c.events(ReasonUnhealthy), func(m string) bool {
+			return strings.Contains(m, "Equinix assigns an Elastic IP only in its own metro: add a control-plane node in da")
+		}), nil
+	})
+	if err != nil {
+		t.Errorf("no %s event naming the metro: %v", ReasonUnhealthy, c.events(ReasonUnhealthy))
+	}
+
+	// a comes back: the EIP moves home.
+	c.servers["a"].Start()
+	c.settle(m, "a")
+}
+
 func TestIntegrationLeaderOnFailedNode(t *testing.T) {
 	c := startCluster(t)
 	opts := Options{UseHostIP: true} // the defaults: 2s, 1s, 3 failures

@@ -55,6 +55,11 @@ type MetalAPI interface {
 	DeleteIP(ctx context.Context, id string) error
 	// AssignIP assigns address to the device (POST /devices/{id}/ips).
 	AssignIP(ctx context.Context, deviceID, address string) (*metalv1.IPAssignment, error)
+	// Device returns a device (for its metro); it may answer from a cache.
+	Device(ctx context.Context, id string) (*metalv1.Device, error)
+	// DeviceFresh GETs a device whatever a cache holds: a move checks its
+	// target with it before unassigning the holder.
+	DeviceFresh(ctx context.Context, id string) (*metalv1.Device, error)
 }
 
 // Status is a snapshot of what the manager last saw and did.

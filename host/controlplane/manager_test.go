@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -255,8 +256,8 @@ func TestManagerRepairsInterruptedMove(t *testing.T) {
 	h := newHarness(t, Options{UseHostIP: true}, metal)
 	h.rounds(1)
 	h.servers["a"].Stop()
-	metal.failNext["AssignIP"] = 1
-	h.rounds(3) // the third unassigns, then the assign fails
+	metal.failNext["AssignIP"] = 2 // the move's assign, then putting it back
+	h.rounds(3)                    // the third unassigns, then the assign fails
 	if got := metal.holders(); len(got) != 0 {
 		t.Fatalf("holders after the failed assign = %v, want none (the test needs the half-done move)", got)
 	}
@@ -270,6 +271,58 @@ func TestManagerRepairsInterruptedMove(t *testing.T) {
 		t.Fatalf("holders after the repair = %v, want [dev-b]", got)
 	}
 	containsAll(t, "events", h.events(), "Warning ControlPlaneEIPFailoverFailed", "Normal ControlPlaneEIPAssigned Assigned the control-plane EIP 147.75.0.10 to node b")
+}
+
+// TestManagerFailedAssignPutsTheEIPBack: when the new assignment fails
+// after the holder was unassigned, the EIP goes back on the old holder
+// rather than staying on nobody, and the next round moves it.
+func TestManagerFailedAssignPutsTheEIPBack(t *testing.T) {
+	metal := newFakeMetal(testTag, testEIP, "dev-a")
+	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h.rounds(1)
+	h.servers["a"].Stop()
+	metal.failNext["AssignIP"] = 1
+	h.rounds(3)
+	if got := metal.holders(); !slices.Equal(got, []string{"dev-a"}) {
+		t.Fatalf("holders after the failed assign = %v, want [dev-a] (put back)", got)
+	}
+	if st := h.m.Status(); !strings.Contains(st.Err, "AssignIP: 503 Service Unavailable; it is back on device dev-a") {
+		t.Fatalf("status error = %q", st.Err)
+	}
+	if d := h.round(); d.Kind != Move || d.Target.Name != "b" {
+		t.Fatalf("next round decided %+v, want a move to b", d)
+	}
+	if got := metal.holders(); !slices.Equal(got, []string{"dev-b"}) {
+		t.Fatalf("holders = %v, want [dev-b]", got)
+	}
+}
+
+// TestManagerStaysInTheEIPMetro: the EIP is in metro da; the first healthy
+// node by name is in sv. The EIP moves to the da node, never to sv; with
+// only the sv node left healthy it stays put (no unassign at all) and an
+// Event names the metros.
+func TestManagerStaysInTheEIPMetro(t *testing.T) {
+	metal := newFakeMetal(testTag, testEIP, "dev-a")
+	metal.res[0].Metro = &metalv1.IPReservationMetro{Code: metalv1.PtrString("da")}
+	metal.metros = map[string]string{"dev-a": "da", "dev-b": "sv", "dev-c": "da"}
+	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h.rounds(1)
+	h.servers["a"].Stop()
+	h.rounds(3)
+	if got := metal.holders(); !slices.Equal(got, []string{"dev-c"}) {
+		t.Fatalf("holders = %v, want [dev-c] (b is in another metro)", got)
+	}
+	h.servers["c"].Stop()
+	h.servers["a"].Stop()
+	before := len(metal.writes())
+	kinds := h.rounds(5)
+	if kinds[len(kinds)-1] != Stuck {
+		t.Fatalf("decisions %v, want stuck", kinds)
+	}
+	if w := metal.writes(); len(w) != before {
+		t.Fatalf("writes %v although no node in da is healthy", w[before:])
+	}
+	containsAll(t, "events", h.events(), "Warning ControlPlaneUnhealthy", "healthy nodes in other metros (b in sv) cannot take it")
 }
 
 func TestManagerNoHealthyNodeLeavesEIP(t *testing.T) {
@@ -420,6 +473,7 @@ func TestManagerExternalService(t *testing.T) {
 	// test.
 	svc := appliedService(t, h.kube.(*fake.Clientset), "")
 	if svc.Spec.Type != v1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerIP != testEIP ||
+		svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass != LoadBalancerClass ||
 		svc.Annotations[MetalLBAddressPoolAnnotation] != MetalLBDisabledPool {
 		t.Fatalf("external Service spec = %+v, annotations %v", svc.Spec, svc.Annotations)
 	}
@@ -482,6 +536,9 @@ func appliedService(t *testing.T, cs *fake.Clientset, subresource string) *v1.Se
 		if !ok || p.GetPatchType() != types.ApplyPatchType || p.GetResource().Resource != "services" ||
 			p.GetSubresource() != subresource || p.GetName() != ExternalServiceName {
 			continue
+		}
+		if o, ok := a.(interface{ GetPatchOptions() metav1.PatchOptions }); ok && o.GetPatchOptions().FieldManager == ClassFieldManager {
+			continue // the class alone, co-owned (see ClassFieldManager)
 		}
 		last = &v1.Service{}
 		if err := json.Unmarshal(p.GetPatch(), last); err != nil {

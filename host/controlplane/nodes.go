@@ -41,6 +41,7 @@ func nodeState(n *v1.Node, h Health) NodeState {
 	return NodeState{
 		Name:          n.Name,
 		DeviceID:      dev,
+		Uninitialized: n.Spec.ProviderID == "",
 		Unschedulable: n.Spec.Unschedulable,
 		Deleting:      n.DeletionTimestamp != nil,
 		Health:        h,

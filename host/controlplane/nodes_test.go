@@ -48,7 +48,7 @@ func TestNodeState(t *testing.T) {
 		{"another cloud's provider ID", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: "aws:///us-east-1a/i-1"}},
 			NodeState{Name: "a"}},
 		{"no provider ID yet, cordoned, deleting", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", DeletionTimestamp: &now}, Spec: v1.NodeSpec{Unschedulable: true}},
-			NodeState{Name: "a", Unschedulable: true, Deleting: true}},
+			NodeState{Name: "a", Uninitialized: true, Unschedulable: true, Deleting: true}},
 	}
 	for _, tc := range tests {
 		if got := nodeState(&tc.node, Health{}); got != tc.want {

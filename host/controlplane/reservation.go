@@ -14,6 +14,9 @@ import (
 // facts a decision is made on.
 type reservation struct {
 	id, address string
+	// metro is the reservation's metro code ("" for one bound to none):
+	// Equinix assigns the EIP only to devices in it.
+	metro       string
 	assignments []Assignment
 	readAt      time.Time
 }
@@ -89,6 +92,7 @@ func (m *Manager) lookup(ctx context.Context, list func(context.Context, ...stri
 // observe records a freshly read reservation.
 func (m *Manager) observe(r *metalv1.IPReservation, now time.Time) {
 	m.res.address = r.GetAddress()
+	m.res.metro = reservationMetro(r)
 	m.res.assignments = assignmentsOf(r)
 	m.res.readAt = now
 	m.setHolder(now)
@@ -127,4 +131,16 @@ func assignmentsOf(r *metalv1.IPReservation) []Assignment {
 	}
 	slices.SortFunc(out, func(a, b Assignment) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// reservationMetro is the metro code of a reservation: its metro, or the
+// metro of its facility (reservations made by facility); "" for neither.
+func reservationMetro(r *metalv1.IPReservation) string {
+	if r.Metro != nil && r.Metro.GetCode() != "" {
+		return r.Metro.GetCode()
+	}
+	if r.Facility != nil && r.Facility.Metro != nil {
+		return r.Facility.Metro.GetCode()
+	}
+	return ""
 }

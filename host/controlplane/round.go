@@ -57,6 +57,9 @@ type roundFacts struct {
 	// holderNode is the node the EIP is assigned to, "" when it is
 	// unassigned, assigned more than once, or on another device.
 	holderNode string
+	// metros are the nodes' metro codes, by node name (only when the EIP
+	// has a metro).
+	metros map[string]string
 }
 
 // gather reads the kube-apiserver's port, the reservation (from Equinix
@@ -104,6 +107,12 @@ func (m *Manager) gather(ctx context.Context, now time.Time) (roundFacts, time.D
 		}
 	}
 	slices.SortFunc(f.nodes, func(a, b *v1.Node) int { return strings.Compare(a.Name, b.Name) })
+	if m.res.metro != "" {
+		f.metros = map[string]string{}
+		for _, n := range f.nodes {
+			f.metros[n.Name] = m.nodeMetro(ctx, n)
+		}
+	}
 	if len(m.res.assignments) == 1 {
 		for _, n := range f.nodes {
 			if nodeState(n, Health{}).DeviceID == m.res.assignments[0].DeviceID {
@@ -150,6 +159,9 @@ func (m *Manager) probe(ctx context.Context, now time.Time, f roundFacts) (round
 		m.lastProbe = now
 	}
 	h := m.recordNodeProbes(ctx, f.nodes, results, probeNow)
+	for i := range h.nodes {
+		h.nodes[i].Metro = f.metros[h.nodes[i].Name]
+	}
 	h.holder = m.nodeHealth[f.holderNode]
 	if probeEIP {
 		if err, probed := results[""]; probed {
@@ -209,7 +221,7 @@ func (m *Manager) recordNodeProbes(ctx context.Context, nodes []*v1.Node, result
 func (m *Manager) decide(now time.Time, f roundFacts, h roundHealth) Decision {
 	d := Decide(Input{
 		Now: now, Assignments: m.res.assignments, HolderHealth: h.holder,
-		HolderSince: m.holderSince, Nodes: h.nodes,
+		HolderSince: m.holderSince, Nodes: h.nodes, EIPMetro: m.res.metro,
 		Policy: Policy{Failures: m.opts.Failures, Rise: m.opts.Rise, Grace: m.opts.Grace},
 	})
 	m.setStatus(func(s *Status) {
@@ -277,4 +289,21 @@ func (m *Manager) publishHolder(node string) {
 		metricHolder.WithLabelValues(node).Set(1)
 	}
 	metricAssignments.Set(float64(len(m.res.assignments)))
+}
+
+// nodeMetro is the metro of the node's device as Equinix reports it (from
+// the device cache), or the node's region label (which the CCM sets to the
+// metro) when the device cannot be read; "" when neither is known, and
+// such a node is no candidate for the EIP.
+func (m *Manager) nodeMetro(ctx context.Context, n *v1.Node) string {
+	if id := nodeState(n, Health{}).DeviceID; id != "" {
+		d, err := m.metal.Device(ctx, id)
+		if err == nil && d.Metro != nil && d.Metro.GetCode() != "" {
+			return d.Metro.GetCode()
+		}
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Could not read a control-plane node's device for its metro; using its region label", "node", n.Name, "err", err)
+		}
+	}
+	return n.Labels[v1.LabelTopologyRegion]
 }

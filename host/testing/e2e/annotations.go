@@ -1,8 +1,8 @@
-//go:build linux
-
 package e2e
 
 import (
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
+
 	"encoding/base64"
 	"fmt"
 	"strconv"
@@ -25,8 +25,8 @@ const (
 // instance configured from nothing but the node's BGP annotations (local
 // ASN, peers, source address, password), as kube-vip configures its own
 // embedded GoBGP. It does not listen; it dials each peer from the source
-// address. Announce a Service's address with Router.Announce.
-func StartAnnotationSpeaker(bins Binaries, dir string, node *v1.Node, apiPort int) (*Router, error) {
+// address. Announce a Service's address with dataplane.Router.Announce.
+func StartAnnotationSpeaker(bins dataplane.Binaries, dir string, node *v1.Node, apiPort int) (*dataplane.Router, error) {
 	a := node.Annotations
 	var b strings.Builder
 	var local, src string
@@ -54,5 +54,5 @@ func StartAnnotationSpeaker(bins Binaries, dir string, node *v1.Node, apiPort in
 	if local == "" {
 		return nil, fmt.Errorf("node %s has no BGP annotations", node.Name)
 	}
-	return startGoBGP(bins, dir, RouterOptions{Name: "kube-vip-style-" + node.Name, APIPort: apiPort}, b.String())
+	return dataplane.StartGoBGP(bins, dir, dataplane.RouterOptions{Name: "kube-vip-style-" + node.Name, APIPort: apiPort}, b.String())
 }

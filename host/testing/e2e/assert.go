@@ -1,8 +1,8 @@
-//go:build linux
-
 package e2e
 
 import (
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
+
 	"context"
 	"fmt"
 	"slices"
@@ -20,21 +20,8 @@ type RouteState struct {
 }
 
 // Prefixes reads every router once: prefix -> router -> paths.
-func (c *Cluster) Prefixes(ctx context.Context) (map[string]map[string][]Path, error) {
-	out := map[string]map[string][]Path{}
-	for _, r := range c.Routers {
-		rs, err := r.Routes(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for p, paths := range rs {
-			if out[p] == nil {
-				out[p] = map[string][]Path{}
-			}
-			out[p][r.Addr] = paths
-		}
-	}
-	return out, nil
+func (c *Cluster) Prefixes(ctx context.Context) (map[string]map[string][]dataplane.Path, error) {
+	return dataplane.Prefixes(ctx, c.Routers)
 }
 
 // RouteProblem says why prefix is not announced at every router with exactly

@@ -1,5 +1,3 @@
-//go:build linux
-
 package e2e
 
 import (
@@ -20,18 +18,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
-)
-
-// The routers, as the emulator's BGP neighbour data names them.
-var (
-	RouterAddrs = []string{"169.254.255.1", "169.254.255.2"}
-)
-
-const (
-	RouterASN  = 65530 // the emulator's peer_as
-	ProjectASN = 65000 // the project's (customer) ASN
 )
 
 // Device is one machine of the test project.
@@ -47,7 +36,7 @@ type Device struct {
 // ClusterOptions configure StartCluster.
 type ClusterOptions struct {
 	Dir          string
-	Bins         Binaries
+	Bins         dataplane.Binaries
 	Devices      []Device
 	LoadBalancer string // the CCM's loadbalancer setting
 	PolicyDir    string // mounted policies ("" = built-in)
@@ -62,7 +51,7 @@ type ClusterOptions struct {
 	// load-balancer mode MetalLB does not read, such as kube-vip).
 	NoMetalLB bool
 	// LegacyConfigMap, when set, runs MetalLB 0.12 reading this ConfigMap
-	// (in MetalLBNamespace) instead of the current MetalLB.
+	// (in dataplane.MetalLBNamespace) instead of the current MetalLB.
 	LegacyConfigMap string
 	Logf            func(string, ...any)
 }
@@ -74,22 +63,17 @@ type Cluster struct {
 	Env        *testenv.Env
 	Kube       kubernetes.Interface
 	Dyn        dynamic.Interface
-	Routers    []*Router
-	CCM        *Proc
-	Controller *Proc
-	Speakers   map[string]*Proc
+	Routers    []*dataplane.Router
+	CCM        *dataplane.Proc
+	Controller *dataplane.Proc
+	Speakers   map[string]*dataplane.Proc
 	NodeIP     map[string]string // node name -> private address (the BGP source)
 	// ControlPlaneEIP is the seeded reservation's ID; Health the nodes'
 	// /healthz servers (both only with ControlPlaneEIPTag).
 	ControlPlaneEIP string
-	Health          *HealthServers
+	Health          *dataplane.HealthServers
 	stops           []func()
 }
-
-// MetroBlocks are the metros' private blocks: TEST-NET addresses, which
-// GoBGP accepts as next hops (it drops a 127/8 next hop from a peer that is
-// not itself on 127/8).
-var MetroBlocks = map[string]string{"da": "198.51.100.0/24", "sv": "203.0.113.0/24"}
 
 // StartCluster starts, in order: the emulator, loopback addresses, the two
 // routers, kube-apiserver, MetalLB's controller, the CCM; then registers
@@ -99,7 +83,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	c := &Cluster{Opts: o, Speakers: map[string]*Proc{}, NodeIP: map[string]string{}}
+	c := &Cluster{Opts: o, Speakers: map[string]*dataplane.Proc{}, NodeIP: map[string]string{}}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -108,11 +92,11 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	if err := c.startEmulator(); err != nil {
 		return nil, err
 	}
-	addrs := append([]string{}, RouterAddrs...)
+	addrs := append([]string{}, dataplane.RouterAddrs...)
 	for _, ip := range c.NodeIP {
 		addrs = append(addrs, ip)
 	}
-	if err := AddLoopbackAddresses(addrs...); err != nil {
+	if err := dataplane.AddLoopbackAddresses(addrs...); err != nil {
 		return nil, err
 	}
 	if err := c.startRouters(); err != nil {
@@ -126,7 +110,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	c.stops = append(c.stops, env.Stop)
 	c.Env, c.Kube, c.Dyn = env, kubernetes.NewForConfigOrDie(env.Config), dynamic.NewForConfigOrDie(env.Config)
 	o.Logf("kube-apiserver ready in %s", time.Since(began).Round(time.Millisecond))
-	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MetalLBNamespace}}
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dataplane.MetalLBNamespace}}
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
@@ -137,9 +121,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	}
 	if !o.NoMetalLB {
 		if o.LegacyConfigMap != "" {
-			c.Controller, err = StartLegacyController(o.Bins, o.Dir, env.KubeconfigPath, o.LegacyConfigMap)
+			c.Controller, err = dataplane.StartLegacyController(o.Bins, o.Dir, env.KubeconfigPath, o.LegacyConfigMap)
 		} else {
-			c.Controller, err = StartMetalLBController(o.Bins, o.Dir, env.KubeconfigPath)
+			c.Controller, err = dataplane.StartMetalLBController(o.Bins, o.Dir, env.KubeconfigPath)
 		}
 		if err != nil {
 			return nil, err
@@ -163,11 +147,11 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 func (c *Cluster) startEmulator() error {
 	seed := emulator.DefaultSeed()
 	for i := range seed.Metros {
-		if b, ok := MetroBlocks[seed.Metros[i].Code]; ok {
+		if b, ok := dataplane.MetroBlocks[seed.Metros[i].Code]; ok {
 			seed.Metros[i].PrivateIPv4 = b
 		}
 	}
-	seed.Projects[0].BGP = &emulator.BGPConfigSeed{ASN: ProjectASN, MD5: c.Opts.Password}
+	seed.Projects[0].BGP = &emulator.BGPConfigSeed{ASN: dataplane.ProjectASN, MD5: c.Opts.Password}
 	for _, d := range c.Opts.Devices {
 		// Control-plane devices have only their private address, where
 		// Health serves /healthz: a probe of any other would leave the
@@ -225,7 +209,7 @@ func (c *Cluster) startHealthServers(ctx context.Context) error {
 			nodes[d.Name] = c.NodeIP[d.Name]
 		}
 	}
-	h, err := StartHealthServers(nodes, svc.Spec.Ports[0].TargetPort.IntValue())
+	h, err := dataplane.StartHealthServers(nodes, svc.Spec.Ports[0].TargetPort.IntValue())
 	if err != nil {
 		return err
 	}
@@ -254,17 +238,12 @@ func (c *Cluster) startRouters() error {
 	for _, ip := range c.NodeIP {
 		nodes = append(nodes, ip)
 	}
-	sort.Strings(nodes)
-	pass := c.Opts.Password
-	for i, addr := range RouterAddrs {
-		r, err := StartRouter(c.Opts.Bins, c.Opts.Dir, RouterOptions{
-			Name: fmt.Sprintf("router-%d", i+1), Addr: addr, ASN: RouterASN, APIPort: apiPortBase + i,
-			Password: pass, Neighbors: nodes, PeerASN: ProjectASN,
-		})
-		if err != nil {
-			return err
-		}
-		c.Routers = append(c.Routers, r)
+	rs, err := dataplane.StartRouters(c.Opts.Bins, c.Opts.Dir, c.Opts.Password, nodes)
+	if err != nil {
+		return err
+	}
+	c.Routers = rs
+	for _, r := range rs {
 		c.stops = append(c.stops, r.Stop)
 	}
 	return nil
@@ -289,7 +268,7 @@ func (c *Cluster) startCCM() error {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return err
 	}
-	p, err := Start(c.Opts.Dir, "ccm", c.Opts.Bins.CCM, []string{
+	p, err := dataplane.Start(c.Opts.Dir, "ccm", c.Opts.Bins.CCM, []string{
 		"--kubeconfig=" + c.Env.KubeconfigPath, "--cloud-config=" + path,
 		"--leader-elect=false", "--secure-port=0", "--authentication-skip-lookup", "--v=2",
 	}, []string{"METAL_API_KEY="})
@@ -337,21 +316,14 @@ func (c *Cluster) JoinNode(ctx context.Context, name string) error {
 		return nil
 	}
 	if c.Opts.LegacyConfigMap != "" {
-		sp, err := StartLegacySpeaker(c.Opts.Bins, c.Opts.Dir, c.Env.KubeconfigPath, c.Opts.LegacyConfigMap, name, c.NodeIP[name])
+		sp, err := dataplane.StartLegacySpeaker(c.Opts.Bins, c.Opts.Dir, c.Env.KubeconfigPath, c.Opts.LegacyConfigMap, name, c.NodeIP[name])
 		if err != nil {
 			return err
 		}
 		c.Speakers[name] = sp
 		return nil
 	}
-	// The speaker reads its own Pod (the owner of its status objects), as
-	// the DaemonSet controller and the scheduler would have created it.
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: MetalLBNamespace, Name: speakerPod(name), Labels: map[string]string{"app": "metallb", "component": "speaker"}},
-		Spec: v1.PodSpec{NodeName: name, HostNetwork: true, Containers: []v1.Container{{Name: "speaker", Image: "quay.io/metallb/speaker:v0.15.3"}}}}
-	if _, err := c.Kube.CoreV1().Pods(MetalLBNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	sp, err := StartSpeaker(c.Opts.Bins, c.Opts.Dir, c.Env.KubeconfigPath, name, speakerPod(name), c.NodeIP[name])
+	sp, err := dataplane.StartNodeSpeaker(ctx, c.Kube, c.Opts.Bins, c.Opts.Dir, c.Env.KubeconfigPath, name, c.NodeIP[name])
 	if err != nil {
 		return err
 	}
@@ -372,10 +344,8 @@ func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
 		sp.Stop()
 		delete(c.Speakers, name)
 	}
-	return c.Kube.CoreV1().Pods(MetalLBNamespace).Delete(ctx, speakerPod(name), metav1.DeleteOptions{})
+	return c.Kube.CoreV1().Pods(dataplane.MetalLBNamespace).Delete(ctx, dataplane.SpeakerPod(name), metav1.DeleteOptions{})
 }
-
-func speakerPod(node string) string { return "speaker-" + node }
 
 // Stop ends everything, newest first.
 func (c *Cluster) Stop() {
@@ -402,7 +372,7 @@ func (c *Cluster) BGPObjects(ctx context.Context) (annotated, peered []string, e
 			annotated = append(annotated, n.Name)
 		}
 	}
-	peers, err := c.Dyn.Resource(bgpPeersGVR).Namespace(MetalLBNamespace).List(ctx, metav1.ListOptions{})
+	peers, err := c.Dyn.Resource(bgpPeersGVR).Namespace(dataplane.MetalLBNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,10 +4,13 @@
 // routers standing in for Equinix's, all inside one private network
 // namespace that an unprivileged user can create (unshare --user
 // --map-root-user --net). Every address lives on that namespace's loopback,
-// so nothing leaves the machine and no root is needed.
+// so nothing leaves the machine and no root is needed. The processes and
+// the namespace come from host/testing/dataplane, which the sandbox (`make
+// run`) uses too; this package adds the cluster of a test run, the policy
+// mount and the router assertions.
 //
 // The scenarios are in e2e_test.go behind the build tag "e2e", so a plain
 // `go test ./...` compiles this package but runs none of them; `make e2e`
 // (part of `make test`) runs them once, with the binaries the Makefile built
-// into the cache named by the environment (see Binaries).
+// into the cache named by the environment (see dataplane.Binaries).
 package e2e

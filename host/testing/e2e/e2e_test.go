@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
+
 	"context"
 	"fmt"
 	"os"
@@ -25,8 +27,8 @@ import (
 // TestMain moves the whole test into a private user and network namespace
 // (or fails with one line saying what the machine must allow).
 func TestMain(m *testing.M) {
-	if !InNamespace() {
-		os.Exit(ReexecInNamespace())
+	if !dataplane.InNamespace() {
+		os.Exit(dataplane.ReexecInNamespace())
 	}
 	os.Exit(m.Run())
 }
@@ -48,7 +50,7 @@ type timings struct {
 }
 
 func TestDataPlane(t *testing.T) {
-	bins, err := BinariesFromEnv()
+	bins, err := dataplane.BinariesFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestDataPlane(t *testing.T) {
 	must(t, mount.Update(nil)) // the default policies, as a ConfigMap mounts them
 
 	c, err := StartCluster(ctx, ClusterOptions{
-		Dir: dir, Bins: bins, Devices: devices, LoadBalancer: "metallb:///" + MetalLBNamespace,
+		Dir: dir, Bins: bins, Devices: devices, LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace,
 		PolicyDir: policyDir, Password: password, Logf: t.Logf, ControlPlaneEIPTag: "e2e-control-plane",
 		CloudConfig: map[string]any{"cacheRefreshPeriod": "10m"},
 	})
@@ -168,7 +170,7 @@ func TestDataPlane(t *testing.T) {
 	// 6. The control-plane EIP: its holder's kube-apiserver stops
 	// answering; the CCM moves the EIP to the healthy control-plane node,
 	// and the external Service keeps the EIP and its EndpointSlice.
-	h.wantControlPlaneService()
+	h.wantControlPlaneService(false)
 	if got := c.ControlPlaneHolder(); got != "cp-0" {
 		t.Fatalf("the control-plane EIP is on %q before the failover, want cp-0 (seeded)", got)
 	}
@@ -179,7 +181,7 @@ func TestDataPlane(t *testing.T) {
 		return got == "cp-1", "held by " + got
 	})
 	tm.failover = append(tm.failover, time.Since(failed))
-	h.wantControlPlaneService()
+	h.wantControlPlaneService(true)
 
 	for name, p := range c.Speakers {
 		if done, err := p.Exited(); done {
@@ -262,7 +264,7 @@ func (h *e2e) serviceIP(name string) string {
 
 func (h *e2e) wantRoute(ip string, nextHops []string, what string) {
 	h.t.Helper()
-	if _, err := h.c.WaitRoute(h.ctx, ip+"/32", nextHops, ProjectASN, 60*time.Second); err != nil {
+	if _, err := h.c.WaitRoute(h.ctx, ip+"/32", nextHops, dataplane.ProjectASN, 60*time.Second); err != nil {
 		h.t.Fatalf("%s: routers: %v", what, err)
 	}
 }
@@ -325,24 +327,26 @@ func (h *e2e) wantBGPNodes(nodes []string) {
 }
 
 // wantControlPlaneService: the external Service carries the control-plane
-// EIP, and its EndpointSlice mirrors default/kubernetes.
-// (The names are upstream's, kept by this CCM.)
-func (h *e2e) wantControlPlaneService() {
+// EIP in spec and status, its EndpointSlice mirrors default/kubernetes, and
+// the status survives MetalLB: it stays for several seconds with MetalLB's
+// controller running, and MetalLB records nothing about the Service. (The
+// names are upstream's, kept by this CCM.) The survival is watched when
+// survives is set: once in a run is enough, after the failover rewrote it.
+func (h *e2e) wantControlPlaneService(survives bool) {
 	h.t.Helper()
 	const ns, name = "kube-system", "cloud-provider-equinix-metal-kubernetes-external"
 	r, _ := h.c.Emu.Reservation(h.c.ControlPlaneEIP)
 	eip := r.Prefix.Addr().String()
-	h.eventually("the external Service carries the control-plane EIP", 60*time.Second, func() (bool, string) {
+	carries := func() (bool, string) {
 		s, err := h.c.Kube.CoreV1().Services(ns).Get(h.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		// Not status.loadBalancer: MetalLB's controller clears it, since
-		// the EIP is in none of its pools (a defect this test found; see
-		// the report of issue 17), and the CCM puts it back only at its
-		// next resync, so it flaps.
-		if s.Spec.LoadBalancerIP != eip {
-			return false, fmt.Sprintf("spec.loadBalancerIP %q; want %s", s.Spec.LoadBalancerIP, eip)
+		// MetalLB's controller cleared the status of a Service without
+		// the CCM's loadBalancerClass (the EIP is in none of its pools),
+		// and kube-proxy routes the EIP by that status.
+		if s.Spec.LoadBalancerIP != eip || len(s.Status.LoadBalancer.Ingress) != 1 || s.Status.LoadBalancer.Ingress[0].IP != eip {
+			return false, fmt.Sprintf("spec.loadBalancerIP %q, status %+v; want %s in both", s.Spec.LoadBalancerIP, s.Status.LoadBalancer, eip)
 		}
 		slices, err := h.c.Kube.DiscoveryV1().EndpointSlices(ns).List(h.ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
 		if err != nil {
@@ -352,7 +356,25 @@ func (h *e2e) wantControlPlaneService() {
 			return false, "no EndpointSlice with endpoints for the external Service"
 		}
 		return true, ""
-	})
+	}
+	h.eventually("the external Service carries the control-plane EIP", 60*time.Second, carries)
+	if !survives {
+		return
+	}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if ok, msg := carries(); !ok {
+			h.t.Fatalf("the external Service lost the control-plane EIP with MetalLB running: %s", msg)
+		}
+	}
+	evs, err := h.c.Kube.CoreV1().Events(ns).List(h.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if strings.Contains(e.Source.Component, "metallb") || strings.Contains(e.ReportingController, "metallb") {
+			h.t.Errorf("MetalLB acted on the external Service: %s %s", e.Reason, e.Message)
+		}
+	}
 }
 
 func (h *e2e) eventually(what string, timeout time.Duration, cond func() (bool, string)) {
@@ -427,19 +449,20 @@ func printTimings(t *testing.T, tm timings, total time.Duration) {
 // sessions never come up, so the routers hold nothing, and the very check
 // TestDataPlane relies on reports it.
 func TestWrongPeerASNFailsAtRouters(t *testing.T) {
-	bins, err := BinariesFromEnv()
+	t.Parallel() // alongside TestSandboxDataPlane, whose namespace is its own
+	bins, err := dataplane.BinariesFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	module := os.Getenv(EnvWrongASNModule)
+	module := os.Getenv(dataplane.EnvWrongASNModule)
 	if _, err := os.Stat(module); err != nil {
-		t.Fatalf("%s=%q: %v; run make e2e, which builds it", EnvWrongASNModule, module, err)
+		t.Fatalf("%s=%q: %v; run make e2e, which builds it", dataplane.EnvWrongASNModule, module, err)
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
 	c, err := StartCluster(ctx, ClusterOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: "worker-0", Metro: "da"}, {Name: "worker-1", Metro: "da"}},
-		LoadBalancer: "wasm://" + module + "?namespace=" + MetalLBNamespace, Password: password, Logf: t.Logf,
+		LoadBalancer: "wasm://" + module + "?namespace=" + dataplane.MetalLBNamespace, Password: password, Logf: t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -449,7 +472,7 @@ func TestWrongPeerASNFailsAtRouters(t *testing.T) {
 	h.addService("broken", map[string]string{"metal.equinix.com/eip-metro": "da"})
 	ip := h.serviceIP("broken")
 	h.eventually("the broken module's BGPPeers", 60*time.Second, func() (bool, string) {
-		peers, err := c.Dyn.Resource(bgpPeersGVR).Namespace(MetalLBNamespace).List(ctx, metav1.ListOptions{})
+		peers, err := c.Dyn.Resource(bgpPeersGVR).Namespace(dataplane.MetalLBNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -458,10 +481,10 @@ func TestWrongPeerASNFailsAtRouters(t *testing.T) {
 			asn, _, _ := unstructured.NestedInt64(p.Object, "spec", "peerASN")
 			asns = append(asns, asn)
 		}
-		return len(asns) == 4 && asns[0] == RouterASN+1, fmt.Sprintf("peer ASNs %v", asns)
+		return len(asns) == 4 && asns[0] == dataplane.RouterASN+1, fmt.Sprintf("peer ASNs %v", asns)
 	})
 
-	_, err = c.WaitRoute(ctx, ip+"/32", h.ips("worker-0", "worker-1"), ProjectASN, 20*time.Second)
+	_, err = c.WaitRoute(ctx, ip+"/32", h.ips("worker-0", "worker-1"), dataplane.ProjectASN, 20*time.Second)
 	if err == nil {
 		t.Fatal("the router assertion passed although every BGPPeer has a wrong peer ASN: it cannot catch a broken data plane")
 	}
@@ -482,7 +505,7 @@ func TestWrongPeerASNFailsAtRouters(t *testing.T) {
 // must bring up password-protected sessions with both routers and get the
 // Service's Elastic IP to them with one path per node.
 func TestKubeVIPStyle(t *testing.T) {
-	bins, err := BinariesFromEnv()
+	bins, err := dataplane.BinariesFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +538,7 @@ func TestKubeVIPStyle(t *testing.T) {
 			node = n
 			return n.Annotations["metal.equinix.com/bgp-peers-1-peer-ip"] != "", fmt.Sprintf("annotations %v", n.Annotations)
 		})
-		sp, err := StartAnnotationSpeaker(bins, dir, node, apiPortBase+10+i)
+		sp, err := StartAnnotationSpeaker(bins, dir, node, dataplane.APIPortBase+10+i)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -534,7 +557,7 @@ func TestKubeVIPStyle(t *testing.T) {
 // peer per node and router with the ASNs, source address and password;
 // and the Service's EIP reaches both routers from both nodes.
 func TestLegacyConfigMap(t *testing.T) {
-	bins, err := BinariesFromEnv()
+	bins, err := dataplane.BinariesFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +566,7 @@ func TestLegacyConfigMap(t *testing.T) {
 	nodes := []string{"worker-0", "worker-1"}
 	c, err := StartCluster(ctx, ClusterOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "sv"}},
-		LoadBalancer: "metallb:///" + MetalLBNamespace + "/config", Password: password, Logf: t.Logf, LegacyConfigMap: "config",
+		LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace + "/config", Password: password, Logf: t.Logf, LegacyConfigMap: "config",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -555,8 +578,8 @@ func TestLegacyConfigMap(t *testing.T) {
 		c.Stop()
 	}()
 	userPool := "address-pools:\n- name: users-own-pool\n  protocol: bgp\n  addresses:\n  - 192.0.2.0/28\n"
-	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: MetalLBNamespace, Name: "config"}, Data: map[string]string{"config": userPool}}
-	if _, err := c.Kube.CoreV1().ConfigMaps(MetalLBNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: dataplane.MetalLBNamespace, Name: "config"}, Data: map[string]string{"config": userPool}}
+	if _, err := c.Kube.CoreV1().ConfigMaps(dataplane.MetalLBNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h := &e2e{t: t, c: c, ctx: ctx}
@@ -582,7 +605,7 @@ func TestLegacyConfigMap(t *testing.T) {
 		Peers []peer `json:"peers"`
 	}
 	h.eventually("the legacy ConfigMap holds the Service's pool and every node's peers", 60*time.Second, func() (bool, string) {
-		got, err := c.Kube.CoreV1().ConfigMaps(MetalLBNamespace).Get(ctx, "config", metav1.GetOptions{})
+		got, err := c.Kube.CoreV1().ConfigMaps(dataplane.MetalLBNamespace).Get(ctx, "config", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -601,7 +624,7 @@ func TestLegacyConfigMap(t *testing.T) {
 	})
 	want := map[string]bool{}
 	for _, n := range nodes {
-		for _, r := range RouterAddrs {
+		for _, r := range dataplane.RouterAddrs {
 			want[n+" "+r] = true
 		}
 	}
@@ -617,9 +640,9 @@ func TestLegacyConfigMap(t *testing.T) {
 			t.Errorf("unexpected or duplicate peer %s", key)
 		}
 		delete(want, key)
-		if p.MyASN != ProjectASN || p.PeerASN != RouterASN || p.Source != c.NodeIP[host] || p.Password != password {
+		if p.MyASN != dataplane.ProjectASN || p.PeerASN != dataplane.RouterASN || p.Source != c.NodeIP[host] || p.Password != password {
 			t.Errorf("peer %s: my-asn %d peer-asn %d source %s, password set %v; want %d, %d, %s and the project's password",
-				key, p.MyASN, p.PeerASN, p.Source, p.Password != "", ProjectASN, RouterASN, c.NodeIP[host])
+				key, p.MyASN, p.PeerASN, p.Source, p.Password != "", dataplane.ProjectASN, dataplane.RouterASN, c.NodeIP[host])
 		}
 	}
 	if len(want) > 0 {

@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
 
@@ -22,7 +23,7 @@ import (
 // both (no AllocationFailed) and its speakers announce the one /32 from
 // every node; deleting one keeps the route, deleting the other withdraws it.
 func TestSharedElasticIP(t *testing.T) {
-	bins, err := BinariesFromEnv()
+	bins, err := dataplane.BinariesFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func TestSharedElasticIP(t *testing.T) {
 	nodes := []string{"worker-0", "worker-1"}
 	c, err := StartCluster(ctx, ClusterOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "da"}},
-		LoadBalancer: "metallb:///" + MetalLBNamespace, Password: password, Logf: t.Logf,
+		LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace, Password: password, Logf: t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,25 +2,20 @@ package sandbox
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
-	"syscall"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
 
@@ -41,24 +36,32 @@ var Devices = []Device{
 	{Name: "worker-3", Metro: "sv"}, {Name: "worker-4", Metro: "sv"},
 }
 
-// Seed is the emulator's default project with devs, its private networks
-// on loopback: the BGP source addresses and the control-plane health checks
-// stay on this machine.
-func Seed(devs []Device) *emulator.Seed {
+// Seed is the emulator's default project with devs. Without the data
+// plane its private networks are on loopback (127.0.0.0/16 in da,
+// 127.1.0.0/16 in sv), so the BGP source addresses and the control-plane
+// health checks stay on this machine. With it, they are TEST-NET blocks on
+// the private namespace's loopback (GoBGP refuses a 127/8 next hop), and
+// the project has BGP with the ASN the routers expect.
+func Seed(devs []Device, withDataPlane bool) *emulator.Seed {
 	seed := emulator.DefaultSeed()
 	for i := range seed.Metros {
-		switch seed.Metros[i].Code {
-		case "da":
+		switch {
+		case withDataPlane && dataplane.MetroBlocks[seed.Metros[i].Code] != "":
+			seed.Metros[i].PrivateIPv4 = dataplane.MetroBlocks[seed.Metros[i].Code]
+		case seed.Metros[i].Code == "da":
 			seed.Metros[i].PrivateIPv4 = "127.0.0.0/16"
-		case "sv":
+		case seed.Metros[i].Code == "sv":
 			seed.Metros[i].PrivateIPv4 = "127.1.0.0/16"
 		}
+	}
+	if withDataPlane {
+		seed.Projects[0].BGP = &emulator.BGPConfigSeed{ASN: dataplane.ProjectASN}
 	}
 	for _, d := range devs {
 		s := emulator.DeviceSeed{Hostname: d.Name, Metro: d.Metro}
 		if d.ControlPlane {
-			// Loopback addresses, so the health checks reach the sandbox's
-			// /healthz servers and nothing else.
+			// Only the private address, where the sandbox serves /healthz:
+			// the health checks reach nothing else.
 			s.PrivateIPv4, s.NoPublicIPv4, s.NoPublicIPv6 = d.PrivateIP, true, true
 		}
 		seed.Devices = append(seed.Devices, s)
@@ -67,11 +70,12 @@ func Seed(devs []Device) *emulator.Seed {
 }
 
 // RegisterNodes creates a Node per device, as kubelets with
-// --cloud-provider=external register them: tainted uninitialized, the
-// control-plane ones labelled as such.
+// --cloud-provider=external register them: hostname label, tainted
+// uninitialized, the control-plane ones labelled as such, then Ready.
+// (MetalLB's peers select nodes by hostname label.)
 func RegisterNodes(ctx context.Context, kube kubernetes.Interface, devs []Device) error {
 	for _, d := range devs {
-		labels := map[string]string{}
+		labels := map[string]string{v1.LabelHostname: d.Name}
 		if d.ControlPlane {
 			labels["node-role.kubernetes.io/control-plane"] = ""
 		}
@@ -80,8 +84,33 @@ func RegisterNodes(ctx context.Context, kube kubernetes.Interface, devs []Device
 		if _, err := kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			return err
 		}
+		// A patch, not an update: the CCM's node controller writes the
+		// same Node at the same time.
+		now := metav1.Now()
+		status, _ := json.Marshal(map[string]any{"status": v1.NodeStatus{
+			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}},
+			Addresses:  []v1.NodeAddress{{Type: v1.NodeHostName, Address: d.Name}},
+		}})
+		if _, err := kube.CoreV1().Nodes().Patch(ctx, d.Name, types.StrategicMergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// EndpointSlice is the slice kube-controller-manager would write for a
+// Service with one running Pod (on worker-0): MetalLB announces only a
+// Service with a ready endpoint.
+func EndpointSlice(svc *v1.Service) *discoveryv1.EndpointSlice {
+	ready, node, port, proto, portName := true, "worker-0", int32(80), v1.ProtocolTCP, "http"
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name + "-sandbox",
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.10"}, NodeName: &node,
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports: []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+	}
 }
 
 // PrepareModuleTargets creates the namespace a custom module writes into
@@ -129,17 +158,9 @@ func SampleServices() []*v1.Service {
 	}
 }
 
-// ccmProcess is the running CCM binary.
-type ccmProcess struct {
-	cmd    *exec.Cmd
-	log    string
-	exited chan error    // its exit, once
-	done   chan struct{} // closed when it has exited
-}
-
 // startCCM runs the CCM binary against the emulator and the cluster, with
 // the API key in the cloud-config file only.
-func startCCM(o Options, dir, metalURL, kubeconfig string) (*ccmProcess, error) {
+func startCCM(o Options, dir, metalURL, kubeconfig string) (*dataplane.Proc, error) {
 	cloudConfig := map[string]any{
 		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": metalURL,
 		"loadbalancer": o.LoadBalancer, "eipTag": cpTag, "eipHealthCheckUseHostIP": true,
@@ -153,89 +174,9 @@ func startCCM(o Options, dir, metalURL, kubeconfig string) (*ccmProcess, error) 
 	if err := os.WriteFile(cc, b, 0o600); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(dir, "ccm.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(o.CCM,
-		"--kubeconfig="+kubeconfig, "--cloud-config="+cc,
+	return dataplane.Start(dir, "ccm", o.CCM, []string{
+		"--kubeconfig=" + kubeconfig, "--cloud-config=" + cc,
 		"--leader-elect=true", "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s",
-		"--secure-port=0", "--authentication-skip-lookup", "--v=2")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), "METAL_API_KEY=") // the key comes from the file only
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &ccmProcess{cmd: cmd, log: logPath, exited: make(chan error, 1), done: make(chan struct{})}
-	go func() {
-		p.exited <- cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// stop asks the CCM to shut down and gives it a few seconds to.
-func (p *ccmProcess) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-	}
-}
-
-// HealthServers answer /healthz like control-plane nodes' kube-apiservers.
-type HealthServers struct {
-	mu      sync.Mutex
-	servers map[string]*httptest.Server // by node name
-}
-
-// StartHealthServers serves /healthz (TLS) on every control-plane device's
-// private address and port.
-func StartHealthServers(devs []Device, port int) (*HealthServers, error) {
-	h := &HealthServers{servers: map[string]*httptest.Server{}}
-	for _, d := range devs {
-		if !d.ControlPlane {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", d.PrivateIP, port))
-		if err != nil {
-			h.StopAll()
-			return nil, fmt.Errorf("listening on %s:%d for %s's /healthz (loopback addresses other than 127.0.0.1 are needed): %w", d.PrivateIP, port, d.Name, err)
-		}
-		s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/healthz" {
-				_, _ = w.Write([]byte("ok"))
-				return
-			}
-			http.NotFound(w, r)
-		}))
-		s.Listener = ln
-		s.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-		s.StartTLS()
-		h.servers[d.Name] = s
-	}
-	return h, nil
-}
-
-// Stop takes one node's /healthz down, as if its kube-apiserver died.
-func (h *HealthServers) Stop(node string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s, ok := h.servers[node]
-	if !ok {
-		return fmt.Errorf("no control-plane node %q holds the EIP", node)
-	}
-	s.Close()
-	delete(h.servers, node)
-	return nil
-}
-
-// StopAll takes every /healthz down.
-func (h *HealthServers) StopAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, s := range h.servers {
-		s.Close()
-	}
+		"--secure-port=0", "--authentication-skip-lookup", "--v=2",
+	}, []string{"METAL_API_KEY="}) // the key comes from the file only
 }

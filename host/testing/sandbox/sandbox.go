@@ -5,9 +5,18 @@
 // Elastic IPs, BGP peers, the generated load-balancer objects — and finally
 // a control-plane failover.
 //
-// Everything runs on loopback: the control-plane nodes' addresses are
-// 127.0.0.11, 127.0.1.12 and 127.1.0.13, where the sandbox serves their
-// /healthz; no other address is ever contacted.
+// Where the machine allows unprivileged user namespaces, it also runs the
+// data plane as `make e2e` does (host/testing/dataplane): the whole sandbox
+// moves into a private network namespace, with MetalLB's controller, one
+// speaker per node and two GoBGP routers standing in for Equinix's, and the
+// view adds the routers' table, so each Service's /32 is seen arriving
+// with one next hop per node. Without user namespaces (or the binaries) it
+// says why in one line and runs without them.
+//
+// Everything runs on loopback: without the data plane the control-plane
+// nodes' addresses are 127.x addresses, where the sandbox serves their
+// /healthz; with it, TEST-NET addresses on the namespace's own loopback. No
+// other address is ever contacted.
 package sandbox
 
 import (
@@ -24,6 +33,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 )
@@ -41,20 +51,19 @@ type Options struct {
 	FailoverAt   time.Duration // stop the EIP holder's /healthz this long after start (0: never)
 	Refresh      time.Duration // how often the view is redrawn
 	Plain        bool          // append views instead of redrawing the screen
+	// MetalLBDir and GoBGPDir hold MetalLB's controller and speaker and
+	// gobgpd and gobgp, for the data plane; NoDataPlane turns it off.
+	MetalLBDir, GoBGPDir string
+	NoDataPlane          bool
 }
 
 func say(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
-// Run starts everything, shows the live view until ctx (or Ctrl-C, or
-// o.Duration) ends, and stops everything it started.
+// Run starts everything, shows the live view until Ctrl-C (or
+// o.Duration), and stops everything it started. With the data plane, the
+// first call re-runs the sandbox inside a private network namespace and
+// waits for it.
 func Run(o Options) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if o.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.Duration)
-		defer cancel()
-	}
 	if _, err := os.Stat(o.CCM); err != nil {
 		return fmt.Errorf("no CCM binary at %s: run make build (make run does it for you)", o.CCM)
 	}
@@ -65,52 +74,84 @@ func Run(o Options) error {
 			return err
 		}
 	}
-	devs := append([]Device(nil), Devices...)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if dataplane.InNamespace() {
+		_, bins := dataPlaneOff(o)
+		return run(o, dir, &dataPlane{bins: bins, dir: dir})
+	}
+	if why, _ := dataPlaneOff(o); why != "" {
+		say("data plane off (no MetalLB speakers or routers in the view): %s", why)
+		return run(o, dir, nil)
+	}
+	say("data plane on: moving into a private network namespace (unshare --user --map-root-user --net) for MetalLB and two BGP routers")
+	return runInNamespace(dir)
+}
 
-	// 1. Equinix Metal, emulated.
-	emu, metalURL, cpEIP, err := startEmulator(devs)
+// run is the sandbox proper; dp is nil without the data plane.
+func run(o Options, dir string, dp *dataPlane) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Duration)
+		defer cancel()
+	}
+	began := time.Now()
+	devs := append([]Device(nil), Devices...)
+	if dp != nil {
+		for i := range devs {
+			devs[i].PrivateIP = "" // from the metro's TEST-NET block
+		}
+	}
+
+	// 1. Equinix Metal, emulated; with the data plane, its routers.
+	emu, metalURL, cpEIP, err := startEmulator(devs, dp != nil)
 	if err != nil {
 		return err
 	}
 	defer emu.Close()
+	defer dp.stop()
+	if err := dp.startRouters(devs); err != nil {
+		return err
+	}
 
 	// 2. A real kube-apiserver.
 	say("starting kube-apiserver and etcd (work dir %s)", dir)
-	env, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(dir, "cluster"), KeepDir: true})
+	env, err := startKube(ctx, dir)
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	dyn := dynamic.NewForConfigOrDie(env.Config)
-	say("kube-apiserver ready in %s; try: KUBECONFIG=%s kubectl get svc,nodes -A", env.StartDuration.Round(time.Millisecond), env.KubeconfigPath)
 
 	// 3. The control-plane nodes' kube-apiservers, as far as /healthz goes:
 	// on each node's own address and the port default/kubernetes names, as
 	// kube-apiserver listens on every control-plane node.
-	kubeSvc, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
-	if err != nil || len(kubeSvc.Spec.Ports) == 0 {
-		return fmt.Errorf("reading default/kubernetes: %v", err)
-	}
-	health, err := StartHealthServers(devs, kubeSvc.Spec.Ports[0].TargetPort.IntValue())
+	health, err := startHealth(ctx, kube, devs)
 	if err != nil {
 		return err
 	}
 	defer health.StopAll()
 
-	// 4. Nodes, as kubelets with --cloud-provider=external register them.
+	// 4. Nodes, as kubelets with --cloud-provider=external register them;
+	// with the data plane, MetalLB as its manifests would run it.
 	if err := RegisterNodes(ctx, kube, devs); err != nil {
 		return err
 	}
 	say("registered %d nodes (tainted uninitialized, as kubelet --cloud-provider=external does)", len(devs))
+	if err := dp.startMetalLB(ctx, kube, env.KubeconfigPath, devs); err != nil {
+		return err
+	}
 
 	// 5. The CCM.
 	ccm, err := startCCM(o, dir, metalURL, env.KubeconfigPath)
 	if err != nil {
 		return err
 	}
-	defer ccm.stop()
-	say("CCM started (loadbalancer %s); its log: %s", o.LoadBalancer, ccm.log)
+	defer ccm.Stop()
+	say("CCM started (loadbalancer %s); its log: %s", o.LoadBalancer, ccm.Log)
 
 	// What the chosen module writes into must exist, as it would in a
 	// cluster where the load balancer is installed.
@@ -123,15 +164,61 @@ func Run(o Options) error {
 		return err
 	}
 	say("created Services: web (metro annotation da), api (metro annotation sv), byo (bring your own IP), nowhere (no location: expect a clear error)")
+	say("everything started in %s", time.Since(began).Round(100*time.Millisecond))
 	time.Sleep(time.Second)
 
-	v := &Viewer{kube: kube, dyn: dyn, emu: emu, lb: o.LoadBalancer, cpEIP: cpEIP, plain: o.Plain, started: time.Now()}
+	v := &Viewer{kube: kube, dyn: dynamic.NewForConfigOrDie(env.Config), emu: emu, lb: o.LoadBalancer, cpEIP: cpEIP, plain: o.Plain, started: time.Now()}
+	if dp != nil {
+		v.routers, v.nodeByIP = dp.routers, map[string]string{}
+		for _, d := range devs {
+			v.nodeByIP[d.PrivateIP] = d.Name
+		}
+	}
 	return watch(ctx, o, v, health, ccm, dir)
+}
+
+// startKube starts kube-apiserver and etcd and says how to reach them: from
+// inside a private namespace, through the port forwarded to the outside.
+func startKube(ctx context.Context, dir string) (*testenv.Env, error) {
+	env, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(dir, "cluster"), KeepDir: true})
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := env.KubeconfigPath
+	outside, err := serveOutside(ctx, env, dir)
+	if err != nil {
+		env.Stop()
+		return nil, err
+	}
+	if outside != "" {
+		kubeconfig = outside
+	}
+	say("kube-apiserver ready in %s; try: KUBECONFIG=%s kubectl get svc,nodes -A", env.StartDuration.Round(time.Millisecond), kubeconfig)
+	return env, nil
+}
+
+// startHealth serves /healthz on every control-plane node's address, at
+// the port default/kubernetes targets.
+func startHealth(ctx context.Context, kube kubernetes.Interface, devs []Device) (*dataplane.HealthServers, error) {
+	kubeSvc, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || len(kubeSvc.Spec.Ports) == 0 {
+		return nil, fmt.Errorf("reading default/kubernetes: %v", err)
+	}
+	nodes := map[string]string{}
+	for _, d := range devs {
+		if d.ControlPlane {
+			nodes[d.Name] = d.PrivateIP
+		}
+	}
+	return dataplane.StartHealthServers(nodes, kubeSvc.Spec.Ports[0].TargetPort.IntValue())
 }
 
 func createServices(ctx context.Context, kube kubernetes.Interface, svcs []*v1.Service) error {
 	for _, s := range svcs {
 		if _, err := kube.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if _, err := kube.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, EndpointSlice(s), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
@@ -141,8 +228,8 @@ func createServices(ctx context.Context, kube kubernetes.Interface, svcs []*v1.S
 // startEmulator serves the sandbox project (devs, on loopback networks)
 // and reserves the control-plane EIP on cp-0. It fills in the devices'
 // private addresses as the emulator gave them.
-func startEmulator(devs []Device) (emu *emulator.Emulator, url, cpEIP string, err error) {
-	emu, err = emulator.New(Seed(devs), emulator.Options{})
+func startEmulator(devs []Device, withDataPlane bool) (emu *emulator.Emulator, url, cpEIP string, err error) {
+	emu, err = emulator.New(Seed(devs, withDataPlane), emulator.Options{})
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -169,7 +256,7 @@ func startEmulator(devs []Device) (emu *emulator.Emulator, url, cpEIP string, er
 
 // watch redraws the view until ctx ends or the CCM exits, and stops the
 // EIP holder's /healthz at o.FailoverAt.
-func watch(ctx context.Context, o Options, v *Viewer, health *HealthServers, ccm *ccmProcess, dir string) error {
+func watch(ctx context.Context, o Options, v *Viewer, health *dataplane.HealthServers, ccm *dataplane.Proc, dir string) error {
 	ticker := time.NewTicker(o.Refresh)
 	defer ticker.Stop()
 	var failover <-chan time.Time
@@ -182,8 +269,8 @@ func watch(ctx context.Context, o Options, v *Viewer, health *HealthServers, ccm
 		case <-ctx.Done():
 			fmt.Printf("\n==> stopping; the cluster's files stay in %s\n", dir)
 			return nil
-		case err := <-ccm.exited:
-			return fmt.Errorf("the CCM exited (%v); its log: %s", err, ccm.log)
+		case <-ccm.Done():
+			return fmt.Errorf("the CCM exited (%v); its log: %s", ccm.Err(), ccm.Log)
 		case <-failover:
 			holder := v.Holder()
 			if err := health.Stop(holder); err != nil {

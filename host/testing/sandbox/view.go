@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -37,6 +40,10 @@ type Viewer struct {
 	movedAfter time.Duration
 	notes      []string
 	clusterID  string
+	// routers and nodeByIP (a node's address -> its name) are set with
+	// the data plane.
+	routers  []*dataplane.Router
+	nodeByIP map[string]string
 }
 
 // Note adds a line under the view, stamped with the time since start.
@@ -76,8 +83,12 @@ func (v *Viewer) Draw(ctx context.Context) {
 		b.WriteString("\033[H\033[2J")
 	}
 	fmt.Fprintf(&b, "Equinix Metal CCM sandbox — %s since start — loadbalancer %s — Ctrl-C to stop\n\n", time.Since(v.started).Round(time.Second), v.lb)
-	v.drawServices(ctx, &b)
+	svcByIP := v.drawServices(ctx, &b)
 	b.WriteString("\n")
+	if len(v.routers) > 0 {
+		v.drawRouters(ctx, &b, svcByIP)
+		b.WriteString("\n")
+	}
 	v.drawNodes(ctx, &b)
 	b.WriteString("\nLoad-balancer objects the module generated:\n")
 	v.drawModuleObjects(ctx, &b)
@@ -92,8 +103,9 @@ func (v *Viewer) Draw(ctx context.Context) {
 }
 
 // drawServices: each LoadBalancer Service, its address, its reservation at
-// Equinix and its latest Event.
-func (v *Viewer) drawServices(ctx context.Context, b *strings.Builder) {
+// Equinix and its latest Event. It returns the Services by address.
+func (v *Viewer) drawServices(ctx context.Context, b *strings.Builder) map[string]string {
+	byIP := map[string]string{}
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tEXTERNAL-IP\tELASTIC IP (Equinix)\tLATEST EVENT")
 	svcs, _ := v.kube.CoreV1().Services("").List(ctx, metav1.ListOptions{})
@@ -104,6 +116,7 @@ func (v *Viewer) drawServices(ctx context.Context, b *strings.Builder) {
 		ext := "<pending>"
 		if len(s.Status.LoadBalancer.Ingress) > 0 {
 			ext = s.Status.LoadBalancer.Ingress[0].IP
+			byIP[ext] = s.Namespace + "/" + s.Name
 		}
 		res := "-"
 		if v.clusterID != "" {
@@ -120,6 +133,69 @@ func (v *Viewer) drawServices(ctx context.Context, b *strings.Builder) {
 		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\n", s.Namespace, s.Name, ext, res, v.lastEvent(ctx, s.Namespace, s.Name))
 	}
 	_ = tw.Flush()
+	return byIP
+}
+
+// drawRouters: what the two routers hold, as Equinix's would: each /32
+// with its next hops (one per node whose speaker announces it; with
+// multipath the router spreads traffic over all of them), and how many
+// nodes have a BGP session up.
+func (v *Viewer) drawRouters(ctx context.Context, b *strings.Builder, svcByIP map[string]string) {
+	var sessions []string
+	for _, r := range v.routers {
+		up, err := r.Established(ctx)
+		if err != nil {
+			sessions = append(sessions, fmt.Sprintf("%s: %v", r.Name, err))
+			continue
+		}
+		sessions = append(sessions, fmt.Sprintf("%s (%s) %d/%d", r.Name, r.Addr, len(up), len(r.Neighbors)))
+	}
+	fmt.Fprintf(b, "Routers (GoBGP as Equinix's, AS%d, multipath), BGP sessions up: %s\n", dataplane.RouterASN, strings.Join(sessions, ", "))
+	all, err := dataplane.Prefixes(ctx, v.routers)
+	if err != nil {
+		fmt.Fprintf(b, "  reading the routers' tables: %v\n", err)
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PREFIX\tSERVICE\tNEXT HOPS AT "+strings.ToUpper(v.routers[0].Name)+"\tAT THE OTHER")
+	prefixes := slices.Sorted(maps.Keys(all))
+	for _, p := range prefixes {
+		first := v.hops(all[p][v.routers[0].Addr])
+		other := "-"
+		for _, r := range v.routers[1:] {
+			if o := v.hops(all[p][r.Addr]); o == first {
+				other = "the same"
+			} else {
+				other = o
+			}
+		}
+		svc := svcByIP[strings.TrimSuffix(p, "/32")]
+		if svc == "" {
+			svc = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", p, svc, first, other)
+	}
+	if len(prefixes) == 0 {
+		fmt.Fprintln(tw, "  (no route yet)\t\t\t")
+	}
+	_ = tw.Flush()
+}
+
+// hops names a prefix's next hops by node: "3: cp-0 cp-1 worker-0".
+func (v *Viewer) hops(paths []dataplane.Path) string {
+	if len(paths) == 0 {
+		return "none"
+	}
+	var names []string
+	for _, p := range paths {
+		n := v.nodeByIP[p.NextHop]
+		if n == "" {
+			n = p.NextHop
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("%d: %s", len(names), strings.Join(names, " "))
 }
 
 // drawNodes: each node, its provider ID, location and BGP peers.

@@ -1,6 +1,4 @@
-//go:build linux
-
-package e2e
+package dataplane
 
 import (
 	"crypto/tls"
@@ -11,9 +9,9 @@ import (
 	"sync"
 )
 
-// HealthServers answer /healthz on each control-plane node's own address
-// and the apiserver's port, as each node's kube-apiserver would; Stop one
-// to make its node unhealthy.
+// HealthServers answer /healthz (TLS) on each control-plane node's own
+// address and the apiserver's port, as each node's kube-apiserver would;
+// Stop one to make its node unhealthy.
 type HealthServers struct {
 	mu      sync.Mutex
 	servers map[string]*httptest.Server // by node name
@@ -43,14 +41,18 @@ func StartHealthServers(nodes map[string]string, port int) (*HealthServers, erro
 	return h, nil
 }
 
-// Stop ends one node's server: its health checks fail from now on.
-func (h *HealthServers) Stop(node string) {
+// Stop ends one node's server, as if its kube-apiserver died: its health
+// checks fail from now on.
+func (h *HealthServers) Stop(node string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s := h.servers[node]; s != nil {
-		s.Close()
-		delete(h.servers, node)
+	s, ok := h.servers[node]
+	if !ok {
+		return fmt.Errorf("no /healthz is served for node %q", node)
 	}
+	s.Close()
+	delete(h.servers, node)
+	return nil
 }
 
 // StopAll ends every server.

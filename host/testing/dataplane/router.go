@@ -1,6 +1,4 @@
-//go:build linux
-
-package e2e
+package dataplane
 
 import (
 	"context"
@@ -9,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -49,11 +48,12 @@ func StartRouter(bins Binaries, dir string, o RouterOptions) (*Router, error) {
 		}
 		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n    local-address = %q\n", o.Addr)
 	}
-	return startGoBGP(bins, dir, o, b.String())
+	return StartGoBGP(bins, dir, o, b.String())
 }
 
-// startGoBGP runs gobgpd with the configuration and waits for its API.
-func startGoBGP(bins Binaries, dir string, o RouterOptions, config string) (*Router, error) {
+// StartGoBGP runs gobgpd with the configuration (TOML) and waits for its
+// API; o names it and gives its API port.
+func StartGoBGP(bins Binaries, dir string, o RouterOptions, config string) (*Router, error) {
 	conf := filepath.Join(dir, o.Name+".toml")
 	if err := os.WriteFile(conf, []byte(config), 0o600); err != nil {
 		return nil, err
@@ -202,7 +202,61 @@ func (r *Router) Established(ctx context.Context) ([]string, error) {
 	return up, nil
 }
 
-// apiPortBase is the first gobgpd API port. It is below the kernel's
+// APIPortBase is the first gobgpd API port. It is below the kernel's
 // ephemeral range (32768-60999 by default), where any outgoing connection
 // in the namespace could already hold a port.
-const apiPortBase = 21051
+const APIPortBase = 21051
+
+// The routers, as the emulator's BGP neighbour data names them.
+var RouterAddrs = []string{"169.254.255.1", "169.254.255.2"}
+
+const (
+	RouterASN  = 65530 // the emulator's peer_as
+	ProjectASN = 65000 // the project's (customer) ASN
+)
+
+// MetroBlocks are private blocks for the emulator's metros: TEST-NET
+// addresses, which GoBGP accepts as next hops (it drops a 127/8 next hop
+// from a peer that is not itself on 127/8).
+var MetroBlocks = map[string]string{"da": "198.51.100.0/24", "sv": "203.0.113.0/24"}
+
+// StartRouters starts the two Equinix routers at RouterAddrs (ASN
+// RouterASN, multipath), each accepting sessions from the nodes' addresses
+// with ProjectASN and the password ("" for none). Add RouterAddrs and the
+// nodes' addresses to the loopback first.
+func StartRouters(bins Binaries, dir, password string, nodeIPs []string) ([]*Router, error) {
+	nodes := slices.Sorted(slices.Values(nodeIPs))
+	var out []*Router
+	for i, addr := range RouterAddrs {
+		r, err := StartRouter(bins, dir, RouterOptions{
+			Name: fmt.Sprintf("router-%d", i+1), Addr: addr, ASN: RouterASN, APIPort: APIPortBase + i,
+			Password: password, Neighbors: nodes, PeerASN: ProjectASN,
+		})
+		if err != nil {
+			for _, r := range out {
+				r.Stop()
+			}
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Prefixes reads every router once: prefix -> router address -> paths.
+func Prefixes(ctx context.Context, routers []*Router) (map[string]map[string][]Path, error) {
+	out := map[string]map[string][]Path{}
+	for _, r := range routers {
+		rs, err := r.Routes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for p, paths := range rs {
+			if out[p] == nil {
+				out[p] = map[string][]Path{}
+			}
+			out[p][r.Addr] = paths
+		}
+	}
+	return out, nil
+}

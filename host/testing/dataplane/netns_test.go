@@ -1,8 +1,8 @@
-//go:build linux
-
-package e2e
+package dataplane
 
 import (
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,5 +67,51 @@ func TestParseRIB(t *testing.T) {
 	}
 	if _, err := parseRIB([]byte("not json")); err == nil {
 		t.Error("garbage parsed")
+	}
+}
+
+// TestForward: bytes go both ways through a TCP -> Unix socket -> TCP
+// chain, as the sandbox's kubectl port crosses the namespace.
+func TestForward(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	sock := filepath.Join(t.TempDir(), "fwd.sock")
+	inner, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	go Forward(inner, func() (net.Conn, error) { return net.Dial("tcp", echo.Addr().String()) })
+	outer, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Close()
+	go Forward(outer, func() (net.Conn, error) { return net.Dial("unix", sock) })
+
+	c, err := net.Dial("tcp", outer.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hello through the namespace")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(c)
+	if err != nil || string(got) != "hello through the namespace" {
+		t.Fatalf("read %q, %v", got, err)
 	}
 }

@@ -1,8 +1,13 @@
-//go:build linux
+package dataplane
 
-package e2e
+import (
+	"context"
+	"fmt"
 
-import "fmt"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
 
 // MetalLBNamespace is where the CCM's module writes MetalLB's objects and
 // where MetalLB reads them.
@@ -47,4 +52,19 @@ func StartLegacySpeaker(bins Binaries, dir, kubeconfig, configMap, node, nodeIP 
 		"--kubeconfig=" + kubeconfig, "--namespace=" + MetalLBNamespace, "--config=" + configMap,
 		"--node-name=" + node, "--host=" + nodeIP, "--port=7472", "--disable-epslices", "--log-level=info",
 	}, nil)
+}
+
+// SpeakerPod is the name of the node's speaker Pod.
+func SpeakerPod(node string) string { return "speaker-" + node }
+
+// StartNodeSpeaker creates the node's speaker Pod, as MetalLB's DaemonSet
+// and the scheduler would (the speaker reads its own Pod, the owner of its
+// status objects), and runs the speaker for it.
+func StartNodeSpeaker(ctx context.Context, kube kubernetes.Interface, bins Binaries, dir, kubeconfig, node, nodeIP string) (*Proc, error) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: MetalLBNamespace, Name: SpeakerPod(node), Labels: map[string]string{"app": "metallb", "component": "speaker"}},
+		Spec: v1.PodSpec{NodeName: node, HostNetwork: true, Containers: []v1.Container{{Name: "speaker", Image: "quay.io/metallb/speaker:v0.15.3"}}}}
+	if _, err := kube.CoreV1().Pods(MetalLBNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	return StartSpeaker(bins, dir, kubeconfig, node, SpeakerPod(node), nodeIP)
 }

@@ -1,6 +1,4 @@
-//go:build linux
-
-package e2e
+package dataplane
 
 import (
 	"fmt"
@@ -32,7 +30,7 @@ func Start(dir, name, bin string, args, env []string) (*Proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
@@ -44,6 +42,15 @@ func Start(dir, name, bin string, args, env []string) (*Proc, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// Done is closed when the process has ended.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Err is how the process ended (valid once Done is closed).
+func (p *Proc) Err() error {
+	<-p.done
+	return p.err
 }
 
 // Exited reports whether the process ended, and how.

@@ -1,6 +1,4 @@
-//go:build linux
-
-package e2e
+package dataplane
 
 import (
 	"bytes"
@@ -12,7 +10,7 @@ import (
 )
 
 // nsEnv marks a process that already runs inside the private namespace.
-const nsEnv = "METAL_CCM_E2E_IN_NETNS"
+const nsEnv = "METAL_CCM_IN_NETNS"
 
 // unshareArgs create a user namespace in which we are root, and a network
 // namespace owned by it: enough to add loopback addresses and listen on
@@ -29,14 +27,11 @@ func InNamespace() bool { return os.Getenv(nsEnv) == "1" }
 // and returns 1: the data-plane test is never skipped silently.
 func ReexecInNamespace() int {
 	if err := CheckNamespaces(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "e2e: "+err.Error())
 		return 1
 	}
-	args := append(append([]string{}, unshareArgs...), "--")
-	args = append(args, os.Args...)
-	cmd := exec.Command("unshare", args...)
+	cmd := NamespaceCommand(os.Args, nil)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), nsEnv+"=1")
 	err := cmd.Run()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -49,20 +44,30 @@ func ReexecInNamespace() int {
 	return 0
 }
 
-// CheckNamespaces tries what ReexecInNamespace needs and returns a one-line
-// error naming what to enable when it is not allowed.
+// NamespaceCommand is argv run inside a new private user and network
+// namespace, marked (InNamespace) and with env added. Check CheckNamespaces
+// first.
+func NamespaceCommand(argv, env []string) *exec.Cmd {
+	args := append(append([]string{}, unshareArgs...), "--")
+	cmd := exec.Command("unshare", append(args, argv...)...)
+	cmd.Env = append(append(os.Environ(), env...), nsEnv+"=1")
+	return cmd
+}
+
+// CheckNamespaces tries what NamespaceCommand needs and returns a one-line
+// error naming what to enable (or install) when it is not allowed.
 func CheckNamespaces() error {
 	if _, err := exec.LookPath("unshare"); err != nil {
-		return errors.New("e2e: the data-plane test needs unshare (util-linux) on PATH to create a private network namespace; install util-linux")
+		return errors.New("the data plane needs unshare (util-linux) on PATH to create a private network namespace; install util-linux")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		return errors.New("e2e: the data-plane test needs ip (iproute2) on PATH to add loopback addresses in its private network namespace; install iproute2")
+		return errors.New("the data plane needs ip (iproute2) on PATH to add loopback addresses in its private network namespace; install iproute2")
 	}
 	var stderr bytes.Buffer
 	cmd := exec.Command("unshare", append(append([]string{}, unshareArgs...), "true")...)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("e2e: this machine does not allow unprivileged user namespaces (unshare %s: %s); enable them: sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or in a container run it with --security-opt seccomp=unconfined",
+		return fmt.Errorf("this machine does not allow unprivileged user namespaces (unshare %s: %s); enable them: sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or in a container run it with --security-opt seccomp=unconfined",
 			strings.Join(unshareArgs, " "), firstLine(stderr.String(), err))
 	}
 	return nil
@@ -73,10 +78,10 @@ func CheckNamespaces() error {
 // addresses. Only call it inside the namespace.
 func AddLoopbackAddresses(addrs ...string) error {
 	if !InNamespace() {
-		return errors.New("e2e: refusing to change loopback addresses outside the private network namespace")
+		return errors.New("refusing to change loopback addresses outside the private network namespace")
 	}
 	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		return fmt.Errorf("e2e: ip link set lo up: %s", firstLine(string(out), err))
+		return fmt.Errorf("ip link set lo up: %s", firstLine(string(out), err))
 	}
 	for _, a := range addrs {
 		out, err := exec.Command("ip", "addr", "add", a+"/32", "dev", "lo").CombinedOutput()
@@ -84,7 +89,7 @@ func AddLoopbackAddresses(addrs ...string) error {
 			continue // an earlier cluster of the same run added it
 		}
 		if err != nil {
-			return fmt.Errorf("e2e: ip addr add %s/32 dev lo: %s", a, firstLine(string(out), err))
+			return fmt.Errorf("ip addr add %s/32 dev lo: %s", a, firstLine(string(out), err))
 		}
 	}
 	return nil

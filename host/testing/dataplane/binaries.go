@@ -1,6 +1,4 @@
-//go:build linux
-
-package e2e
+package dataplane
 
 import (
 	"errors"
@@ -20,6 +18,9 @@ const (
 	EnvMetalLBLegacy = "METAL_CCM_E2E_METALLB_LEGACY"
 	// EnvWrongASNModule is the test-only module wrongasn, built for wasip1.
 	EnvWrongASNModule = "METAL_CCM_E2E_WRONG_ASN_MODULE"
+	// EnvSandbox is the sandbox binary (cmd/sandbox), which make e2e runs
+	// with the data plane.
+	EnvSandbox = "METAL_CCM_E2E_SANDBOX"
 )
 
 // Binaries are the programs the data-plane test runs.
@@ -57,6 +58,29 @@ func BinariesFromEnv() (Binaries, error) {
 	}
 	if len(missing) > 0 {
 		return b, errors.New("e2e: missing " + strings.Join(missing, ", ") + "; run make e2e, which builds them")
+	}
+	return b, nil
+}
+
+// DataPlaneBinaries are the four binaries of the data plane alone (MetalLB's
+// controller and speaker in metallbDir, gobgpd and gobgp in gobgpDir), as
+// the sandbox runs it; a missing one is an error naming it.
+func DataPlaneBinaries(metallbDir, gobgpDir string) (Binaries, error) {
+	if metallbDir == "" || gobgpDir == "" {
+		return Binaries{}, errors.New("no MetalLB or GoBGP directory given (make run builds them and passes --metallb and --gobgp)")
+	}
+	b := Binaries{
+		MetalLBController: filepath.Join(metallbDir, "controller"), MetalLBSpeaker: filepath.Join(metallbDir, "speaker"),
+		GoBGPD: filepath.Join(gobgpDir, "gobgpd"), GoBGP: filepath.Join(gobgpDir, "gobgp"),
+	}
+	var missing []string
+	for _, p := range []string{b.MetalLBController, b.MetalLBSpeaker, b.GoBGPD, b.GoBGP} {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		return b, errors.New("missing " + strings.Join(missing, ", ") + " (make run builds them with make e2e-bins)")
 	}
 	return b, nil
 }

@@ -1,0 +1,63 @@
+//go:build e2e && linux
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
+)
+
+// TestSandboxDataPlane runs the sandbox (`make run`) as make run does, with
+// MetalLB and GoBGP, and checks that its live view shows the data plane:
+// every node's session up at both routers, and each sample Service's /32 at
+// the routers with one next hop per node (the CCM's policies give all eight
+// nodes BGP), the same at both. (Its failover is TestSandbox's, in
+// cmd/sandbox.) The sandbox makes a namespace of its own inside this test's,
+// as it does on a host, so it runs alongside TestWrongPeerASNFailsAtRouters,
+// which mostly waits.
+func TestSandboxDataPlane(t *testing.T) {
+	t.Parallel()
+	sandbox := os.Getenv(dataplane.EnvSandbox)
+	if _, err := os.Stat(sandbox); err != nil {
+		t.Fatalf("%s=%q: %v; run make e2e, which builds it", dataplane.EnvSandbox, sandbox, err)
+	}
+	ccm := os.Getenv(dataplane.EnvCCM)
+	dir := t.TempDir()
+	cmd := exec.Command(sandbox, "--ccm", ccm, "--metallb", os.Getenv(dataplane.EnvMetalLB), "--gobgp", os.Getenv(dataplane.EnvGoBGP),
+		"--plain", "--duration", "25s", "--failover-after", "0", "--refresh", "2s", "--dir", filepath.Join(dir, "work"))
+	// Not marked as inside a namespace: the sandbox must make its own.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "METAL_CCM_IN_NETNS=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	text := string(out)
+	if err != nil {
+		t.Fatalf("sandbox: %v\n%s", err, text)
+	}
+	if !strings.Contains(text, "==> data plane on:") {
+		t.Fatalf("the sandbox did not run the data plane:\n%s", text)
+	}
+	if m := regexp.MustCompile(`everything started in (\S+)`).FindStringSubmatch(text); m != nil {
+		t.Logf("sandbox with the data plane: everything started in %s", m[1])
+	}
+	last := text[strings.LastIndex(text, "Equinix Metal CCM sandbox"):]
+	all := "8: cp-0 cp-1 cp-2 worker-0 worker-1 worker-2 worker-3 worker-4  the same"
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`BGP sessions up: router-1 \(169\.254\.255\.1\) 8/8, router-2 \(169\.254\.255\.2\) 8/8`),
+		regexp.MustCompile(`\S+/32 +default/web +` + regexp.QuoteMeta(all)),
+		regexp.MustCompile(`\S+/32 +default/api +` + regexp.QuoteMeta(all)),
+		regexp.MustCompile(`145\.40\.90\.10/32 +default/byo +` + regexp.QuoteMeta(all)),
+	} {
+		if !want.MatchString(last) {
+			t.Errorf("the last view lacks %s:\n%s", want, last)
+		}
+	}
+}
