@@ -32,8 +32,8 @@ import (
 )
 
 const (
-	// EventReason is the reason of the Warning Event put on every affected
-	// Service when a sync fails.
+	// EventReason is the reason of the Warning Event recorded, once per
+	// cause, when a sync fails (see failureReporter).
 	EventReason = "LoadBalancerModuleFailed"
 
 	// DefaultDebounce gathers a burst of Service and node events into one
@@ -60,6 +60,9 @@ type ReconcilerConfig struct {
 	Snapshot SnapshotFunc
 	// Recorder receives the failure Events; nil records none.
 	Recorder EventRecorder
+	// EventObject is what the failure Events are recorded on; nil is
+	// ClusterObject.
+	EventObject *corev1.ObjectReference
 	// Mapper resolves kinds to resources; nil builds one from Kube's
 	// discovery, refreshed when a kind is not found (CRDs installed later).
 	Mapper meta.RESTMapper
@@ -83,6 +86,8 @@ type Reconciler struct {
 	reset  func()
 	queue  workqueue.TypedRateLimitingInterface[string]
 	log    klog.Logger
+	// failures reports a failing sync once per cause.
+	failures *failureReporter
 
 	mu sync.Mutex
 	// annotated are the nodes that carry annotations under
@@ -128,6 +133,11 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 		r.log = klog.Background()
 	}
 	r.log = r.log.WithValues("module", cfg.Module.Name())
+	object := cfg.EventObject
+	if object == nil {
+		object = ClusterObject
+	}
+	r.failures = &failureReporter{recorder: cfg.Recorder, object: object, clock: cfg.Clock, log: r.log}
 	if r.mapper == nil {
 		m := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cfg.Kube.Discovery()))
 		r.mapper, r.reset = m, m.Reset
@@ -161,7 +171,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 			r.queue.Forget(key)
 		case ctx.Err() != nil:
 		default:
-			r.log.Error(err, "Load-balancer config sync failed; the cluster keeps the last good state, retrying with backoff", "retry", r.queue.NumRequeues(key)+1)
+			// Sync has reported the failure (once per cause).
 			r.queue.AddRateLimited(key)
 		}
 		r.queue.Done(key)
@@ -187,19 +197,15 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 			syncsTotal.WithLabelValues("success").Inc()
 			healthy.Set(1)
 			lastSuccess.Set(float64(r.cfg.Clock.Now().Unix()))
+			r.failures.succeeded()
 			return
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		reason := ReasonApply
-		var me *wasmhost.Error
-		if errors.As(err, &me) {
-			reason = me.Reason
-		}
-		syncsTotal.WithLabelValues(string(reason)).Inc()
+		syncsTotal.WithLabelValues(string(failureReason(err))).Inc()
 		healthy.Set(0)
-		r.event(req.Services, err)
+		r.failures.failed(err, r.queue.NumRequeues(queueKey)+1)
 	}()
 
 	req, err = r.cfg.Snapshot(ctx)
@@ -224,18 +230,6 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 
 func (r *Reconciler) applyErr(format string, args ...any) error {
 	return &wasmhost.Error{Module: r.cfg.Module.Name(), Reason: ReasonApply, Msg: fmt.Sprintf(format, args...)}
-}
-
-// event puts one Warning on each Service the failure affects: all of them,
-// since the module's output covers every Service.
-func (r *Reconciler) event(services []sdk.Service, err error) {
-	if r.cfg.Recorder == nil {
-		return
-	}
-	for _, s := range services {
-		ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: s.Namespace, Name: s.Name, UID: types.UID(s.UID)}
-		r.cfg.Recorder.Eventf(ref, corev1.EventTypeWarning, EventReason, "%s", err.Error())
-	}
 }
 
 func (r *Reconciler) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
