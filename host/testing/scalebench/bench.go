@@ -256,6 +256,9 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 	}
 	rep.rssAfterFillKiB, _ = b.ccm.rss()
 	rep.peakRSSKiB = b.hwm
+	if path := filepath.Join(o.dir, "heap-after-fill.pprof"); b.ccm.saveHeapProfile(path) == nil {
+		b.logf("the CCM's heap profile after the fill: go tool pprof %s", path)
+	}
 	// Let the loops that follow the last change (module sync, status
 	// writes) finish before measuring the next step.
 	return sleep(ctx, 10*time.Second)
