@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -56,6 +57,12 @@ type EventRecorder interface {
 type ReconcilerConfig struct {
 	Module   *wasmhost.Module
 	Dynamic  dynamic.Interface
+	// Metadata lists objects as metadata only: the owned objects (to skip
+	// unchanged ones and to prune) and the nodes (their annotations'
+	// managers). At 10,000 Services a full list of the pools costs tens of
+	// MB of decoding per sync; their metadata, a fraction. Nil lists
+	// through Dynamic and Kube instead.
+	Metadata metadata.Interface
 	Kube     kubernetes.Interface
 	Snapshot SnapshotFunc
 	// Recorder receives the failure Events; nil records none.
@@ -88,6 +95,10 @@ type Reconciler struct {
 	log    klog.Logger
 	// failures reports a failing sync once per cause.
 	failures *failureReporter
+
+	// mappings caches RESTMappings within one sync: resolving one per
+	// object (10,000 pools) is a lot of garbage for one answer per kind.
+	mappings map[schema.GroupVersionKind]*meta.RESTMapping
 
 	mu sync.Mutex
 	// annotated are the nodes that carry annotations under
@@ -208,6 +219,10 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 		r.failures.failed(err, r.queue.NumRequeues(queueKey)+1)
 	}()
 
+	// Mappings are cached for this sync only: a CRD installed or removed
+	// is seen by the next one.
+	r.mappings = map[schema.GroupVersionKind]*meta.RESTMapping{}
+	defer func() { r.mappings = nil }()
 	req, err = r.cfg.Snapshot(ctx)
 	if err != nil {
 		return &wasmhost.Error{Module: r.cfg.Module.Name(), Reason: ReasonSnapshot, Msg: "cannot get its input: " + err.Error()}
@@ -233,11 +248,17 @@ func (r *Reconciler) applyErr(format string, args ...any) error {
 }
 
 func (r *Reconciler) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	if m, ok := r.mappings[gvk]; ok {
+		return m, nil
+	}
 	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
 		// The CRD may have been installed since discovery was cached.
 		r.reset()
 		m, err = r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err == nil && r.mappings != nil {
+		r.mappings[gvk] = m
 	}
 	return m, err
 }
@@ -368,7 +389,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	for _, w := range writes {
 		sum := sha256.Sum256(w.body)
 		if prev, ok := last[w.key]; ok && prev.body == sum {
-			if u, ok := live[w.key]; ok && u.GetResourceVersion() == prev.rv {
+			if o, ok := live[w.key]; ok && o.ResourceVersion == prev.rv {
 				next[w.key] = prev
 				continue
 			}
@@ -405,21 +426,75 @@ func (r *Reconciler) rememberApplied(previous, now map[objectKey]appliedObject) 
 
 // listLive lists the owned objects of the kinds about to be applied, each
 // in the namespace it is written to (never across namespaces).
-func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]unstructured.Unstructured, error) {
-	out := map[objectKey]unstructured.Unstructured{}
+func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]metav1.ObjectMeta, error) {
+	out := map[objectKey]metav1.ObjectMeta{}
 	for _, k := range sortedKeys(kinds) {
 		gvk := k.gvk()
 		m, err := r.mapping(gvk)
 		if err != nil {
 			return nil, r.applyErr("listing owned %s: %v", k.Kind, err)
 		}
-		list, err := r.resource(m, k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel + "=" + sdk.OwnedValue})
+		items, err := r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue)
 		if err != nil {
 			return nil, r.applyErr("listing owned %s: %s", k.Kind, wasmhost.OneLine(err.Error()))
 		}
-		for _, u := range list.Items {
-			out[objectKey{gvk, u.GetNamespace(), u.GetName()}] = u
+		for _, o := range items {
+			out[objectKey{gvk, o.Namespace, o.Name}] = o
 		}
+	}
+	return out, nil
+}
+
+// listMeta lists the metadata of the objects of one kind in namespace ns
+// ("" for a cluster-scoped kind) that match selector.
+func (r *Reconciler) listMeta(ctx context.Context, m *meta.RESTMapping, ns, selector string) ([]metav1.ObjectMeta, error) {
+	opts := metav1.ListOptions{LabelSelector: selector}
+	var out []metav1.ObjectMeta
+	if r.cfg.Metadata != nil {
+		res := r.cfg.Metadata.Resource(m.Resource)
+		var list *metav1.PartialObjectMetadataList
+		var err error
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			list, err = res.Namespace(ns).List(ctx, opts)
+		} else {
+			list, err = res.List(ctx, opts)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = make([]metav1.ObjectMeta, 0, len(list.Items))
+		for _, o := range list.Items {
+			out = append(out, o.ObjectMeta)
+		}
+		return out, nil
+	}
+	list, err := r.resource(m, ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range list.Items {
+		out = append(out, metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(),
+			ResourceVersion: u.GetResourceVersion(), ManagedFields: u.GetManagedFields()})
+	}
+	return out, nil
+}
+
+// nodesMapping is how listMeta lists Nodes.
+var nodesMapping = &meta.RESTMapping{Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Scope: meta.RESTScopeRoot}
+
+// listNodes lists the metadata of every Node (through Kube when there is
+// no Metadata client).
+func (r *Reconciler) listNodes(ctx context.Context) ([]metav1.ObjectMeta, error) {
+	if r.cfg.Metadata != nil {
+		return r.listMeta(ctx, nodesMapping, "", "")
+	}
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metav1.ObjectMeta, 0, len(nodes.Items))
+	for _, n := range nodes.Items {
+		out = append(out, n.ObjectMeta)
 	}
 	return out, nil
 }
@@ -434,11 +509,11 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 	r.mu.Unlock()
 	if annotated == nil {
 		annotated = map[string]bool{}
-		nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		nodes, err := r.listNodes(ctx)
 		if err != nil {
 			return r.applyErr("listing nodes: %s", wasmhost.OneLine(err.Error()))
 		}
-		for _, n := range nodes.Items {
+		for _, n := range nodes {
 			for _, mf := range n.ManagedFields {
 				if mf.Manager == fieldmanager.ModuleNodeAnnotations {
 					annotated[n.Name] = true
@@ -465,12 +540,12 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 	}
 	// Server-side apply creates what does not exist: never apply to a node
 	// that is gone, or it would come back as an empty Node.
-	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := r.listNodes(ctx)
 	if err != nil {
 		return r.applyErr("listing nodes: %s", wasmhost.OneLine(err.Error()))
 	}
 	exists := map[string]bool{}
-	for _, n := range nodes.Items {
+	for _, n := range nodes {
 		exists[n.Name] = true
 	}
 	force := true
