@@ -120,6 +120,9 @@ type ccmMetrics struct {
 	buckets map[float64]float64
 	// syncs by result (success, deadline, memory, ...)
 	syncs map[string]float64
+	// writes counts the CCM's create, patch and delete requests to the
+	// apiserver (client-go's rest_client_requests_total).
+	writes float64
 }
 
 func (p *ccmProcess) metrics() (*ccmMetrics, error) {
@@ -164,6 +167,7 @@ func (p *ccmProcess) get(path string) ([]byte, error) {
 const (
 	generateMetric = "equinix_metal_lbmodule_generate_duration_seconds"
 	syncsMetric    = "equinix_metal_lbmodule_syncs_total"
+	requestsMetric = "rest_client_requests_total"
 )
 
 func parseMetrics(body []byte) *ccmMetrics {
@@ -172,6 +176,15 @@ func parseMetrics(body []byte) *ccmMetrics {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		if strings.HasPrefix(line, requestsMetric+"{") && (strings.Contains(line, `method="POST"`) ||
+			strings.Contains(line, `method="PATCH"`) || strings.Contains(line, `method="DELETE"`)) {
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+					m.writes += v
+				}
+			}
+			continue
+		}
 		if rest, ok := strings.CutPrefix(line, syncsMetric+`{result="`); ok {
 			result, value, _ := strings.Cut(rest, `"} `)
 			if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {

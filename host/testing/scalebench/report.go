@@ -27,7 +27,10 @@ type report struct {
 	fill, oneService, oneNode           phase
 	peakRSSKiB, rssAfterFillKiB         int64
 	moduleApplied                       bool
-	module                              *moduleResult
+	lease                               leaseWatch
+	// settled is how long after the fill the CCM's writes stopped.
+	settled time.Duration
+	module  *moduleResult
 }
 
 // writeVerbs are the verbs that change the cluster.
@@ -77,6 +80,7 @@ func (r *report) String() string {
 		o.services, o.nodes, o.latency, o.ccm)
 	if r.fill.name == "" {
 		b.WriteString("\nThe fill did not finish: see the progress lines above.\n")
+		fmt.Fprintf(&b, "%s\n", r.lease.String())
 		return b.String()
 	}
 	fmt.Fprintf(&b, "\nFrom empty (CCM start) to every Service with its ingress:\n")
@@ -90,6 +94,8 @@ func (r *report) String() string {
 	r.writePhase(&b, r.fill, o.services)
 	fmt.Fprintf(&b, "\nCCM memory: peak RSS (VmHWM) %.1f MiB; RSS right after the fill %.1f MiB\n",
 		float64(r.peakRSSKiB)/1024, float64(r.rssAfterFillKiB)/1024)
+	fmt.Fprintf(&b, "%s\n", r.lease.String())
+	fmt.Fprintf(&b, "The CCM's writes stopped %s after the fill (the service controller's queue drained).\n", r.settled.Round(time.Second))
 	if r.oneService.name == "" {
 		b.WriteString("\nOne more Service: not measured (an earlier step failed).\n")
 		return b.String() + r.moduleString()
