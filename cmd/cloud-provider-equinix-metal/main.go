@@ -31,6 +31,7 @@ import (
 	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/provider"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/readiness"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
@@ -105,7 +106,8 @@ func run() int {
 			klog.Warning(w)
 		}
 		klog.V(1).InfoS("Equinix Metal configuration", "config", cfg, "loadbalancer", cfg.LB.String())
-		klog.InfoS("Starting cloud-provider-equinix-metal", "version", version.Get().GitVersion, "revision", version.Get().GitCommit)
+		klog.InfoS("Starting cloud-provider-equinix-metal", "version", version.Get().GitVersion, "revision", version.Get().GitCommit,
+			"goMemoryLimit", memlimit.Set())
 		return standard(c, args)
 	}
 	return cli.Run(cmd)

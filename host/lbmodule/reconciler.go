@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,6 +96,8 @@ type Reconciler struct {
 	log    klog.Logger
 	// failures reports a failing sync once per cause.
 	failures *failureReporter
+	// lastDuration is how long the last sync took (time.Duration).
+	lastDuration atomic.Int64
 
 	// mappings caches RESTMappings within one sync: resolving one per
 	// object (10,000 pools) is a lot of garbage for one answer per kind.
@@ -162,7 +165,16 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 
 // MarkDirty asks for a sync. Calls within the debounce window, and calls
 // while a sync runs, add up to one more sync.
-func (r *Reconciler) MarkDirty() { r.queue.AddAfter(queueKey, r.cfg.Debounce) }
+//
+// The window is the debounce, or the duration of the last sync if that was
+// longer: at 10,000 Services a sync takes seconds of CPU, and back-to-back
+// syncs during a burst would keep a core busy with the module and starve
+// the rest of the process (the leader lease's renewals among it). So the
+// module gets at most about half of one core, and a burst still ends in
+// one sync of the final state.
+func (r *Reconciler) MarkDirty() {
+	r.queue.AddAfter(queueKey, max(r.cfg.Debounce, time.Duration(r.lastDuration.Load())))
+}
 
 // Run syncs once at start, then whenever marked dirty, until ctx is done.
 func (r *Reconciler) Run(ctx context.Context) {
@@ -200,7 +212,9 @@ func (r *Reconciler) LastError() error {
 // prune. Nothing is written unless generate and validation succeed.
 func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	var req sdk.GenerateRequest
+	began := r.cfg.Clock.Now()
 	defer func() {
+		r.lastDuration.Store(int64(r.cfg.Clock.Since(began)))
 		r.mu.Lock()
 		r.lastErr = err
 		r.mu.Unlock()
