@@ -56,8 +56,8 @@ type EventRecorder interface {
 
 // ReconcilerConfig wires a Reconciler.
 type ReconcilerConfig struct {
-	Module   *wasmhost.Module
-	Dynamic  dynamic.Interface
+	Module  *wasmhost.Module
+	Dynamic dynamic.Interface
 	// Metadata lists objects as metadata only: the owned objects (to skip
 	// unchanged ones and to prune) and the nodes (their annotations'
 	// managers). At 10,000 Services a full list of the pools costs tens of

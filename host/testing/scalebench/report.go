@@ -132,7 +132,14 @@ func (r *report) moduleString() string {
 	} else {
 		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): generate %s\n", wasmhost.DefaultMemoryLimitMiB, wasmhost.DefaultTimeout, m.defaultTime.Round(time.Millisecond))
 	}
-	fmt.Fprintf(&b, "  smallest memory limit that works: %d MiB (generate %s)\n", m.minMiB, m.minTime.Round(time.Millisecond))
+	for _, l := range m.byLimit {
+		if l.err != nil {
+			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: FAILS after %s: %v\n", l.mib, l.time.Round(time.Millisecond), l.err)
+		} else {
+			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: generate %s\n", l.mib, l.time.Round(time.Millisecond))
+		}
+	}
+	fmt.Fprintf(&b, "  smallest memory limit that works (the guest memory it needs): %d MiB (generate %s)\n", m.minMiB, m.minTime.Round(time.Millisecond))
 	return b.String()
 }
 
