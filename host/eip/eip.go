@@ -200,7 +200,9 @@ func (m *Manager) pick(svc *v1.Service, own []metalv1.IPReservation) *metalv1.IP
 }
 
 func (m *Manager) fail(svc *v1.Service, err error) error {
-	m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFailed, "%v", err)
+	if !isClusterWide(err) {
+		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFailed, "%v", err)
+	}
 	return err
 }
 

@@ -37,16 +37,11 @@ var (
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "last_success_timestamp_seconds",
 		Help: "Unix time of the last successful sync.", StabilityLevel: metrics.ALPHA,
 	})
-	failuresReported = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "failures_reported_total",
-		Help:           "Sync failures reported with a log line and a LoadBalancerModuleFailed Event, by reason: once per cause (reason and message), not per retry; syncs_total counts every retry.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"reason"})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncsTotal, generateDuration, objectsApplied, objectsPruned, healthy, lastSuccess, failuresReported)
+		legacyregistry.MustRegister(syncsTotal, generateDuration, objectsApplied, objectsPruned, healthy, lastSuccess)
 	})
 }

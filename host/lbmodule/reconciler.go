@@ -69,7 +69,7 @@ type ReconcilerConfig struct {
 	// Recorder receives the failure Events; nil records none.
 	Recorder EventRecorder
 	// EventObject is what the failure Events are recorded on; nil is
-	// ClusterObject.
+	// clusterevent.Object (the kube-system Namespace).
 	EventObject *corev1.ObjectReference
 	// Mapper resolves kinds to resources; nil builds one from Kube's
 	// discovery, refreshed when a kind is not found (CRDs installed later).
@@ -147,11 +147,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 		r.log = klog.Background()
 	}
 	r.log = r.log.WithValues("module", cfg.Module.Name())
-	object := cfg.EventObject
-	if object == nil {
-		object = ClusterObject
-	}
-	r.failures = &failureReporter{recorder: cfg.Recorder, object: object, clock: cfg.Clock, log: r.log}
+	r.failures = newFailureReporter(cfg, r.log)
 	if r.mapper == nil {
 		m := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cfg.Kube.Discovery()))
 		r.mapper, r.reset = m, m.Reset

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/clusterevent"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
@@ -190,7 +191,8 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 		OnChange:  func() { c.lb.dirty() },
 	})
 	c.bgp.Store(controller)
-	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister()}
+	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister(),
+		failures: &clusterevent.Reporter{Recorder: env.recorder, Reason: eip.ReasonFailed}}
 
 	go func() {
 		clusterID := retry(ctx, "reading the kube-system namespace UID (the cluster tag of Elastic IPs)", func() (string, error) {
