@@ -78,7 +78,7 @@ func run() int {
 		}
 		return cloud
 	}
-	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, app.DefaultInitFuncConstructors,
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, initFuncConstructors(),
 		names.CCMControllerAliases(), fss, wait.NeverStop)
 	cmd.Use = "cloud-provider-equinix-metal"
 
