@@ -450,7 +450,7 @@ func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
 		case <-ctx.Done():
 			return fmt.Errorf("gave up waiting (%w); the CCM's log: %s", ctx.Err(), b.ccm.logPath)
 		case err := <-b.ccm.exited:
-			return fmt.Errorf("the CCM exited (%v); its log: %s", err, b.ccm.logPath)
+			return fmt.Errorf("the CCM exited at %s (%v); its log: %s", time.Now().Format("15:04:05"), err, b.ccm.logPath)
 		case <-time.After(time.Second):
 		}
 	}

@@ -59,6 +59,6 @@ func (l *leaseWatch) String() string {
 	if l.changes > 0 {
 		held = fmt.Sprintf("LOST: the holder changed %d times", l.changes)
 	}
-	return fmt.Sprintf("leader lease %s/%s: %s; %d renewals seen (polled every second), longest gap between renewals %s (at %s; the renew deadline is 10s)",
-		leaseNamespace, leaseName, held, l.renewals, l.maxGap.Round(10*time.Millisecond), l.maxGapAt.Format("15:04:05"))
+	return fmt.Sprintf("leader lease %s/%s: %s; %d renewals seen (polled every second), longest gap between renewals %s (at %s; the renew deadline is 10s); last renewal seen %s",
+		leaseNamespace, leaseName, held, l.renewals, l.maxGap.Round(10*time.Millisecond), l.maxGapAt.Format("15:04:05"), l.last.Format("15:04:05"))
 }
