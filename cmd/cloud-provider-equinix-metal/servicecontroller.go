@@ -36,7 +36,7 @@ func startServiceController(initContext app.ControllerInitContext, completed *cl
 		sc, err := servicecontroller.New(cloud,
 			completed.ClientBuilder.ClientOrDie(initContext.ClientName),
 			completed.SharedInformers.Core().V1().Services(),
-			lbhosts.Informer{NodeInformer: completed.SharedInformers.Core().V1().Nodes()},
+			lbhosts.NewInformer(completed.SharedInformers.Core().V1().Nodes()),
 			completed.ComponentConfig.KubeCloudShared.ClusterName,
 			utilfeature.DefaultFeatureGate,
 		)

@@ -19,38 +19,87 @@ package lbhosts
 
 import (
 	"strconv"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
+	"k8s.io/utils/clock"
 )
+
+// MaxAge bounds how long the representative is reused without a node
+// event: it is recomputed after any node change, and at least this often.
+const MaxAge = time.Second
 
 // Informer wraps the shared Node informer: its event handlers and sync
 // state are the real informer's, its Lister lists one representative node.
 type Informer struct {
 	coreinformers.NodeInformer
+	lister *representative
+}
+
+// NewInformer wraps inf. The representative is computed once per node
+// change (or MaxAge), not once per Service: listing 1,000 nodes for each
+// of 10,000 Services would cost what this package avoids.
+func NewInformer(inf coreinformers.NodeInformer) *Informer {
+	r := newRepresentative(inf.Lister(), clock.RealClock{})
+	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { r.invalidate() },
+		UpdateFunc: func(any, any) { r.invalidate() },
+		DeleteFunc: func(any) { r.invalidate() },
+	})
+	return &Informer{NodeInformer: inf, lister: r}
 }
 
 // Lister lists, of the nodes the service controller would consider for a
 // load balancer, the first by name.
-func (i Informer) Lister() corelisters.NodeLister {
-	return representative{i.NodeInformer.Lister()}
-}
+func (i *Informer) Lister() corelisters.NodeLister { return i.lister }
 
-var _ coreinformers.NodeInformer = Informer{}
+var _ coreinformers.NodeInformer = (*Informer)(nil)
 
 type representative struct {
 	corelisters.NodeLister
+	clock clock.PassiveClock
+
+	mu    sync.Mutex
+	valid bool
+	at    time.Time
+	first []*v1.Node
 }
 
-func (r representative) List(selector labels.Selector) ([]*v1.Node, error) {
-	nodes, err := r.NodeLister.List(selector)
-	if err != nil {
-		return nil, err
+func newRepresentative(l corelisters.NodeLister, c clock.PassiveClock) *representative {
+	return &representative{NodeLister: l, clock: c}
+}
+
+func (r *representative) invalidate() {
+	r.mu.Lock()
+	r.valid = false
+	r.mu.Unlock()
+}
+
+func (r *representative) List(selector labels.Selector) ([]*v1.Node, error) {
+	if !selector.Empty() {
+		nodes, err := r.NodeLister.List(selector)
+		if err != nil {
+			return nil, err
+		}
+		return First(nodes), nil
 	}
-	return First(nodes), nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := r.clock.Now(); !r.valid || now.Sub(r.at) >= MaxAge {
+		nodes, err := r.NodeLister.List(selector)
+		if err != nil {
+			return nil, err
+		}
+		r.first, r.valid, r.at = First(nodes), true, now
+	}
+	// A slice of its own: the caller keeps it.
+	return append([]*v1.Node(nil), r.first...), nil
 }
 
 // First returns the eligible node with the smallest name (none if no node

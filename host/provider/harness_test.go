@@ -102,7 +102,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	// trimmed (informertrim), so every test runs on what the binary keeps.
 	h.cloud.SetInformers(factory)
 	metrics := controllersmetrics.NewControllerManagerMetrics("test")
-	svc, err := servicecontroller.New(h.cloud, kube, factory.Core().V1().Services(), lbhosts.Informer{NodeInformer: factory.Core().V1().Nodes()}, "test", utilfeature.DefaultFeatureGate)
+	svc, err := servicecontroller.New(h.cloud, kube, factory.Core().V1().Services(), lbhosts.NewInformer(factory.Core().V1().Nodes()), "test", utilfeature.DefaultFeatureGate)
 	if err != nil {
 		t.Fatal(err)
 	}
