@@ -219,13 +219,9 @@ func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep
 // returns how many owned objects of it remain.
 func (r *Reconciler) pruneKind(ctx context.Context, m *meta.RESTMapping, k kindKey, desired, keep map[objectKey]bool) (int, error) {
 	gvk := k.gvk()
-	items, ok := r.listed[k]
-	if !ok {
-		var err error
-		items, err = r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue)
-		if err != nil {
-			return 0, r.applyErr("listing owned %s to prune: %s", k.Kind, wasmhost.OneLine(err.Error()))
-		}
+	items, err := r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue)
+	if err != nil {
+		return 0, r.applyErr("listing owned %s to prune: %s", k.Kind, wasmhost.OneLine(err.Error()))
 	}
 	left := 0
 	for _, o := range items {

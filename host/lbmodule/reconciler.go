@@ -102,10 +102,6 @@ type Reconciler struct {
 	// mappings caches RESTMappings within one sync: resolving one per
 	// object (10,000 pools) is a lot of garbage for one answer per kind.
 	mappings map[schema.GroupVersionKind]*meta.RESTMapping
-	// listed are the owned objects listed before applying, per kind, for
-	// this sync only: pruning reuses them instead of listing 10,000 pools
-	// again (what the apply adds is desired, so never pruned).
-	listed map[kindKey][]metav1.ObjectMeta
 
 	mu sync.Mutex
 	// annotated are the nodes that carry annotations under
@@ -236,8 +232,7 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	// Mappings are cached for this sync only: a CRD installed or removed
 	// is seen by the next one.
 	r.mappings = map[schema.GroupVersionKind]*meta.RESTMapping{}
-	r.listed = map[kindKey][]metav1.ObjectMeta{}
-	defer func() { r.mappings, r.listed = nil, nil }()
+	defer func() { r.mappings = nil }()
 	req, err = r.cfg.Snapshot(ctx)
 	if err != nil {
 		return &wasmhost.Error{Module: r.cfg.Module.Name(), Reason: ReasonSnapshot, Msg: "cannot get its input: " + err.Error()}
@@ -452,9 +447,6 @@ func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[
 		items, err := r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue)
 		if err != nil {
 			return nil, r.applyErr("listing owned %s: %s", k.Kind, wasmhost.OneLine(err.Error()))
-		}
-		if r.listed != nil {
-			r.listed[k] = items
 		}
 		for _, o := range items {
 			out[objectKey{gvk, o.Namespace, o.Name}] = o
