@@ -31,6 +31,7 @@ import (
 	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/provider"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/readiness"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
@@ -82,7 +83,7 @@ func run() int {
 		}
 		return cloud
 	}
-	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, app.DefaultInitFuncConstructors,
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, initFuncConstructors(),
 		names.CCMControllerAliases(), fss, wait.NeverStop)
 	cmd.Use = "cloud-provider-equinix-metal"
 	cmd.Long += "\n\nOther commands: `cloud-provider-equinix-metal plan --help` (what a sync would change, changing nothing) and `cloud-provider-equinix-metal cleanup --help` (release a gone cluster's Elastic IPs)."
@@ -111,7 +112,8 @@ func run() int {
 			klog.Warning(w)
 		}
 		klog.V(1).InfoS("Equinix Metal configuration", "config", cfg, "loadbalancer", cfg.LB.String())
-		klog.InfoS("Starting cloud-provider-equinix-metal", "version", version.Get().GitVersion, "revision", version.Get().GitCommit)
+		klog.InfoS("Starting cloud-provider-equinix-metal", "version", version.Get().GitVersion, "revision", version.Get().GitCommit,
+			"goMemoryLimit", memlimit.Set())
 		return standard(c, args)
 	}
 	return cli.Run(cmd)

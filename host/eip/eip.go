@@ -289,7 +289,9 @@ func (m *Manager) pick(svc *v1.Service, own []metalv1.IPReservation, whose strin
 }
 
 func (m *Manager) fail(svc *v1.Service, err error) error {
-	m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFailed, "%v", err)
+	if !isClusterWide(err) {
+		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFailed, "%v", err)
+	}
 	return err
 }
 

@@ -3,6 +3,7 @@ package lbmodule_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/yaml"
@@ -76,12 +78,20 @@ func startCluster(t *testing.T) *cluster {
 type snapshot struct {
 	mu  sync.Mutex
 	req sdk.GenerateRequest
+	err error
 }
 
 func (s *snapshot) get(context.Context) (sdk.GenerateRequest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.req, nil
+	return s.req, s.err
+}
+
+// setErr makes the snapshot fail (nil: succeed again).
+func (s *snapshot) setErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
 }
 
 func (s *snapshot) set(req sdk.GenerateRequest) {
@@ -129,7 +139,7 @@ func reconciler(t *testing.T, c *cluster, wasm []byte, options sdk.Options, snap
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
-	r, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{Module: m, Dynamic: c.dyn, Kube: c.kube, Snapshot: snap.get, Recorder: rec})
+	r, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{Module: m, Dynamic: c.dyn, Metadata: metadata.NewForConfigOrDie(c.cfg), Kube: c.kube, Snapshot: snap.get, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +261,7 @@ func TestIntegration(t *testing.T) {
 			}
 		})
 
-		t.Run("a failing module changes nothing and tells the Services", func(t *testing.T) {
+		t.Run("a failing module changes nothing and tells the cluster once per cause", func(t *testing.T) {
 			before := map[string]string{}
 			for _, gvr := range []schema.GroupVersionResource{poolsGVR, peersGVR, advsGVR} {
 				l, _ := c.dyn.Resource(gvr).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
@@ -259,11 +269,16 @@ func TestIntegration(t *testing.T) {
 					before[gvr.Resource+"/"+u.GetName()] = u.GetResourceVersion()
 				}
 			}
-			rec := record.NewFakeRecorder(10)
+			rec := record.NewFakeRecorder(100)
+			rec.IncludeObject = true
 			bad := reconciler(t, c, hostile(t), sdk.Options{Params: map[string]string{"mode": "trap"}}, snap, rec)
-			err := bad.Sync(ctx)
-			if err == nil || !strings.Contains(err.Error(), "trapped") {
-				t.Fatalf("got %v", err)
+			// Retries of the same failure: one Event, whatever the
+			// number of Services and of retries.
+			for range 3 {
+				err := bad.Sync(ctx)
+				if err == nil || !strings.Contains(err.Error(), "trapped") {
+					t.Fatalf("got %v", err)
+				}
 			}
 			after := map[string]string{}
 			for _, gvr := range []schema.GroupVersionResource{poolsGVR, peersGVR, advsGVR} {
@@ -275,11 +290,40 @@ func TestIntegration(t *testing.T) {
 			if fmt.Sprint(before) != fmt.Sprint(after) {
 				t.Errorf("cluster changed:\nbefore %v\nafter  %v", before, after)
 			}
-			if len(rec.Events) != 2 {
-				t.Fatalf("%d events, want one per Service (2)", len(rec.Events))
+			if len(rec.Events) != 1 {
+				t.Fatalf("%d events after 3 failed syncs with one cause, want 1", len(rec.Events))
 			}
-			if e := <-rec.Events; !strings.HasPrefix(e, "Warning LoadBalancerModuleFailed load-balancer module under-test trapped") {
-				t.Errorf("event %q", e)
+			if e := <-rec.Events; !strings.HasPrefix(e, "Warning LoadBalancerModuleFailed load-balancer module under-test trapped") ||
+				!strings.HasSuffix(e, "involvedObject{kind=Namespace,apiVersion=v1}") {
+				t.Errorf("event %q, want it on a Namespace (kube-system), not on a Service", e)
+			}
+		})
+
+		t.Run("a new cause is reported, and the recovery once", func(t *testing.T) {
+			rec := record.NewFakeRecorder(100)
+			r := reconciler(t, c, sdktest.Build(t, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, snap, rec)
+			fail := errors.New("the snapshot is unavailable")
+			snap.setErr(fail)
+			for range 2 {
+				if err := r.Sync(ctx); err == nil {
+					t.Fatal("a sync without its input succeeded")
+				}
+			}
+			snap.setErr(nil)
+			for range 2 {
+				if err := r.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := []string{"Warning LoadBalancerModuleFailed load-balancer module under-test cannot get its input: the snapshot is unavailable",
+				"Normal LoadBalancerModuleRecovered The load-balancer module's output is applied again"}
+			if len(rec.Events) != len(want) {
+				t.Fatalf("%d events, want %d", len(rec.Events), len(want))
+			}
+			for _, w := range want {
+				if e := <-rec.Events; !strings.HasPrefix(e, w) {
+					t.Errorf("event %q, want %q", e, w)
+				}
 			}
 		})
 	})
@@ -438,8 +482,8 @@ func TestIntegration(t *testing.T) {
 				if _, err := c.kube.CoreV1().Secrets("hostile").Get(ctx, "stolen", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 					t.Errorf("hostile/stolen exists (err %v)", err)
 				}
-				if len(rec.Events) != 3 {
-					t.Errorf("%d events, want 3 (one per Service)", len(rec.Events))
+				if len(rec.Events) != 1 {
+					t.Errorf("%d events, want 1 (one for the cluster, not one per Service)", len(rec.Events))
 				}
 				for len(rec.Events) > 0 {
 					if e := <-rec.Events; strings.Contains(e, fakePassword) {

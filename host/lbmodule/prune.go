@@ -224,18 +224,18 @@ func pruneKinds(record map[kindKey]bool, d sdk.Description) []kindKey {
 // returns how many owned objects of it remain.
 func (r *Reconciler) pruneKind(ctx context.Context, m *meta.RESTMapping, k kindKey, desired, keep map[objectKey]bool) (int, error) {
 	gvk := k.gvk()
-	list, err := r.resource(m, k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel + "=" + sdk.OwnedValue})
+	items, err := r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue)
 	if err != nil {
 		return 0, r.applyErr("listing owned %s to prune: %s", k.Kind, wasmhost.OneLine(err.Error()))
 	}
 	left := 0
-	for _, u := range list.Items {
-		key := objectKey{gvk, u.GetNamespace(), u.GetName()}
+	for _, o := range items {
+		key := objectKey{gvk, o.Namespace, o.Name}
 		if desired[key] || keep[key] {
 			left++
 			continue
 		}
-		err := r.resource(m, u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(u.GetUID())}})
+		err := r.resource(m, o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(o.UID)}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return 0, r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), wasmhost.OneLine(err.Error()))
 		}

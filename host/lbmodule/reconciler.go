@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -32,8 +34,8 @@ import (
 )
 
 const (
-	// EventReason is the reason of the Warning Event put on every affected
-	// Service when a sync fails.
+	// EventReason is the reason of the Warning Event recorded, once per
+	// cause, when a sync fails (see failureReporter).
 	EventReason = "LoadBalancerModuleFailed"
 
 	// DefaultDebounce gathers a burst of Service and node events into one
@@ -54,12 +56,21 @@ type EventRecorder interface {
 
 // ReconcilerConfig wires a Reconciler.
 type ReconcilerConfig struct {
-	Module   *wasmhost.Module
-	Dynamic  dynamic.Interface
+	Module  *wasmhost.Module
+	Dynamic dynamic.Interface
+	// Metadata lists objects as metadata only: the owned objects (to skip
+	// unchanged ones and to prune) and the nodes (their annotations'
+	// managers). At 10,000 Services a full list of the pools costs tens of
+	// MB of decoding per sync; their metadata, a fraction. Nil lists
+	// through Dynamic and Kube instead.
+	Metadata metadata.Interface
 	Kube     kubernetes.Interface
 	Snapshot SnapshotFunc
 	// Recorder receives the failure Events; nil records none.
 	Recorder EventRecorder
+	// EventObject is what the failure Events are recorded on; nil is
+	// clusterevent.Object (the kube-system Namespace).
+	EventObject *corev1.ObjectReference
 	// Mapper resolves kinds to resources; nil builds one from Kube's
 	// discovery, refreshed when a kind is not found (CRDs installed later).
 	Mapper meta.RESTMapper
@@ -83,6 +94,14 @@ type Reconciler struct {
 	reset  func()
 	queue  workqueue.TypedRateLimitingInterface[string]
 	log    klog.Logger
+	// failures reports a failing sync once per cause.
+	failures *failureReporter
+	// lastDuration is how long the last sync took (time.Duration).
+	lastDuration atomic.Int64
+
+	// mappings caches RESTMappings within one sync: resolving one per
+	// object (10,000 pools) is a lot of garbage for one answer per kind.
+	mappings map[schema.GroupVersionKind]*meta.RESTMapping
 
 	mu sync.Mutex
 	// annotated are the nodes that carry annotations under
@@ -128,6 +147,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 		r.log = klog.Background()
 	}
 	r.log = r.log.WithValues("module", cfg.Module.Name())
+	r.failures = newFailureReporter(cfg, r.log)
 	if r.mapper == nil {
 		m := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cfg.Kube.Discovery()))
 		r.mapper, r.reset = m, m.Reset
@@ -141,7 +161,16 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 
 // MarkDirty asks for a sync. Calls within the debounce window, and calls
 // while a sync runs, add up to one more sync.
-func (r *Reconciler) MarkDirty() { r.queue.AddAfter(queueKey, r.cfg.Debounce) }
+//
+// The window is the debounce, or the duration of the last sync if that was
+// longer: at 10,000 Services a sync takes seconds of CPU, and back-to-back
+// syncs during a burst would keep a core busy with the module and starve
+// the rest of the process (the leader lease's renewals among it). So the
+// module gets at most about half of one core, and a burst still ends in
+// one sync of the final state.
+func (r *Reconciler) MarkDirty() {
+	r.queue.AddAfter(queueKey, max(r.cfg.Debounce, time.Duration(r.lastDuration.Load())))
+}
 
 // Run syncs once at start, then whenever marked dirty, until ctx is done.
 func (r *Reconciler) Run(ctx context.Context) {
@@ -161,7 +190,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 			r.queue.Forget(key)
 		case ctx.Err() != nil:
 		default:
-			r.log.Error(err, "Load-balancer config sync failed; the cluster keeps the last good state, retrying with backoff", "retry", r.queue.NumRequeues(key)+1)
+			// Sync has reported the failure (once per cause).
 			r.queue.AddRateLimited(key)
 		}
 		r.queue.Done(key)
@@ -179,7 +208,9 @@ func (r *Reconciler) LastError() error {
 // prune. Nothing is written unless generate and validation succeed.
 func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	var req sdk.GenerateRequest
+	began := r.cfg.Clock.Now()
 	defer func() {
+		r.lastDuration.Store(int64(r.cfg.Clock.Since(began)))
 		r.mu.Lock()
 		r.lastErr = err
 		r.mu.Unlock()
@@ -187,21 +218,21 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 			syncsTotal.WithLabelValues("success").Inc()
 			healthy.Set(1)
 			lastSuccess.Set(float64(r.cfg.Clock.Now().Unix()))
+			r.failures.succeeded()
 			return
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		reason := ReasonApply
-		var me *wasmhost.Error
-		if errors.As(err, &me) {
-			reason = me.Reason
-		}
-		syncsTotal.WithLabelValues(string(reason)).Inc()
+		syncsTotal.WithLabelValues(string(failureReason(err))).Inc()
 		healthy.Set(0)
-		r.event(req.Services, err)
+		r.failures.failed(err, r.queue.NumRequeues(queueKey)+1)
 	}()
 
+	// Mappings are cached for this sync only: a CRD installed or removed
+	// is seen by the next one.
+	r.mappings = map[schema.GroupVersionKind]*meta.RESTMapping{}
+	defer func() { r.mappings = nil }()
 	req, err = r.cfg.Snapshot(ctx)
 	if err != nil {
 		return &wasmhost.Error{Module: r.cfg.Module.Name(), Reason: ReasonSnapshot, Msg: "cannot get its input: " + err.Error()}
@@ -226,24 +257,18 @@ func (r *Reconciler) applyErr(format string, args ...any) error {
 	return &wasmhost.Error{Module: r.cfg.Module.Name(), Reason: ReasonApply, Msg: fmt.Sprintf(format, args...)}
 }
 
-// event puts one Warning on each Service the failure affects: all of them,
-// since the module's output covers every Service.
-func (r *Reconciler) event(services []sdk.Service, err error) {
-	if r.cfg.Recorder == nil {
-		return
-	}
-	for _, s := range services {
-		ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: s.Namespace, Name: s.Name, UID: types.UID(s.UID)}
-		r.cfg.Recorder.Eventf(ref, corev1.EventTypeWarning, EventReason, "%s", err.Error())
-	}
-}
-
 func (r *Reconciler) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	if m, ok := r.mappings[gvk]; ok {
+		return m, nil
+	}
 	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
 		// The CRD may have been installed since discovery was cached.
 		r.reset()
 		m, err = r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err == nil && r.mappings != nil {
+		r.mappings[gvk] = m
 	}
 	return m, err
 }
@@ -330,7 +355,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	for _, w := range writes {
 		sum := sha256.Sum256(w.body)
 		if prev, ok := last[w.key]; ok && prev.body == sum {
-			if u, ok := live[w.key]; ok && u.GetResourceVersion() == prev.rv {
+			if o, ok := live[w.key]; ok && o.ResourceVersion == prev.rv {
 				next[w.key] = prev
 				continue
 			}
@@ -428,21 +453,75 @@ func (r *Reconciler) rememberApplied(previous, now map[objectKey]appliedObject) 
 
 // listLive lists the owned objects of the kinds about to be applied, each
 // in the namespace it is written to (never across namespaces).
-func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]unstructured.Unstructured, error) {
-	out := map[objectKey]unstructured.Unstructured{}
+func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]metav1.ObjectMeta, error) {
+	out := map[objectKey]metav1.ObjectMeta{}
 	for _, k := range sortedKeys(kinds) {
 		gvk := k.gvk()
 		m, err := r.mapping(gvk)
 		if err != nil {
 			return nil, r.applyErr("listing owned %s: %v", k.Kind, err)
 		}
-		list, err := r.resource(m, k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel + "=" + sdk.OwnedValue})
+		items, err := r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue)
 		if err != nil {
 			return nil, r.applyErr("listing owned %s: %s", k.Kind, wasmhost.OneLine(err.Error()))
 		}
-		for _, u := range list.Items {
-			out[objectKey{gvk, u.GetNamespace(), u.GetName()}] = u
+		for _, o := range items {
+			out[objectKey{gvk, o.Namespace, o.Name}] = o
 		}
+	}
+	return out, nil
+}
+
+// listMeta lists the metadata of the objects of one kind in namespace ns
+// ("" for a cluster-scoped kind) that match selector.
+func (r *Reconciler) listMeta(ctx context.Context, m *meta.RESTMapping, ns, selector string) ([]metav1.ObjectMeta, error) {
+	opts := metav1.ListOptions{LabelSelector: selector}
+	var out []metav1.ObjectMeta
+	if r.cfg.Metadata != nil {
+		res := r.cfg.Metadata.Resource(m.Resource)
+		var list *metav1.PartialObjectMetadataList
+		var err error
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			list, err = res.Namespace(ns).List(ctx, opts)
+		} else {
+			list, err = res.List(ctx, opts)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = make([]metav1.ObjectMeta, 0, len(list.Items))
+		for _, o := range list.Items {
+			out = append(out, o.ObjectMeta)
+		}
+		return out, nil
+	}
+	list, err := r.resource(m, ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range list.Items {
+		out = append(out, metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(),
+			ResourceVersion: u.GetResourceVersion(), ManagedFields: u.GetManagedFields()})
+	}
+	return out, nil
+}
+
+// nodesMapping is how listMeta lists Nodes.
+var nodesMapping = &meta.RESTMapping{Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Scope: meta.RESTScopeRoot}
+
+// listNodes lists the metadata of every Node (through Kube when there is
+// no Metadata client).
+func (r *Reconciler) listNodes(ctx context.Context) ([]metav1.ObjectMeta, error) {
+	if r.cfg.Metadata != nil {
+		return r.listMeta(ctx, nodesMapping, "", "")
+	}
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metav1.ObjectMeta, 0, len(nodes.Items))
+	for _, n := range nodes.Items {
+		out = append(out, n.ObjectMeta)
 	}
 	return out, nil
 }
@@ -457,11 +536,11 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 	r.mu.Unlock()
 	if annotated == nil {
 		annotated = map[string]bool{}
-		nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		nodes, err := r.listNodes(ctx)
 		if err != nil {
 			return r.applyErr("listing nodes: %s", wasmhost.OneLine(err.Error()))
 		}
-		for _, n := range nodes.Items {
+		for _, n := range nodes {
 			for _, mf := range n.ManagedFields {
 				if mf.Manager == fieldmanager.ModuleNodeAnnotations {
 					annotated[n.Name] = true
@@ -488,12 +567,12 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 	}
 	// Server-side apply creates what does not exist: never apply to a node
 	// that is gone, or it would come back as an empty Node.
-	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := r.listNodes(ctx)
 	if err != nil {
 		return r.applyErr("listing nodes: %s", wasmhost.OneLine(err.Error()))
 	}
 	exists := map[string]bool{}
-	for _, n := range nodes.Items {
+	for _, n := range nodes {
 		exists[n.Name] = true
 	}
 	force := true

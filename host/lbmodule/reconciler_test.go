@@ -61,6 +61,8 @@ type fixture struct {
 	clock *testclock.FakeClock
 	calls atomic.Int32
 	fail  atomic.Bool
+	// slow is how far a snapshot moves the clock: a sync that long.
+	slow atomic.Int64
 }
 
 func newFixture(t *testing.T, failing bool) *fixture {
@@ -79,6 +81,9 @@ func newFixture(t *testing.T, failing bool) *fixture {
 		Mapper:  meta.NewDefaultRESTMapper(nil),
 		Snapshot: func(context.Context) (sdk.GenerateRequest, error) {
 			f.calls.Add(1)
+			if d := time.Duration(f.slow.Load()); d > 0 {
+				f.clock.Step(d)
+			}
 			if f.fail.Load() {
 				return sdk.GenerateRequest{}, errors.New("informers not synced")
 			}
@@ -122,6 +127,31 @@ func TestBurstOfEventsIsOneGenerate(t *testing.T) {
 	if n := f.calls.Load(); n != 2 {
 		t.Fatalf("%d generate calls for 1 start + a burst of 1000 events, want 2", n)
 	}
+}
+
+// A sync that took longer than the debounce spaces the next one by its
+// duration: back-to-back multi-second syncs would hold a core.
+func TestSlowSyncSpacesTheNext(t *testing.T) {
+	before := counter(t, "equinix_metal_lbmodule_syncs_total", "success")
+	f := newFixture(t, false)
+	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.slow.Store(int64(5 * time.Second))
+	f.r.MarkDirty()
+	f.step(t, time.Second)
+	waitFor(t, "the debounced sync", func() bool { return f.calls.Load() == 2 })
+	// That sync took 5s: the next change waits 5s, not 1s.
+	f.slow.Store(0)
+	waitFor(t, "the sync to end", func() bool {
+		return counter(t, "equinix_metal_lbmodule_syncs_total", "success")-before == 2
+	})
+	f.r.MarkDirty()
+	f.step(t, time.Second)
+	time.Sleep(50 * time.Millisecond)
+	if n := f.calls.Load(); n != 2 {
+		t.Fatalf("a sync 1s after one that took 5s: %d calls, want 2", n)
+	}
+	f.clock.Step(4 * time.Second)
+	waitFor(t, "the spaced sync", func() bool { return f.calls.Load() == 3 })
 }
 
 func TestFailedSyncIsRetriedWithBackoff(t *testing.T) {

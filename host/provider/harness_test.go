@@ -21,6 +21,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbhosts"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/deploycheck"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
@@ -106,8 +107,11 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	// The cloud-provider controllers, as the binary runs them.
 	kube := kubernetes.NewForConfigOrDie(h.ccm)
 	factory := informers.NewSharedInformerFactory(kube, 0)
+	// As the framework does: the controllers' Services and Nodes are
+	// trimmed (informertrim), so every test runs on what the binary keeps.
+	h.cloud.SetInformers(factory)
 	metrics := controllersmetrics.NewControllerManagerMetrics("test")
-	svc, err := servicecontroller.New(h.cloud, kube, factory.Core().V1().Services(), factory.Core().V1().Nodes(), "test", utilfeature.DefaultFeatureGate)
+	svc, err := servicecontroller.New(h.cloud, kube, factory.Core().V1().Services(), lbhosts.NewInformer(factory.Core().V1().Nodes()), "test", utilfeature.DefaultFeatureGate)
 	if err != nil {
 		t.Fatal(err)
 	}

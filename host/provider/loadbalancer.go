@@ -104,6 +104,13 @@ func (lb *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 	return nil
 }
 
+// status is the Service's load-balancer status. ipMode is VIP (traffic
+// arrives addressed to the Elastic IP, as with MetalLB and kube-vip), which
+// is also what the apiserver defaults it to: a status without it never
+// equals the stored one, so the service controller would patch the status
+// again on every sync of every Service (a write per Service per sync, each
+// through the controller's client-side rate limiter).
 func status(ip string) *v1.LoadBalancerStatus {
-	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: ip}}}
+	vip := v1.LoadBalancerIPModeVIP
+	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: ip, IPMode: &vip}}}
 }

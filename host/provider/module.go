@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -47,13 +48,18 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 			klog.ErrorS(err, "Load-balancer module loop not started")
 			return
 		}
+		meta, err := metadata.NewForConfig(env.restConfig)
+		if err != nil {
+			klog.ErrorS(err, "Load-balancer module loop not started")
+			return
+		}
 		services := env.informers.Core().V1().Services()
 		snap := &snapshotter{
 			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List,
 			bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
 		}
 		rec, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
-			Module: mod, Dynamic: dyn, Kube: env.kube, Snapshot: snap.request, Recorder: env.recorder,
+			Module: mod, Dynamic: dyn, Metadata: meta, Kube: env.kube, Snapshot: snap.request, Recorder: env.recorder,
 		})
 		if err != nil {
 			klog.ErrorS(err, "Load-balancer module loop not started")

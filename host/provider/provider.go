@@ -21,14 +21,17 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/clusterevent"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/informertrim"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
@@ -147,6 +150,20 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 	c.Start(wait.ContextForChannel(stop), clientBuilder.ConfigOrDie(fieldmanager.CCM))
 }
 
+// SetInformers trims the objects of the Service and Node informers that
+// k8s.io/cloud-provider's controllers share (see informertrim). The
+// framework calls it after Initialize and before it starts the factory; an
+// informer already started keeps its objects whole.
+func (c *Cloud) SetInformers(f informers.SharedInformerFactory) {
+	for _, inf := range []cache.SharedIndexInformer{f.Core().V1().Services().Informer(), f.Core().V1().Nodes().Informer()} {
+		if err := inf.SetTransform(informertrim.Transform); err != nil {
+			klog.InfoS("Informer objects kept whole", "reason", err)
+		}
+	}
+}
+
+var _ cloudprovider.InformerUser = (*Cloud)(nil)
+
 // Start is Initialize with a context and a client config; tests call it
 // directly.
 func (c *Cloud) Start(ctx context.Context, restConfig *rest.Config) {
@@ -156,8 +173,9 @@ func (c *Cloud) Start(ctx context.Context, restConfig *rest.Config) {
 	env := &runEnv{
 		restConfig: restConfig,
 		kube:       kube,
-		informers:  informers.NewSharedInformerFactory(kube, 10*time.Minute),
-		recorder:   broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: fieldmanager.CCM}),
+		informers: informers.NewSharedInformerFactoryWithOptions(kube, 10*time.Minute,
+			informers.WithTransform(informertrim.Transform)),
+		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: fieldmanager.CCM}),
 	}
 	go c.metal.Run(ctx)
 	// Hooks first: the module loop sets lb.dirty before anything can call it.
@@ -192,7 +210,8 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 		OnChange:  func() { c.lb.dirty() },
 	})
 	c.bgp.Store(controller)
-	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister()}
+	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister(),
+		failures: &clusterevent.Reporter{Recorder: env.recorder, Reason: eip.ReasonFailed}}
 	// Registered here, before the factory starts: sharing keys need to know
 	// the other Services of a key.
 	services := env.informers.Core().V1().Services()

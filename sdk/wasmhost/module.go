@@ -36,8 +36,8 @@ import (
 
 // Defaults for Options left zero; they match the config defaults.
 const (
-	DefaultMemoryLimitMiB = 64
-	DefaultTimeout        = 5 * time.Second
+	DefaultMemoryLimitMiB = 96
+	DefaultTimeout        = 15 * time.Second
 	// Go guests need 42 pages (2.6 MiB) before they run any code.
 	minMemoryLimitMiB = 4
 	pageSize          = 64 * 1024

@@ -53,7 +53,8 @@ type bench struct {
 	watch *watcher
 	// hwm is the CCM's VmHWM at the last poll, in KiB: still known if the
 	// CCM exits.
-	hwm int64
+	hwm   int64
+	lease leaseWatch
 }
 
 func run(ctx context.Context, o options, logf func(string, ...any)) (*report, error) {
@@ -73,6 +74,7 @@ func run(ctx context.Context, o options, logf func(string, ...any)) (*report, er
 	b := &bench{o: o, logf: logf}
 	rep := &report{o: o}
 	defer b.close()
+	defer func() { rep.lease = b.lease }()
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
@@ -256,9 +258,45 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 	}
 	rep.rssAfterFillKiB, _ = b.ccm.rss()
 	rep.peakRSSKiB = b.hwm
+	if path := filepath.Join(o.dir, "heap-after-fill.pprof"); b.ccm.saveHeapProfile(path) == nil {
+		b.logf("the CCM's heap profile after the fill: go tool pprof %s", path)
+	}
 	// Let the loops that follow the last change (module sync, status
-	// writes) finish before measuring the next step.
-	return sleep(ctx, 10*time.Second)
+	// writes, the service controller's queue) finish before measuring the
+	// next step, so that it counts only its own work.
+	t1 := time.Now()
+	if err := b.settle(ctx); err != nil {
+		return err
+	}
+	rep.settled = time.Since(t1)
+	b.logf("the CCM's writes stopped %s after the fill", rep.settled.Round(time.Second))
+	return nil
+}
+
+// settle waits, at most moduleWait, until the CCM has made no create,
+// patch or delete request to the apiserver for 10 seconds (client-go's
+// request counter in its /metrics; lease renewals are updates, not
+// counted).
+func (b *bench) settle(ctx context.Context) error {
+	const quiet = 10 * time.Second
+	wctx, cancel := context.WithTimeout(ctx, b.o.moduleWait)
+	defer cancel()
+	last, since := -1.0, time.Now()
+	err := b.poll(wctx, func() (bool, error) {
+		m, err := b.ccm.metrics()
+		if err != nil {
+			return false, err
+		}
+		if m.writes != last {
+			last, since = m.writes, time.Now()
+		}
+		return time.Since(since) >= quiet, nil
+	})
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		b.logf("the CCM still writes %s after the fill; going on", b.o.moduleWait)
+		return nil
+	}
+	return err
 }
 
 func (b *bench) oneMoreService(ctx context.Context, rep *report) error {
@@ -403,6 +441,7 @@ func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
 		if v, err := b.ccm.peakRSS(); err == nil {
 			b.hwm = v
 		}
+		b.lease.observe(ctx, b)
 		ok, err := done()
 		if err != nil || ok {
 			return err
@@ -411,7 +450,7 @@ func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
 		case <-ctx.Done():
 			return fmt.Errorf("gave up waiting (%w); the CCM's log: %s", ctx.Err(), b.ccm.logPath)
 		case err := <-b.ccm.exited:
-			return fmt.Errorf("the CCM exited (%v); its log: %s", err, b.ccm.logPath)
+			return fmt.Errorf("the CCM exited at %s (%v); its log: %s", time.Now().Format("15:04:05"), err, b.ccm.logPath)
 		case <-time.After(time.Second):
 		}
 	}

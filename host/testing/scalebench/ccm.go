@@ -71,7 +71,7 @@ func startCCM(bin, dir string, env *testenv.Env, metalURL string) (*ccmProcess, 
 	p.cmd = exec.Command(bin,
 		"--kubeconfig="+kubeconfig, "--cloud-config="+cc,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
-		"--authentication-skip-lookup", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+		"--authentication-skip-lookup", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*",
 		"--v=1")
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.cmd.Env = append(os.Environ(), "METAL_API_KEY=")
@@ -120,28 +120,54 @@ type ccmMetrics struct {
 	buckets map[float64]float64
 	// syncs by result (success, deadline, memory, ...)
 	syncs map[string]float64
+	// writes counts the CCM's create, patch and delete requests to the
+	// apiserver (client-go's rest_client_requests_total).
+	writes float64
 }
 
 func (p *ccmProcess) metrics() (*ccmMetrics, error) {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		// The CCM's self-signed serving certificate, on loopback.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
-	}}
-	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", p.port))
+	body, err := p.get("/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("reading the CCM's metrics: %w", err)
 	}
+	return parseMetrics(body), nil
+}
+
+// saveHeapProfile writes the CCM's heap profile (its --profiling endpoint,
+// on by default in k8s.io/cloud-provider) to path, for go tool pprof.
+func (p *ccmProcess) saveHeapProfile(path string) error {
+	body, err := p.get("/debug/pprof/heap")
+	if err != nil {
+		return fmt.Errorf("reading the CCM's heap profile: %w", err)
+	}
+	return os.WriteFile(path, body, 0o644)
+}
+
+// get reads a path of the CCM's secure port.
+func (p *ccmProcess) get(path string) ([]byte, error) {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		// The CCM's self-signed serving certificate, on loopback.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
+	}}
+	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d%s", p.port, path))
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("reading the CCM's metrics: %d %v", resp.StatusCode, err)
+	if err != nil {
+		return nil, err
 	}
-	return parseMetrics(body), nil
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
+	}
+	return body, nil
 }
 
 const (
 	generateMetric = "equinix_metal_lbmodule_generate_duration_seconds"
 	syncsMetric    = "equinix_metal_lbmodule_syncs_total"
+	requestsMetric = "rest_client_requests_total"
 )
 
 func parseMetrics(body []byte) *ccmMetrics {
@@ -150,6 +176,15 @@ func parseMetrics(body []byte) *ccmMetrics {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		if strings.HasPrefix(line, requestsMetric+"{") && (strings.Contains(line, `method="POST"`) ||
+			strings.Contains(line, `method="PATCH"`) || strings.Contains(line, `method="DELETE"`)) {
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+					m.writes += v
+				}
+			}
+			continue
+		}
 		if rest, ok := strings.CutPrefix(line, syncsMetric+`{result="`); ok {
 			result, value, _ := strings.Cut(rest, `"} `)
 			if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {

@@ -27,7 +27,20 @@ type moduleResult struct {
 	// succeeds, with a generous deadline; its call took minTime.
 	minMiB  int
 	minTime time.Duration
+	// byLimit is the generate time under a few memory limits (a long
+	// deadline): the guest collects garbage only near its limit, so the
+	// limit trades memory for time.
+	byLimit []limitResult
 }
+
+type limitResult struct {
+	mib  int
+	time time.Duration
+	err  error
+}
+
+// limitsTried are the memory limits byLimit reports, in MiB.
+var limitsTried = []int{64, 96, 128, 192}
 
 func measureModule(ctx context.Context, services, nodes int) (*moduleResult, error) {
 	wasm, err := modules.Builtin(modules.MetalLBCRD)
@@ -71,6 +84,10 @@ func measureModule(ctx context.Context, services, nodes int) (*moduleResult, err
 	res.defaultTime, res.defaultErr = try(0, 0)
 	if res.defaultErr != nil {
 		res.longTime, res.longErr = try(0, 5*time.Minute)
+	}
+	for _, mib := range limitsTried {
+		d, err := try(mib, 5*time.Minute)
+		res.byLimit = append(res.byLimit, limitResult{mib, d, err})
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

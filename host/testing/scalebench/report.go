@@ -27,7 +27,10 @@ type report struct {
 	fill, oneService, oneNode           phase
 	peakRSSKiB, rssAfterFillKiB         int64
 	moduleApplied                       bool
-	module                              *moduleResult
+	lease                               leaseWatch
+	// settled is how long after the fill the CCM's writes stopped.
+	settled time.Duration
+	module  *moduleResult
 }
 
 // writeVerbs are the verbs that change the cluster.
@@ -77,6 +80,7 @@ func (r *report) String() string {
 		o.services, o.nodes, o.latency, o.ccm)
 	if r.fill.name == "" {
 		b.WriteString("\nThe fill did not finish: see the progress lines above.\n")
+		fmt.Fprintf(&b, "%s\n", r.lease.String())
 		return b.String()
 	}
 	fmt.Fprintf(&b, "\nFrom empty (CCM start) to every Service with its ingress:\n")
@@ -90,6 +94,8 @@ func (r *report) String() string {
 	r.writePhase(&b, r.fill, o.services)
 	fmt.Fprintf(&b, "\nCCM memory: peak RSS (VmHWM) %.1f MiB; RSS right after the fill %.1f MiB\n",
 		float64(r.peakRSSKiB)/1024, float64(r.rssAfterFillKiB)/1024)
+	fmt.Fprintf(&b, "%s\n", r.lease.String())
+	fmt.Fprintf(&b, "The CCM's writes stopped %s after the fill (the service controller's queue drained).\n", r.settled.Round(time.Second))
 	if r.oneService.name == "" {
 		b.WriteString("\nOne more Service: not measured (an earlier step failed).\n")
 		return b.String() + r.moduleString()
@@ -126,7 +132,14 @@ func (r *report) moduleString() string {
 	} else {
 		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): generate %s\n", wasmhost.DefaultMemoryLimitMiB, wasmhost.DefaultTimeout, m.defaultTime.Round(time.Millisecond))
 	}
-	fmt.Fprintf(&b, "  smallest memory limit that works: %d MiB (generate %s)\n", m.minMiB, m.minTime.Round(time.Millisecond))
+	for _, l := range m.byLimit {
+		if l.err != nil {
+			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: FAILS after %s: %v\n", l.mib, l.time.Round(time.Millisecond), l.err)
+		} else {
+			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: generate %s\n", l.mib, l.time.Round(time.Millisecond))
+		}
+	}
+	fmt.Fprintf(&b, "  smallest memory limit that works (the guest memory it needs): %d MiB (generate %s)\n", m.minMiB, m.minTime.Round(time.Millisecond))
 	return b.String()
 }
 
