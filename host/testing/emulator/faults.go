@@ -123,7 +123,7 @@ const (
 	FaultUnavailable = "503"
 	FaultReset       = "reset"
 	FaultLost        = "lost"
-	FaultScripted    = "scripted"
+	FaultScripted    = "other" // a scripted failure with a status below 500
 )
 
 // Failure is one scripted failure, see Emulator.FailNext.
@@ -139,6 +139,27 @@ type Failure struct {
 	Reset bool `json:"reset,omitempty"`
 	// Message is the error text (default: the status text).
 	Message string `json:"message,omitempty"`
+	// Lost serves the request and loses its answer, as Fault.LostShare
+	// does, for LostFor (default DefaultLostFor).
+	Lost    bool     `json:"lost,omitempty"`
+	LostFor Duration `json:"lost_for,omitempty"`
+}
+
+// kind is the InjectedFaults kind of a scripted failure.
+func (f Failure) kind() string {
+	switch {
+	case f.Lost:
+		return FaultLost
+	case f.Reset:
+		return FaultReset
+	case f.Status == http.StatusTooManyRequests:
+		return FaultRateLimit
+	case f.Status == http.StatusServiceUnavailable:
+		return FaultUnavailable
+	case f.Status >= 500 || f.Status == 0:
+		return FaultServerError
+	}
+	return FaultScripted
 }
 
 type script struct {
@@ -269,7 +290,10 @@ func (fs *faults) standingFor(r Route) (Fault, bool) {
 // asks the caller to serve it and then lose the answer for that long.
 func (e *Emulator) inject(w http.ResponseWriter, req *http.Request, r Route) (serve bool, lose time.Duration) {
 	if f, ok := e.faults.nextScripted(r); ok {
-		e.faults.count(FaultScripted)
+		e.faults.count(f.kind())
+		if f.Lost {
+			return true, lostFor(f.LostFor)
+		}
 		e.fail(w, req, f)
 		return false, 0
 	}
@@ -304,13 +328,16 @@ func (e *Emulator) inject(w http.ResponseWriter, req *http.Request, r Route) (se
 	case FaultReset:
 		e.fail(w, req, Failure{Reset: true})
 	case FaultLost:
-		lose = time.Duration(f.LostFor)
-		if lose <= 0 {
-			lose = DefaultLostFor
-		}
-		return true, lose
+		return true, lostFor(f.LostFor)
 	}
 	return false, 0
+}
+
+func lostFor(d Duration) time.Duration {
+	if d <= 0 {
+		return DefaultLostFor
+	}
+	return time.Duration(d)
 }
 
 // draw picks the fault for a uniform draw x in [0,1): the shares are laid

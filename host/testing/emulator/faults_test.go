@@ -98,6 +98,18 @@ func TestFaults(t *testing.T) {
 		if got := e.InjectedFaults()[emulator.FaultLost]; got != lost+1 {
 			t.Errorf("lost answers counted %d, want %d", got, lost+1)
 		}
+		e.SetFault(emulator.RouteRequestIPReservation, emulator.Fault{})
+		// The same, scripted for the next call.
+		e.FailNext(emulator.RouteRequestIPReservation, 1, emulator.Failure{Lost: true, LostFor: emulator.Duration(time.Millisecond)})
+		if _, resp, err := c.IPAddressesApi.RequestIPReservation(ctx, projA).RequestIPReservationRequest(reserveReq("da")).Execute(); err == nil || resp != nil {
+			t.Fatalf("scripted: resp %v err %v, want a transport error", resp, err)
+		}
+		if got := len(e.Reservations(projA)); got != before+2 {
+			t.Errorf("%d reservations, want %d", got, before+2)
+		}
+		if got := e.InjectedFaults()[emulator.FaultLost]; got != lost+2 {
+			t.Errorf("lost answers counted %d, want %d", got, lost+2)
+		}
 	})
 
 	t.Run("500s and 503s mixed, counted by kind", func(t *testing.T) {
