@@ -119,7 +119,7 @@ const DefaultLostFor = 35 * time.Second
 // The kinds of fault that InjectedFaults counts.
 const (
 	FaultRateLimit   = "429"
-	FaultServerError = "5xx"
+	FaultServerError = "500" // or Fault.ServerErrorStatus
 	FaultUnavailable = "503"
 	FaultReset       = "reset"
 	FaultLost        = "lost"
