@@ -9,6 +9,7 @@ import (
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -132,6 +133,15 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) (string, error) {
 		// upstream (kube-vip, older MetalLB setups) read it.
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"loadBalancerIP": ip}})
 		if _, err := m.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldmanager.CCM}); err != nil {
+			if apierrors.IsNotFound(err) {
+				// The Service is gone while its address was being reserved:
+				// nothing calls EnsureLoadBalancerDeleted for a Service that
+				// no longer exists (a new leader never saw it), so the
+				// reservation would leak. Found by make soak.
+				if rerr := m.Release(ctx, svc); rerr != nil {
+					return "", rerr
+				}
+			}
 			return "", m.fail(svc, fmt.Errorf("setting spec.loadBalancerIP to %s: %w", ip, err))
 		}
 		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned Elastic IP %s to the Service", ip)
