@@ -41,6 +41,11 @@ func main() {
 }
 
 func run() int {
+	if len(os.Args) > 1 {
+		if sub, ok := subcommands[os.Args[1]]; ok {
+			return sub(context.Background(), os.Args[2:], os.Stdout, os.Stderr)
+		}
+	}
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "error: %v\n", err)
@@ -80,6 +85,7 @@ func run() int {
 	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, app.DefaultInitFuncConstructors,
 		names.CCMControllerAliases(), fss, wait.NeverStop)
 	cmd.Use = "cloud-provider-equinix-metal"
+	cmd.Long += "\n\nOther commands: `cloud-provider-equinix-metal plan --help` (what a sync would change, changing nothing) and `cloud-provider-equinix-metal cleanup --help` (release a gone cluster's Elastic IPs)."
 
 	// Load and validate our configuration before the standard command builds
 	// clients and servers, so a bad setting fails fast with one message

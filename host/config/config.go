@@ -68,11 +68,21 @@ type Config struct {
 	HealthCheckTimeout   time.Duration `key:"healthCheckTimeout"`
 	HealthCheckFailures  int           `key:"healthCheckFailures"`
 	BGPMaxPrefixes       int           `key:"bgpMaxPrefixes"`
+	// OrphanEIPs is what to do with this cluster's Service reservations
+	// whose Service is gone: OrphanReport or OrphanRelease.
+	OrphanEIPs     string        `key:"orphanEIPs"`
+	OrphanEIPGrace time.Duration `key:"orphanEIPGrace"`
 
 	// Warnings are problems that do not stop the CCM (unknown fields in the
 	// cloud-config file); the caller logs them.
 	Warnings []string
 }
+
+// The values of orphanEIPs.
+const (
+	OrphanReport  = "report"
+	OrphanRelease = "release"
+)
 
 // DefaultBaseURL is the production Equinix Metal API.
 const DefaultBaseURL = "https://api.equinix.com/metal/v1"
@@ -171,6 +181,10 @@ var options = []option{
 		usage: "prefixes a BGP session may announce before the CCM warns (Equinix's default session limit is 10)"},
 	{key: "readinessAddress", env: "METAL_READINESS_ADDRESS", flag: "metal-readiness-address",
 		usage: "address (host:port) of the /readyz endpoint over plain HTTP, for the Deployment's readiness probe; empty serves none"},
+	{key: "orphanEIPs", env: "METAL_ORPHAN_EIPS", flag: "metal-orphan-eips", def: OrphanReport,
+		usage: "what to do with this cluster's Service Elastic IPs whose Service no longer exists: report (a metric and a log line) or release (after orphanEIPGrace)"},
+	{key: "orphanEIPGrace", env: "METAL_ORPHAN_EIP_GRACE", flag: "metal-orphan-eip-grace", def: "30m",
+		usage: "how long a Service Elastic IP must stay orphaned before orphanEIPs=release releases it, so a Service being recreated keeps its address"},
 	{key: "annotateBGPPass", env: "METAL_ANNOTATE_BGP_PASS", flag: "metal-annotate-bgp-pass", def: "true",
 		usage: "write the base64 BGP password into each BGP node's annotationBGPPass annotations (kube-vip reads them); false removes them from the nodes"},
 }

@@ -50,6 +50,8 @@ var layerValues = map[string][3]string{
 	"healthCheckFailures":          {"1", "2", "5"},
 	"bgpMaxPrefixes":               {"11", "12", "13"},
 	"annotateBGPPass":              {"false", "true", "false"},
+	"orphanEIPs":                   {"release", "report", "release"},
+	"orphanEIPGrace":               {"1m", "2m", "3m"},
 	"readinessAddress":             {":10270", "127.0.0.1:10271", ":10272"},
 }
 

@@ -132,6 +132,9 @@ func (v *validator) durations(c *Config) {
 	positive("cacheRefreshPeriod", c.CacheRefreshPeriod)
 	positive("healthCheckInterval", c.HealthCheckInterval)
 	positive("healthCheckTimeout", c.HealthCheckTimeout)
+	if c.OrphanEIPGrace < 0 {
+		v.add("orphanEIPGrace", "%s is negative; use a duration such as %s", c.OrphanEIPGrace, defaultOf("orphanEIPGrace"))
+	}
 	if c.HealthCheckTimeout > 0 && c.HealthCheckInterval > 0 && c.HealthCheckTimeout > c.HealthCheckInterval {
 		v.add("healthCheckTimeout", "%s is longer than healthCheckInterval %s; probes would overlap, so make it shorter", c.HealthCheckTimeout, c.HealthCheckInterval)
 	}
@@ -153,6 +156,9 @@ func (v *validator) limits(c *Config) {
 	}
 	if c.HealthCheckFailures < 1 {
 		v.add("healthCheckFailures", "%d is too small; use at least 1", c.HealthCheckFailures)
+	}
+	if c.OrphanEIPs != OrphanReport && c.OrphanEIPs != OrphanRelease {
+		v.add("orphanEIPs", "%q is not an option; use %s or %s", c.OrphanEIPs, OrphanReport, OrphanRelease)
 	}
 	if c.BGPMaxPrefixes < 1 {
 		v.add("bgpMaxPrefixes", "%d is too small; use at least 1", c.BGPMaxPrefixes)

@@ -37,6 +37,8 @@ func TestValidationProblems(t *testing.T) {
 		{name: "not json", file: `{"apiKey": `, env: []string{}, want: []string{"not a JSON object"}},
 		{name: "json array value", file: `{"metro": ["da"]}`, env: base, want: []string{"metro", "must be a string, number or boolean"}},
 		{name: "emlb", env: append(base, "METAL_LOAD_BALANCER=emlb:///da"), want: []string{"does not support"}},
+		{name: "orphan mode", env: append(base, "METAL_ORPHAN_EIPS=delete"), want: []string{"orphanEIPs (env METAL_ORPHAN_EIPS)", `"delete" is not an option; use report or release`}},
+		{name: "orphan grace", file: `{"orphanEIPGrace": "-5m"}`, env: base, want: []string{"orphanEIPGrace", "negative"}},
 		{name: "memory", env: append(base, "METAL_MODULE_MEMORY_LIMIT_MIB=1"), want: []string{"moduleMemoryLimitMiB", "between 4 and 4096"}},
 	}
 	for _, tc := range cases {

@@ -175,22 +175,11 @@ func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep
 	if err != nil {
 		return r.applyErr("%v", err)
 	}
-	declared := keysOf(d)
-	merged := mergeKinds(d)
 	next := map[kindKey]bool{}
 	for k := range old {
 		next[k] = true
 	}
-	visit := map[kindKey]bool{}
-	for k := range old {
-		visit[k] = true
-	}
-	for k := range declared {
-		if !merged[k] {
-			visit[k] = true
-		}
-	}
-	for _, k := range sortedKeys(visit) {
+	for _, k := range pruneKinds(old, d) {
 		m, err := r.mapping(k.gvk())
 		if meta.IsNoMatchError(err) {
 			delete(next, k) // the CRD is gone, and its objects with it
@@ -213,6 +202,22 @@ func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep
 		return r.applyErr("%v", err)
 	}
 	return nil
+}
+
+// pruneKinds are the kinds a prune visits: the recorded ones, and the
+// declared ones the module does not merge into.
+func pruneKinds(record map[kindKey]bool, d sdk.Description) []kindKey {
+	merged := mergeKinds(d)
+	visit := map[kindKey]bool{}
+	for k := range record {
+		visit[k] = true
+	}
+	for k := range keysOf(d) {
+		if !merged[k] {
+			visit[k] = true
+		}
+	}
+	return sortedKeys(visit)
 }
 
 // pruneKind deletes the owned objects of one kind that are not wanted and

@@ -335,55 +335,11 @@ type objectKey struct {
 // write instead of 12,000. Anything else (a changed body, an object edited
 // or deleted by someone else, a restart) is applied as before.
 func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse) error {
-	mergeTargets := map[objectKey]bool{}
-	for _, rd := range d.Reads {
-		if rd.Name != "" {
-			mergeTargets[objectKey{schema.FromAPIVersionAndKind(rd.APIVersion, rd.Kind), rd.Namespace, rd.Name}] = true
-		}
+	writes, desired, mergeTargets, err := r.desiredWrites(d, resp)
+	if err != nil {
+		return err
 	}
-	// Resolve and encode everything first: a kind the cluster lacks or a
-	// wrong scope must fail before the first write, not halfway.
-	type write struct {
-		m    *meta.RESTMapping
-		key  objectKey
-		kind string
-		body []byte
-	}
-	var writes []write
-	desired := map[objectKey]bool{}
-	for _, o := range resp.Objects {
-		gvk := schema.FromAPIVersionAndKind(o.APIVersion(), o.Kind())
-		key := objectKey{gvk, o.Namespace(), o.Name()}
-		desired[key] = true
-		m, err := r.mapping(gvk)
-		if err != nil {
-			return r.applyErr("cannot apply %s %s: the cluster does not serve %s (%v); install the CRDs the module needs (for MetalLB, install MetalLB)", o.Kind(), qualified(key.namespace, key.name), o.APIVersion(), err)
-		}
-		if namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace; namespaced != (key.namespace != "") {
-			return r.applyErr("declares %s %s with the wrong scope: the cluster has it %s; declare a namespace in describe exactly for namespaced kinds", o.APIVersion(), o.Kind(), map[bool]string{true: "namespaced", false: "cluster-scoped"}[namespaced])
-		}
-		obj := copyObject(o)
-		if !mergeTargets[key] {
-			md := obj["metadata"].(map[string]any)
-			labels, _ := md["labels"].(map[string]any)
-			if labels == nil {
-				labels = map[string]any{}
-			}
-			labels[sdk.OwnedLabel] = sdk.OwnedValue
-			md["labels"] = labels
-		}
-		body, err := json.Marshal(obj)
-		if err != nil {
-			return r.applyErr("encoding %s %s: %v", o.Kind(), key.name, err)
-		}
-		writes = append(writes, write{m, key, o.Kind(), body})
-	}
-	owned := map[kindKey]bool{}
-	for _, w := range writes {
-		if !mergeTargets[w.key] {
-			owned[kindKey{w.key.gvk.GroupVersion().String(), w.key.gvk.Kind, w.key.namespace}] = true
-		}
-	}
+	owned := ownedKinds(writes, mergeTargets)
 	if err := r.recordKinds(ctx, owned); err != nil {
 		return r.applyErr("%v", err)
 	}
@@ -421,6 +377,67 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		return err
 	}
 	return r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
+}
+
+// write is one object to apply: its mapping, key, kind and encoded body.
+type write struct {
+	m    *meta.RESTMapping
+	key  objectKey
+	kind string
+	body []byte
+}
+
+// desiredWrites resolves and encodes everything the module wants, with the
+// owned label, so that a kind the cluster lacks or a wrong scope fails
+// before the first write, not halfway. mergeTargets are the objects the
+// module reads by name and merges into (not owned). Apply and Plan share it.
+func (r *Reconciler) desiredWrites(d sdk.Description, resp sdk.GenerateResponse) (writes []write, desired, mergeTargets map[objectKey]bool, err error) {
+	mergeTargets = map[objectKey]bool{}
+	for _, rd := range d.Reads {
+		if rd.Name != "" {
+			mergeTargets[objectKey{schema.FromAPIVersionAndKind(rd.APIVersion, rd.Kind), rd.Namespace, rd.Name}] = true
+		}
+	}
+	desired = map[objectKey]bool{}
+	for _, o := range resp.Objects {
+		gvk := schema.FromAPIVersionAndKind(o.APIVersion(), o.Kind())
+		key := objectKey{gvk, o.Namespace(), o.Name()}
+		desired[key] = true
+		m, err := r.mapping(gvk)
+		if err != nil {
+			return nil, nil, nil, r.applyErr("cannot apply %s %s: the cluster does not serve %s (%v); install the CRDs the module needs (for MetalLB, install MetalLB)", o.Kind(), qualified(key.namespace, key.name), o.APIVersion(), err)
+		}
+		if namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace; namespaced != (key.namespace != "") {
+			return nil, nil, nil, r.applyErr("declares %s %s with the wrong scope: the cluster has it %s; declare a namespace in describe exactly for namespaced kinds", o.APIVersion(), o.Kind(), map[bool]string{true: "namespaced", false: "cluster-scoped"}[namespaced])
+		}
+		obj := copyObject(o)
+		if !mergeTargets[key] {
+			md := obj["metadata"].(map[string]any)
+			labels, _ := md["labels"].(map[string]any)
+			if labels == nil {
+				labels = map[string]any{}
+			}
+			labels[sdk.OwnedLabel] = sdk.OwnedValue
+			md["labels"] = labels
+		}
+		body, err := json.Marshal(obj)
+		if err != nil {
+			return nil, nil, nil, r.applyErr("encoding %s %s: %v", o.Kind(), key.name, err)
+		}
+		writes = append(writes, write{m, key, o.Kind(), body})
+	}
+	return writes, desired, mergeTargets, nil
+}
+
+// ownedKinds are the kinds (and namespaces) of the owned objects in writes.
+func ownedKinds(writes []write, mergeTargets map[objectKey]bool) map[kindKey]bool {
+	owned := map[kindKey]bool{}
+	for _, w := range writes {
+		if !mergeTargets[w.key] {
+			owned[kindKey{w.key.gvk.GroupVersion().String(), w.key.gvk.Kind, w.key.namespace}] = true
+		}
+	}
+	return owned
 }
 
 // rememberApplied records what this sync applied. After a failed apply,

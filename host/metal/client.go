@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +52,9 @@ type Options struct {
 	RetryWaitMax time.Duration
 	// PageSize of listings; default and maximum 1000 (the API's maximum).
 	PageSize int
+	// ReadOnly refuses, before it is sent, every request but GET and HEAD
+	// (the plan and cleanup listing guard: they must never write).
+	ReadOnly bool
 }
 
 // OptionsFromConfig maps the validated configuration onto Options.
@@ -106,6 +110,11 @@ type Client struct {
 	// request failed without knowing whether the API created it.
 	uncertainMu   sync.Mutex
 	uncertainTags map[string]bool
+
+	// refreshHooks run after every successful periodic re-read of the
+	// reservation cache (see OnReservationsRefreshed).
+	hooksMu      sync.Mutex
+	refreshHooks []func(context.Context)
 
 	// bgpSessions remembers devices known to have an IPv4 BGP session.
 	bgpMu       sync.Mutex
@@ -181,6 +190,9 @@ func New(opts Options) (*Client, error) {
 	// Debug would dump requests and responses to the standard logger.
 	cfg.Debug = false
 	cfg.HTTPClient = newHTTPStack(c.auth, c.reach, c.limiter, opts.Timeout, opts.Retries, opts.RetryWaitMin, opts.RetryWaitMax)
+	if opts.ReadOnly {
+		cfg.HTTPClient.Transport = readOnly{cfg.HTTPClient.Transport}
+	}
 	c.api = metalv1.NewAPIClient(cfg)
 	// The key now lives only in the HTTP stack (behind pointers). Printing
 	// a Client with %+v would show an unexported Secret field in clear.
@@ -205,10 +217,29 @@ func (c *Client) Run(ctx context.Context) {
 		if err := c.RefreshDevices(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "Equinix Metal device cache not refreshed; keeping the previous contents")
 		}
-		if err := c.RefreshReservations(ctx); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "Equinix Metal IP reservation cache not refreshed; keeping the previous contents")
+		if err := c.RefreshReservations(ctx); err != nil {
+			if ctx.Err() == nil {
+				klog.ErrorS(err, "Equinix Metal IP reservation cache not refreshed; keeping the previous contents")
+			}
+			return
+		}
+		c.hooksMu.Lock()
+		hooks := slices.Clone(c.refreshHooks)
+		c.hooksMu.Unlock()
+		for _, h := range hooks {
+			h(ctx)
 		}
 	}, c.opts.RefreshPeriod, 0.1, true)
+}
+
+// OnReservationsRefreshed registers f to run after every successful full
+// re-read of the reservation cache by Run (not after the re-reads a lookup
+// forces), in Run's goroutine: the place for work that needs the whole
+// project's reservations as of a fresh listing, such as finding orphans.
+func (c *Client) OnReservationsRefreshed(f func(context.Context)) {
+	c.hooksMu.Lock()
+	defer c.hooksMu.Unlock()
+	c.refreshHooks = append(c.refreshHooks, f)
 }
 
 // maxPages guards against an API that never reaches its last page.

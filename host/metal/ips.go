@@ -152,6 +152,25 @@ func (c *Client) reservationsWithTags(tags []string) []metalv1.IPReservation {
 	return out
 }
 
+// Reservations returns every public IPv4 reservation in the cache, oldest
+// first, filling it with a full listing on first use. Like
+// ReservationsWithTags, nested values are shared with the cache.
+func (c *Client) Reservations(ctx context.Context) ([]metalv1.IPReservation, error) {
+	if !c.reservations.isLoaded() {
+		cacheMiss(cacheReservations)
+		if err := c.reservations.refresh(ctx, 0, refreshTimeout, c.listAllReservations); err != nil {
+			return nil, err
+		}
+	}
+	objs := c.reservations.idx.List()
+	out := make([]metalv1.IPReservation, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, *o.(*metalv1.IPReservation))
+	}
+	SortReservations(out)
+	return out, nil
+}
+
 func hasAllTags(have, want []string) bool {
 	for _, w := range want {
 		if !slices.Contains(have, w) {

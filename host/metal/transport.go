@@ -152,3 +152,19 @@ func (t attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	apiRequests.WithLabelValues(op, code).Inc()
 	return resp, err
 }
+
+// ErrReadOnly is the error of a write through a ReadOnly client.
+var ErrReadOnly = errors.New("refused: this Equinix Metal client is read-only")
+
+// readOnly lets reads through and refuses anything else unsent.
+type readOnly struct{ next http.RoundTripper }
+
+func (t readOnly) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, fmt.Errorf("%w: %s %s", ErrReadOnly, req.Method, req.URL.Path)
+	}
+	return t.next.RoundTrip(req)
+}

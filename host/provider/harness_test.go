@@ -31,6 +31,13 @@ import (
 // of a CCM that silently retries.
 const ccmUser = "equinix-ccm-under-test"
 
+// planUser is who `plan` acts as: an admin too, so that the audit log, not
+// a lack of rights, shows that it writes nothing.
+const planUser = "equinix-ccm-plan"
+
+// testUsers are the token users of every test apiserver here.
+var testUsers = []testenv.User{{Name: ccmUser, Groups: []string{"system:masters"}}, {Name: planUser, Groups: []string{"system:masters"}}}
+
 // harness is the CCM's controllers in process against a real kube-apiserver
 // and the Equinix Metal emulator.
 type harness struct {
@@ -40,9 +47,11 @@ type harness struct {
 	kube  kubernetes.Interface // admin, for the test's own reads and writes
 	cloud *Cloud
 	cfg   *config.Config
-	stop  context.CancelFunc
-	done  chan struct{}
-	ccm   *rest.Config
+	// settings are the cloud-config fields cfg was loaded from.
+	settings map[string]any
+	stop     context.CancelFunc
+	done     chan struct{}
+	ccm      *rest.Config
 }
 
 type harnessOptions struct {
@@ -57,7 +66,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
 	h := &harness{t: t, env: o.env, emu: o.emu}
 	if h.env == nil {
-		h.env = testenv.New(t, testenv.Options{AuditLog: true, Users: []testenv.User{{Name: ccmUser, Groups: []string{"system:masters"}}}})
+		h.env = testenv.New(t, testenv.Options{AuditLog: true, Users: testUsers})
 	}
 	if h.emu == nil {
 		seed := o.seed
@@ -81,7 +90,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.cfg = cfg
+	h.cfg, h.settings = cfg, settings
 	h.cloud, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,7 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	c.module = mod
 	if watchable(lb) {
 		c.moduleWatch = &moduleWatch{lb: lb, opts: lbmodule.OptionsFromConfig(cfg), digest: mod.SHA256()}
 	}

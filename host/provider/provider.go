@@ -13,8 +13,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -31,6 +33,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // ProviderName is the --cloud-provider value and the provider ID scheme
@@ -45,6 +48,9 @@ const DefaultConcurrentServiceSyncs = 50
 
 // UserAgent identifies the CCM to the Equinix Metal API.
 const UserAgent = "cloud-provider-equinix-metal (metal-ccm)"
+
+// PlanUserAgent identifies the plan and cleanup commands, to both APIs.
+const PlanUserAgent = "cloud-provider-equinix-metal-plan (metal-ccm)"
 
 func init() {
 	// Registration lets k8s.io/cloud-provider's own helpers (InitCloudProvider,
@@ -73,7 +79,9 @@ type Cloud struct {
 	instances *instances.Instances
 	policies  *policy.Engine
 	lb        *loadBalancer
-	bgp       atomic.Pointer[bgp.Controller]
+	// module is the loaded load-balancer module (nil without one).
+	module *wasmhost.Module
+	bgp    atomic.Pointer[bgp.Controller]
 	// reconciler and env are set once the loops run (on the leader), for
 	// Readiness.
 	reconciler atomic.Pointer[lbmodule.Reconciler]
@@ -98,11 +106,22 @@ var _ cloudprovider.Interface = (*Cloud)(nil)
 // New builds the provider from a validated configuration. Everything that
 // can be checked without the cluster is checked here (the policies compile,
 // the module loads), so a mistake stops the CCM at start with one message.
-func New(cfg *config.Config) (*Cloud, error) {
+func New(cfg *config.Config) (*Cloud, error) { return newCloud(cfg, false) }
+
+// NewForPlan is New with a read-only Equinix Metal client, for Plan: the
+// provider is built exactly as for running (policies, module), and is
+// never started.
+func NewForPlan(cfg *config.Config) (*Cloud, error) { return newCloud(cfg, true) }
+
+func newCloud(cfg *config.Config, readOnly bool) (*Cloud, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("provider: no configuration")
 	}
-	mc, err := metal.New(metal.OptionsFromConfig(cfg, UserAgent))
+	opts := metal.OptionsFromConfig(cfg, UserAgent)
+	if readOnly {
+		opts.ReadOnly, opts.UserAgent = true, PlanUserAgent
+	}
+	mc, err := metal.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +195,10 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 	})
 	c.bgp.Store(controller)
 	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister()}
+	// Registered here, before the factory starts: sharing keys need to know
+	// the other Services of a key.
+	services := env.informers.Core().V1().Services()
+	_ = services.Informer()
 
 	go func() {
 		clusterID := retry(ctx, "reading the kube-system namespace UID (the cluster tag of Elastic IPs)", func() (string, error) {
@@ -185,10 +208,16 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 			}
 			return string(ns.UID), nil
 		})
+		c.watchOrphans(env, services, clusterID)
 		if ctx.Err() != nil {
 			return
 		}
-		c.lb.setEIPs(eip.NewManager(c.metal, env.kube, placer, env.recorder, clusterID))
+		eips := eip.NewManager(c.metal, env.kube, placer, env.recorder, clusterID)
+		eips.SetServices(eip.Services{
+			List:   func() ([]*v1.Service, error) { return services.Lister().List(labels.Everything()) },
+			Synced: services.Informer().HasSynced,
+		})
+		c.lb.setEIPs(eips)
 		retry(ctx, "enabling BGP on the project", func() (bgp.ProjectState, error) {
 			return bgp.EnableProject(ctx, c.metal, c.cfg.LocalASN, c.cfg.BGPPass)
 		})
@@ -197,6 +226,35 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 		}
 		controller.Run(ctx, 2)
 	}()
+}
+
+// watchOrphans reports (and with orphanEIPs=release, releases) this
+// cluster's Service reservations whose Service is gone, after every full
+// refresh of the reservation cache.
+func (c *Cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer, clusterID string) {
+	if clusterID == "" {
+		return // stopped before the cluster ID was read
+	}
+	w := &eip.OrphanWatcher{
+		API:       c.metal,
+		ClusterID: clusterID,
+		Services:  func() ([]*v1.Service, error) { return services.Lister().List(labels.Everything()) },
+		Synced:    services.Informer().HasSynced,
+		LiveServices: func(ctx context.Context) ([]*v1.Service, error) {
+			l, err := env.kube.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			out := make([]*v1.Service, 0, len(l.Items))
+			for i := range l.Items {
+				out = append(out, &l.Items[i])
+			}
+			return out, nil
+		},
+		Release: c.cfg.OrphanEIPs == config.OrphanRelease,
+		Grace:   c.cfg.OrphanEIPGrace,
+	}
+	c.metal.OnReservationsRefreshed(func(ctx context.Context) { w.Check(ctx) })
 }
 
 // policiesReloaded applies new policies at once: nothing the informers see

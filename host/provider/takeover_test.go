@@ -51,25 +51,7 @@ func startTakeover(t *testing.T, dir, loadbalancer string) *takeover {
 // startTakeoverWith lets edit change the fixture before it is loaded.
 func startTakeoverWith(t *testing.T, dir, loadbalancer string, edit func(*upstreamfixture.Fixture)) *takeover {
 	t.Helper()
-	ctx := context.Background()
-	fx, err := upstreamfixture.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(fx)
-	}
-	env := testenv.New(t, testenv.Options{AuditLog: true, Users: []testenv.User{{Name: ccmUser, Groups: []string{"system:masters"}}}})
-	admin := &harness{t: t, env: env}
-	admin.kube = kubernetes.NewForConfigOrDie(env.Config)
-	seed, err := fx.Seed(admin.clusterID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	emu := emulator.StartForTest(t, seed, emulator.Options{})
-	if err := fx.Apply(ctx, env.Config); err != nil {
-		t.Fatal(err)
-	}
+	fx, env, emu := loadUpstream(t, dir, edit)
 	to := &takeover{fx: fx, dyn: dynamic.NewForConfigOrDie(env.Config), before: map[string]string{}, eips: map[string]string{}, notes: map[string]map[string]string{}}
 	for _, o := range fx.Objects {
 		if o.GetKind() == "Node" {
@@ -92,6 +74,31 @@ func startTakeoverWith(t *testing.T, dir, loadbalancer string, edit func(*upstre
 	emu.ResetCounts()
 	to.harness = newHarness(t, harnessOptions{env: env, emu: emu, settings: map[string]any{"loadbalancer": loadbalancer}})
 	return to
+}
+
+// loadUpstream loads what upstream left in dir into a new apiserver and
+// emulator; edit may change the fixture first. No CCM runs.
+func loadUpstream(t *testing.T, dir string, edit func(*upstreamfixture.Fixture)) (*upstreamfixture.Fixture, *testenv.Env, *emulator.Emulator) {
+	t.Helper()
+	fx, err := upstreamfixture.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(fx)
+	}
+	env := testenv.New(t, testenv.Options{AuditLog: true, Users: testUsers})
+	admin := &harness{t: t, env: env}
+	admin.kube = kubernetes.NewForConfigOrDie(env.Config)
+	seed, err := fx.Seed(admin.clusterID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu := emulator.StartForTest(t, seed, emulator.Options{})
+	if err := fx.Apply(context.Background(), env.Config); err != nil {
+		t.Fatal(err)
+	}
+	return fx, env, emu
 }
 
 func metalAnnotations(a map[string]string) map[string]string {

@@ -72,6 +72,7 @@ type APICall struct {
 	Name        string
 	Path        string // for non-resource requests (discovery, /healthz): the URL path
 	Code        int32  // HTTP status code, 0 if unknown
+	UserAgent   string
 }
 
 // String renders the call like "alice list services -n default" for test
@@ -115,7 +116,7 @@ func Calls(events []auditv1.Event) []APICall {
 			}
 			seen[string(ev.AuditID)] = true
 		}
-		c := APICall{User: ev.User.Username, Verb: ev.Verb}
+		c := APICall{User: ev.User.Username, Verb: ev.Verb, UserAgent: ev.UserAgent}
 		if ev.ImpersonatedUser != nil {
 			c.User = ev.ImpersonatedUser.Username
 		}

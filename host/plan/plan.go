@@ -1,0 +1,119 @@
+// Package plan is what `cloud-provider-equinix-metal plan` reports: the
+// changes a sync of the CCM would make, found by running the CCM's own
+// decision code (host/provider's Plan) with every write captured instead of
+// sent. This package holds the result, its rendering for people and
+// machines, the exit code, and the capturing layers the CCM's code is run
+// over; it makes no call of its own.
+package plan
+
+import (
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+)
+
+// Exit codes of the plan command, so that it can gate a pipeline.
+const (
+	ExitNoChanges = 0
+	ExitError     = 1
+	ExitChanges   = 2
+)
+
+// Result is everything a sync would change, and what it would not but a
+// person should see (orphans in report mode, refused Services).
+type Result struct {
+	ClusterUID string `json:"clusterUID"`
+	// OrphanMode is the orphanEIPs setting the plan ran with.
+	OrphanMode string `json:"orphanMode"`
+
+	EIPs []EIP `json:"eips"`
+	// Placement lists the Services whose existing Elastic IP is not where
+	// the placement policy would put it now.
+	Placement   []Placement            `json:"placement"`
+	Orphans     []eip.Orphan           `json:"orphans"`
+	ProjectBGP  string                 `json:"projectBGP,omitempty"`
+	BGPSessions []BGPSession           `json:"bgpSessions"`
+	Annotations []NodeAnnotationChange `json:"nodeAnnotations"`
+	Objects     []lbmodule.Change      `json:"objects"`
+	Warnings    []string               `json:"warnings"`
+	// Later lists what the plan cannot show yet because it depends on a
+	// write of this sync (a new Elastic IP's address, a new session's
+	// peers): run plan again after the sync.
+	Later []string `json:"later"`
+}
+
+// EIP actions.
+const (
+	ActionReserve = "reserve"
+	ActionAdopt   = "adopt"
+	ActionRelease = "release"
+	// ActionSetLoadBalancerIP is the CCM's patch of spec.loadBalancerIP.
+	ActionSetLoadBalancerIP = "set-loadBalancerIP"
+	// ActionAssign is a bring-your-own address written to the status.
+	ActionAssign = "assign"
+	// ActionWait is a reservation still pending approval: nothing changes.
+	ActionWait = "wait"
+	// ActionRefuse is a Service the sync would refuse (placement denied,
+	// an invalid spec.loadBalancerIP, …): nothing changes but an Event.
+	ActionRefuse = "refuse"
+)
+
+// EIP is one Elastic IP step for one Service.
+type EIP struct {
+	Action   string `json:"action"`
+	Service  string `json:"service"`
+	Address  string `json:"address,omitempty"`
+	Location string `json:"location,omitempty"`
+	// Reason says why: the placement policy's decision, or the Events the
+	// sync would record.
+	Reason string `json:"reason"`
+}
+
+// Placement is a Service whose Elastic IP is in From while the placement
+// policy now says To. The CCM does not move an existing Elastic IP (that
+// would change the Service's address): the reservation stays until the
+// Service is recreated, which then lands in To.
+type Placement struct {
+	Service string `json:"service"`
+	Address string `json:"address"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+}
+
+// BGPSession is a device that would get its IPv4 BGP session.
+type BGPSession struct {
+	Node   string `json:"node"`
+	Device string `json:"device"`
+}
+
+// NodeAnnotationChange is the core's BGP annotations of one node that a
+// sync would set or remove (the module's own are in Objects, action
+// annotate).
+type NodeAnnotationChange struct {
+	Node   string            `json:"node"`
+	Set    map[string]string `json:"set,omitempty"`
+	Remove []string          `json:"remove,omitempty"`
+}
+
+// Changes says whether a sync would change anything. Refused and waiting
+// Services change nothing; orphans only when orphanEIPs is release (and
+// then once their grace period is over, which the plan cannot know: it
+// keeps no memory of when they were first seen). Placement differences
+// count, so that a pipeline notices what a new policy would do to the
+// next Services.
+func (r *Result) Changes() bool {
+	for _, e := range r.EIPs {
+		if e.Action != ActionWait && e.Action != ActionRefuse {
+			return true
+		}
+	}
+	return len(r.Placement) > 0 || (r.OrphanMode == "release" && len(r.Orphans) > 0) ||
+		r.ProjectBGP != "" || len(r.BGPSessions) > 0 || len(r.Annotations) > 0 || len(r.Objects) > 0
+}
+
+// ExitCode is ExitChanges or ExitNoChanges.
+func (r *Result) ExitCode() int {
+	if r.Changes() {
+		return ExitChanges
+	}
+	return ExitNoChanges
+}
