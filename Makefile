@@ -49,7 +49,7 @@ IMAGE_DIR ?= $(BIN_DIR)/image
 SOURCE_URL ?= https://github.com/metal-ccm/cloud-provider-equinix-metal
 
 .PHONY: all build test unit lint vet fmt-check run k8s-bins modules examples policy-test clean help \
-  version image image-push manifests module-image bench-scale e2e-bins e2e
+  version image image-push manifests module-image bench-scale e2e-bins e2e soak
 
 all: build
 
@@ -60,6 +60,7 @@ help:
 	@echo "make e2e    - the data plane: real MetalLB speakers and two GoBGP routers in a private netns (part of make test)"
 	@echo "make lint   - go vet and gofmt check"
 	@echo "make bench-scale - the CCM at 10,000 Services x 1,000 nodes (tens of minutes)"
+	@echo "make soak   - 300 Service cycles under 10% Equinix API faults and 7 kill -9 of the CCM (SOAK_ARGS=\"-cycles 100 -kills 3\"; minutes)"
 	@echo "make image  - OCI image (linux/amd64, linux/arm64) as an OCI layout in $(IMAGE_DIR), and the stamped chart and manifests in $(BIN_DIR)/deploy"
 	@echo "make image-push REGISTRY=registry.example/team - push the image as \$$(REGISTRY)/cloud-provider-equinix-metal:\$$(VERSION)"
 	@echo "make module-image WASM=mine.wasm - a load-balancer module as an OCI artifact in $(BIN_DIR)/modules/<name> (add MODULE_REF=... to push)"
@@ -217,6 +218,19 @@ SCALE_ARGS ?=
 bench-scale: build k8s-bins
 	@$(GO) build -o $(BIN_DIR)/scalebench ./host/testing/scalebench
 	$(BIN_DIR)/scalebench --ccm $(CCM_BIN) $(SCALE_ARGS)
+
+# The long fault-injection run (host/testing/faults): two CCM replicas
+# with leader election, the emulator failing a share of Equinix API
+# requests (429, 500, 503, resets, answers lost for 35 s), kill -9 of the
+# CCM (the leader too) and Service churn; then the faults stop and it checks
+# no leaked or duplicate reservation, every Service converged, no stale
+# MetalLB object, and prints its figures. Its short run is part of make test.
+# For example
+#   make soak SOAK_ARGS="-cycles 1000 -fault-rate 0.2 -kills 20"
+SOAK_ARGS ?=
+soak: build k8s-bins
+	@$(GO) build -o $(BIN_DIR)/soak ./host/testing/faults/soak
+	$(BIN_DIR)/soak --ccm $(CCM_BIN) $(SOAK_ARGS)
 
 # Builds only what is missing: no file prerequisites, so a fresh clone (with
 # new timestamps) never rebuilds binaries that are already cached. The

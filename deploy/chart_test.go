@@ -128,6 +128,14 @@ func TestChartRenders(t *testing.T) {
 			if roleNS != tc.lbRole {
 				t.Errorf("load-balancer Role in %q, want %q", roleNS, tc.lbRole)
 			}
+			// The readiness probe asks /readyz, which the CCM serves where
+			// its flag says.
+			path, _, _ := unstructured.NestedString(c, "readinessProbe", "httpGet", "path")
+			port, _, _ := unstructured.NestedFieldNoCopy(c, "readinessProbe", "httpGet", "port")
+			args, _, _ := unstructured.NestedStringSlice(c, "args")
+			if path != "/readyz" || fmt.Sprint(port) != "10270" || !slices.Contains(args, "--metal-readiness-address=:10270") {
+				t.Errorf("readiness probe %s on port %v, args %v; want /readyz on 10270, served by --metal-readiness-address=:10270", path, port, args)
+			}
 			if img, _ := c["image"].(string); !strings.HasSuffix(img, ":v0.0.0-dev") {
 				t.Errorf("image %q does not carry the chart's appVersion", img)
 			}

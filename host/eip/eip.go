@@ -3,12 +3,14 @@ package eip
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -141,7 +143,17 @@ func (m *Manager) ensureOwn(ctx context.Context, svc *v1.Service) (string, error
 	if lost != "" && ip != lost {
 		m.reportLost(svc, lost, ip)
 	}
-	return ip, m.publish(ctx, svc, ip)
+	err = m.publish(ctx, svc, ip)
+	if apierrors.IsNotFound(err) {
+		// The Service is gone while its address was being reserved:
+		// nothing calls EnsureLoadBalancerDeleted for a Service that no
+		// longer exists (a new leader never saw it), so its reservation
+		// would leak. Found by make soak.
+		if rerr := m.releaseOwn(ctx, svc, "; the Service was deleted while it was reserved"); rerr != nil {
+			return "", errors.Join(err, rerr)
+		}
+	}
+	return ip, err
 }
 
 // ownAddress is the user's own address (spec.loadBalancerIP), if usable.

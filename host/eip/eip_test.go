@@ -319,3 +319,21 @@ func TestRelease(t *testing.T) {
 		t.Fatal("no released event")
 	}
 }
+
+// TestServiceGoneWhileReserving: the Service is deleted (and gone) while
+// its address is reserved; nothing would ever release that reservation, so
+// Ensure releases it itself. make soak found the leak.
+func TestServiceGoneWhileReserving(t *testing.T) {
+	api := &fakeAPI{}
+	s := svc("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
+	m, _, kube := setup(t, s, api)
+	if err := kube.CoreV1().Services("default").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Ensure(context.Background(), s); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("err %v, want the Service not found", err)
+	}
+	if len(api.requests) != 1 || len(api.res) != 0 {
+		t.Fatalf("%d requests, %d reservations left; want the one reserved released", len(api.requests), len(api.res))
+	}
+}

@@ -37,11 +37,34 @@ var (
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "last_success_timestamp_seconds",
 		Help: "Unix time of the last successful sync.", StabilityLevel: metrics.ALPHA,
 	})
+	moduleReloads = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "reloads_total",
+		Help:           "Loads of a changed module file while running, by result (success, failure).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	moduleReloadFailing = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "reload_failing",
+		Help:           "1 while the module file changed but fails to load and the previous module is still in use, else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncsTotal, generateDuration, objectsApplied, objectsPruned, healthy, lastSuccess)
+		legacyregistry.MustRegister(syncsTotal, generateDuration, objectsApplied, objectsPruned, healthy, lastSuccess, moduleReloads, moduleReloadFailing)
 	})
+}
+
+// RecordReload counts one load of a changed module file and sets the
+// reload_failing gauge (see provider's module watch).
+func RecordReload(err error) {
+	registerMetrics()
+	if err != nil {
+		moduleReloads.WithLabelValues("failure").Inc()
+		moduleReloadFailing.Set(1)
+		return
+	}
+	moduleReloads.WithLabelValues("success").Inc()
+	moduleReloadFailing.Set(0)
 }

@@ -116,6 +116,8 @@ type Reconciler struct {
 	// that version and the module wants the same body, applying it again
 	// would change nothing, so it is skipped.
 	applied map[objectKey]appliedObject
+	// next is a module to use from the next sync on (SetModule).
+	next atomic.Pointer[wasmhost.Module]
 }
 
 type appliedObject struct {
@@ -197,6 +199,29 @@ func (r *Reconciler) Run(ctx context.Context) {
 	}
 }
 
+// SetModule replaces the module (a new version of a file module) from the
+// next sync on, and asks for that sync. The sync in flight, if any,
+// finishes with the module it started with; the replaced one is closed by
+// the next sync, the only user of the module.
+func (r *Reconciler) SetModule(m *wasmhost.Module) {
+	if old := r.next.Swap(m); old != nil {
+		_ = old.Close(context.Background()) // replaced before it was used
+	}
+	r.queue.Add(queueKey)
+}
+
+// takeNextModule switches to the module SetModule gave, if any.
+func (r *Reconciler) takeNextModule(ctx context.Context) {
+	m := r.next.Swap(nil)
+	if m == nil {
+		return
+	}
+	old := r.cfg.Module
+	r.cfg.Module = m
+	r.log.Info("Load-balancer module replaced", "sha256", m.SHA256(), "previous", old.SHA256())
+	_ = old.Close(ctx)
+}
+
 // LastError is the error of the last sync, nil after a success.
 func (r *Reconciler) LastError() error {
 	r.mu.Lock()
@@ -229,6 +254,7 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 		r.failures.failed(err, r.queue.NumRequeues(queueKey)+1)
 	}()
 
+	r.takeNextModule(ctx)
 	// Mappings are cached for this sync only: a CRD installed or removed
 	// is seen by the next one.
 	r.mappings = map[schema.GroupVersionKind]*meta.RESTMapping{}

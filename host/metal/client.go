@@ -92,6 +92,7 @@ type Client struct {
 	limiter *rate.Limiter
 	red     redactor
 	auth    *authState
+	reach   *reachState
 	// callTimeout bounds one call including its retries and backoff.
 	callTimeout time.Duration
 
@@ -175,6 +176,7 @@ func New(opts Options) (*Client, error) {
 		limiter:       rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst),
 		red:           newRedactor(opts.APIKey),
 		auth:          newAuthState(opts.APIKey),
+		reach:         newReachState(),
 		reserveLocks:  keymutex.NewHashed(1024),
 		bgpSessions:   map[string]bool{},
 		uncertainTags: map[string]bool{},
@@ -187,7 +189,7 @@ func New(opts Options) (*Client, error) {
 	cfg.UserAgent = strings.TrimSpace(opts.UserAgent + " " + cfg.UserAgent)
 	// Debug would dump requests and responses to the standard logger.
 	cfg.Debug = false
-	cfg.HTTPClient = newHTTPStack(c.auth, c.limiter, opts.Timeout, opts.Retries, opts.RetryWaitMin, opts.RetryWaitMax)
+	cfg.HTTPClient = newHTTPStack(c.auth, c.reach, c.limiter, opts.Timeout, opts.Retries, opts.RetryWaitMin, opts.RetryWaitMax)
 	if opts.ReadOnly {
 		cfg.HTTPClient.Transport = readOnly{cfg.HTTPClient.Transport}
 	}

@@ -68,7 +68,7 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(apiRequests, apiDuration, apiRetries, apiThrottle,
-			cacheRequests, cacheRefreshes, cacheObjects, keyRejected, authFailures, keyRotations)
+			cacheRequests, cacheRefreshes, cacheObjects, keyRejected, authFailures, keyRotations, apiUnreachable)
 	})
 }
 

@@ -41,17 +41,18 @@ func opLabel(ctx context.Context) string {
 // httpStack builds the SDK's *http.Client.
 type httpStack struct {
 	auth     *authState
+	reach    *reachState
 	limiter  *rate.Limiter
 	attempt  *http.Client
 	retrying *retryablehttp.RoundTripper
 }
 
-func newHTTPStack(auth *authState, limiter *rate.Limiter, timeout time.Duration, retries int, waitMin, waitMax time.Duration) *http.Client {
+func newHTTPStack(auth *authState, reach *reachState, limiter *rate.Limiter, timeout time.Duration, retries int, waitMin, waitMax time.Duration) *http.Client {
 	base := cleanhttp.DefaultPooledTransport()
 	// Many workers talk to one host; keep their connections instead of
 	// re-dialling TLS for every request.
 	base.MaxIdleConnsPerHost = 64
-	s := &httpStack{auth: auth, limiter: limiter}
+	s := &httpStack{auth: auth, reach: reach, limiter: limiter}
 	s.attempt = &http.Client{Timeout: timeout, Transport: attemptTransport{base}}
 	s.retrying = &retryablehttp.RoundTripper{Client: &retryablehttp.Client{
 		HTTPClient:   s.attempt,
@@ -98,6 +99,7 @@ func (s *httpStack) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err = s.attempt.Do(r)
 	}
 	s.auth.observe(req.Context(), key, resp)
+	s.reach.observe(req.Context(), resp, err)
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		// The SDK's own http.Client wraps again; do not say the URL twice.

@@ -28,7 +28,9 @@ import (
 
 // setupModule loads the module named by the loadbalancer setting, so a bad
 // path, a failed sha256 pin or an invalid module stops the CCM at start,
-// and registers the loop that keeps the cluster at its output.
+// and registers the loop that keeps the cluster at its output. A file
+// module that changes later is reloaded by moduleWatch, which keeps the
+// module in use when the new file fails to load.
 func (c *Cloud) setupModule(cfg *config.Config) error {
 	if choice := config.ModeChoice(cfg.LoadBalancer); choice != "" {
 		klog.InfoS("MetalLB mode chosen: "+choice, "loadbalancer", cfg.LB.String())
@@ -42,6 +44,9 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 		return err
 	}
 	c.module = mod
+	if watchable(lb) {
+		c.moduleWatch = &moduleWatch{lb: lb, opts: lbmodule.OptionsFromConfig(cfg), digest: mod.SHA256()}
+	}
 	c.hooks = append(c.hooks, func(ctx context.Context, env *runEnv) {
 		dyn, err := dynamic.NewForConfig(env.restConfig)
 		if err != nil {
@@ -67,6 +72,10 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 		}
 		c.lb.dirty = rec.MarkDirty
 		c.reconciler.Store(rec)
+		if w := c.moduleWatch; w != nil {
+			w.set = rec.SetModule
+			go w.run(ctx)
+		}
 		// A Service's address appears in its status after EnsureLoadBalancer
 		// returns, so status changes must regenerate too.
 		_, _ = services.Informer().AddEventHandler(cache.FilteringResourceEventHandler{

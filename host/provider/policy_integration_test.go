@@ -179,4 +179,18 @@ func TestPolicyReloadReselects(t *testing.T) {
 	want("the reloaded policy takes the control-plane node out of BGP", "[worker-0]")
 	replace(defaultBGP)
 	want("the original policy puts it back", "[cp-0 worker-0]")
+
+	// A file that does not compile: the policies in use keep deciding, and
+	// readiness names the failed reload until a good file is back.
+	replace([]byte("package metal.bgp\n\nthis is not rego\n"))
+	h.eventually("not ready: the reload failed", func() (bool, string) {
+		c := check(h.cloud.Readiness(), "policies")
+		return !c.OK && strings.Contains(c.Reason, "reload failed, still using the previous policies"), c.Reason
+	})
+	want("the previous policy still decides", "[cp-0 worker-0]")
+	replace(defaultBGP)
+	h.eventually("ready again with the good file back", func() (bool, string) {
+		c := check(h.cloud.Readiness(), "policies")
+		return c.OK, c.Reason
+	})
 }

@@ -88,7 +88,9 @@ type Cloud struct {
 	// reconciler and env are set once the loops run (on the leader), for
 	// Readiness.
 	reconciler atomic.Pointer[lbmodule.Reconciler]
-	env        atomic.Pointer[runEnv]
+	// moduleWatch reloads a file module that changes (nil for others).
+	moduleWatch *moduleWatch
+	env         atomic.Pointer[runEnv]
 	// hooks run from Initialize, after leader election, for the parts wired
 	// in by other files (the module loop, the control-plane EIP).
 	hooks []func(ctx context.Context, env *runEnv)

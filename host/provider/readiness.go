@@ -16,7 +16,10 @@ func (c *Cloud) Readiness() []readiness.Check {
 	var checks []readiness.Check
 	ok, why := c.metal.KeyAccepted()
 	if ok {
-		why = "the API accepts the key (no 401 since the last successful call)"
+		ok, why = c.metal.Reachable()
+	}
+	if ok {
+		why = "the API answers and accepts the key (no 401 since the last successful call)"
 	}
 	checks = append(checks, readiness.Check{Name: "equinix-api", OK: ok, Reason: why})
 
@@ -29,8 +32,17 @@ func (c *Cloud) Readiness() []readiness.Check {
 				m.Reason = "loaded; the last sync succeeded or none was needed yet"
 			}
 		}
+		if w := c.moduleWatch; w != nil {
+			if err := w.err(); err != nil {
+				m.OK, m.Reason = false, err.Error()
+			}
+		}
 		checks = append(checks, m)
-		checks = append(checks, readiness.Check{Name: "policies", OK: true, Reason: "loaded and compiled"})
+		p := readiness.Check{Name: "policies", OK: true, Reason: "loaded and compiled (" + c.policies.Source() + ")"}
+		if err := c.policies.LastReloadError(); err != nil {
+			p.OK, p.Reason = false, err.Error()
+		}
+		checks = append(checks, p)
 	}
 
 	caches := readiness.Check{Name: "caches", OK: true, Reason: "not the leader; nothing to sync yet"}

@@ -81,3 +81,13 @@ func (p *Proc) Stop() {
 		<-p.done
 	}
 }
+
+// Kill ends the process at once with SIGKILL (kill -9: no shutdown, no
+// lease released) and waits for it.
+func (p *Proc) Kill() {
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}

@@ -82,7 +82,7 @@ func (e *Emulator) adminRoutes(mux *http.ServeMux) {
 	})
 	h("GET "+AdminPath+"/faults", func(http.ResponseWriter, *http.Request) (any, error) {
 		st, sc := e.Faults()
-		return map[string]any{"standing": st, "scripted": sc}, nil
+		return map[string]any{"standing": st, "scripted": sc, "injected": e.InjectedFaults()}, nil
 	})
 	h("POST "+AdminPath+"/faults", func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		var in adminFault

@@ -80,9 +80,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Fault is the standing misbehaviour of a route. Each request draws once:
 // with probability RateLimitShare it is answered 429, else with
-// ServerErrorShare a 5xx, else with ResetShare its connection is reset;
-// otherwise it is served normally. Latency (plus up to Jitter more, drawn
-// uniformly) is added before any of that.
+// ServerErrorShare a 5xx, else with UnavailableShare a 503, else with
+// ResetShare its connection is reset, else with LostShare it is served but
+// its answer is lost; otherwise it is served normally. Latency (plus up to
+// Jitter more, drawn uniformly) is added before any of that.
 type Fault struct {
 	Latency Duration `json:"latency,omitempty"`
 	Jitter  Duration `json:"jitter,omitempty"`
@@ -99,7 +100,31 @@ type Fault struct {
 	// reset before any answer, exactly as it would against the real API;
 	// the counters see both requests.
 	ResetShare float64 `json:"reset_share,omitempty"`
+	// UnavailableShare of requests get 503 Service Unavailable (the API's
+	// answer while it is being deployed), apart from ServerErrorShare so
+	// that one Fault can mix 500s and 503s.
+	UnavailableShare float64 `json:"unavailable_share,omitempty"`
+	// LostShare of requests are served (what they change, changes) but
+	// their answer is held for LostFor (default 35s) and then their
+	// connection reset: the client never learns that, say, its reservation
+	// was created. The worst case for idempotency.
+	LostShare float64  `json:"lost_share,omitempty"`
+	LostFor   Duration `json:"lost_for,omitempty"`
 }
+
+// DefaultLostFor is how long a lost answer is held when Fault.LostFor is
+// not set.
+const DefaultLostFor = 35 * time.Second
+
+// The kinds of fault that InjectedFaults counts.
+const (
+	FaultRateLimit   = "429"
+	FaultServerError = "500" // or Fault.ServerErrorStatus
+	FaultUnavailable = "503"
+	FaultReset       = "reset"
+	FaultLost        = "lost"
+	FaultScripted    = "other" // a scripted failure with a status below 500
+)
 
 // Failure is one scripted failure, see Emulator.FailNext.
 type Failure struct {
@@ -114,6 +139,27 @@ type Failure struct {
 	Reset bool `json:"reset,omitempty"`
 	// Message is the error text (default: the status text).
 	Message string `json:"message,omitempty"`
+	// Lost serves the request and loses its answer, as Fault.LostShare
+	// does, for LostFor (default DefaultLostFor).
+	Lost    bool     `json:"lost,omitempty"`
+	LostFor Duration `json:"lost_for,omitempty"`
+}
+
+// kind is the InjectedFaults kind of a scripted failure.
+func (f Failure) kind() string {
+	switch {
+	case f.Lost:
+		return FaultLost
+	case f.Reset:
+		return FaultReset
+	case f.Status == http.StatusTooManyRequests:
+		return FaultRateLimit
+	case f.Status == http.StatusServiceUnavailable:
+		return FaultUnavailable
+	case f.Status >= 500 || f.Status == 0:
+		return FaultServerError
+	}
+	return FaultScripted
 }
 
 type script struct {
@@ -126,6 +172,24 @@ type faults struct {
 	mu       sync.Mutex
 	scripts  map[Route][]*script
 	nScripts atomic.Int64
+	injected sync.Map // fault kind → *atomic.Int64
+}
+
+func (fs *faults) count(kind string) {
+	v, _ := fs.injected.LoadOrStore(kind, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+// InjectedFaults counts the faults injected since the emulator started,
+// by kind (FaultRateLimit, FaultServerError, ...). ClearFaults does not
+// reset it: a run reads it once at its end.
+func (e *Emulator) InjectedFaults() map[string]int64 {
+	out := map[string]int64{}
+	e.faults.injected.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
 }
 
 func (fs *faults) set(r Route, f Fault) {
@@ -222,43 +286,76 @@ func (fs *faults) standingFor(r Route) (Fault, bool) {
 }
 
 // inject applies the route's faults. It returns false when the request has
-// been answered (or its connection reset) and must not be served.
-func (e *Emulator) inject(w http.ResponseWriter, req *http.Request, r Route) bool {
+// been answered (or its connection reset) and must not be served; lose > 0
+// asks the caller to serve it and then lose the answer for that long.
+func (e *Emulator) inject(w http.ResponseWriter, req *http.Request, r Route) (serve bool, lose time.Duration) {
 	if f, ok := e.faults.nextScripted(r); ok {
+		e.faults.count(f.kind())
+		if f.Lost {
+			return true, lostFor(f.LostFor)
+		}
 		e.fail(w, req, f)
-		return false
+		return false, 0
 	}
 	f, ok := e.faults.standingFor(r)
 	if !ok {
-		return true
+		return true, 0
 	}
 	if d := time.Duration(f.Latency); d > 0 || f.Jitter > 0 {
 		if f.Jitter > 0 {
 			d += time.Duration(e.store.float64() * float64(f.Jitter))
 		}
 		if !sleep(req.Context(), d) {
-			return false
+			return false, 0
 		}
 	}
-	if f.RateLimitShare <= 0 && f.ServerErrorShare <= 0 && f.ResetShare <= 0 {
-		return true
+	kind := draw(f, e.store.float64())
+	if kind == "" {
+		return true, 0
 	}
-	x := e.store.float64()
-	switch {
-	case x < f.RateLimitShare:
+	e.faults.count(kind)
+	switch kind {
+	case FaultRateLimit:
 		e.fail(w, req, Failure{Status: http.StatusTooManyRequests, RetryAfter: f.RetryAfter})
-	case x < f.RateLimitShare+f.ServerErrorShare:
+	case FaultServerError:
 		st := f.ServerErrorStatus
 		if st == 0 {
 			st = http.StatusInternalServerError
 		}
 		e.fail(w, req, Failure{Status: st})
-	case x < f.RateLimitShare+f.ServerErrorShare+f.ResetShare:
+	case FaultUnavailable:
+		e.fail(w, req, Failure{Status: http.StatusServiceUnavailable})
+	case FaultReset:
 		e.fail(w, req, Failure{Reset: true})
-	default:
-		return true
+	case FaultLost:
+		return true, lostFor(f.LostFor)
 	}
-	return false
+	return false, 0
+}
+
+func lostFor(d Duration) time.Duration {
+	if d <= 0 {
+		return DefaultLostFor
+	}
+	return time.Duration(d)
+}
+
+// draw picks the fault for a uniform draw x in [0,1): the shares are laid
+// end to end in the order Fault documents; "" is no fault.
+func draw(f Fault, x float64) string {
+	for _, k := range []struct {
+		share float64
+		kind  string
+	}{
+		{f.RateLimitShare, FaultRateLimit}, {f.ServerErrorShare, FaultServerError},
+		{f.UnavailableShare, FaultUnavailable}, {f.ResetShare, FaultReset}, {f.LostShare, FaultLost},
+	} {
+		if x < k.share {
+			return k.kind
+		}
+		x -= k.share
+	}
+	return ""
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -79,6 +79,58 @@ func TestFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("a lost answer: served, then the connection reset", func(t *testing.T) {
+		e.SetFault(emulator.RouteRequestIPReservation, emulator.Fault{LostShare: 1, LostFor: emulator.Duration(200 * time.Millisecond)})
+		defer e.SetFault(emulator.RouteRequestIPReservation, emulator.Fault{})
+		before := len(e.Reservations(projA))
+		lost := e.InjectedFaults()[emulator.FaultLost]
+		start := time.Now()
+		_, resp, err := c.IPAddressesApi.RequestIPReservation(ctx, projA).RequestIPReservationRequest(reserveReq("da")).Execute()
+		if err == nil || resp != nil {
+			t.Fatalf("resp %v err %v, want a transport error", resp, err)
+		}
+		if d := time.Since(start); d < 200*time.Millisecond {
+			t.Errorf("the answer was lost after %v, want at least 200ms", d)
+		}
+		if got := len(e.Reservations(projA)); got != before+1 {
+			t.Errorf("%d reservations, want %d: a lost answer's request is still served", got, before+1)
+		}
+		if got := e.InjectedFaults()[emulator.FaultLost]; got != lost+1 {
+			t.Errorf("lost answers counted %d, want %d", got, lost+1)
+		}
+		e.SetFault(emulator.RouteRequestIPReservation, emulator.Fault{})
+		// The same, scripted for the next call.
+		e.FailNext(emulator.RouteRequestIPReservation, 1, emulator.Failure{Lost: true, LostFor: emulator.Duration(time.Millisecond)})
+		if _, resp, err := c.IPAddressesApi.RequestIPReservation(ctx, projA).RequestIPReservationRequest(reserveReq("da")).Execute(); err == nil || resp != nil {
+			t.Fatalf("scripted: resp %v err %v, want a transport error", resp, err)
+		}
+		if got := len(e.Reservations(projA)); got != before+2 {
+			t.Errorf("%d reservations, want %d", got, before+2)
+		}
+		if got := e.InjectedFaults()[emulator.FaultLost]; got != lost+2 {
+			t.Errorf("lost answers counted %d, want %d", got, lost+2)
+		}
+	})
+
+	t.Run("500s and 503s mixed, counted by kind", func(t *testing.T) {
+		e.SetFault(emulator.RouteGetDevice, emulator.Fault{ServerErrorShare: 0.5, UnavailableShare: 0.5})
+		defer e.SetFault(emulator.RouteGetDevice, emulator.Fault{})
+		e.ResetCounts()
+		before := e.InjectedFaults()
+		for i := 0; i < 100; i++ {
+			_, _, _ = c.DevicesApi.FindDeviceById(ctx, dev1).Execute()
+		}
+		st := e.Stats()[emulator.RouteGetDevice]
+		got := e.InjectedFaults()
+		if st.Statuses[500] < 25 || st.Statuses[503] < 25 || st.Statuses[500]+st.Statuses[503] != 100 {
+			t.Errorf("stats %+v, want about 50 each of 500 and 503", st)
+		}
+		if got[emulator.FaultServerError]-before[emulator.FaultServerError] != st.Statuses[500] ||
+			got[emulator.FaultUnavailable]-before[emulator.FaultUnavailable] != st.Statuses[503] {
+			t.Errorf("injected %v (before %v), want the statuses %v", got, before, st.Statuses)
+		}
+	})
+
 	t.Run("fail the next N calls", func(t *testing.T) {
 		e.FailNext(emulator.RouteRequestIPReservation, 2, emulator.Failure{Status: 503})
 		e.FailNext(emulator.RouteRequestIPReservation, 1, emulator.Failure{Status: 422, Message: "scripted"})

@@ -271,34 +271,49 @@ func (e *Emulator) serve(r Route, h handlerFunc) http.Handler {
 					"status", rec.status, "bytes", rec.bytes, "duration", time.Since(start).Round(time.Microsecond).String())
 			}
 		}()
-		if !e.inject(rec, req, r) {
+		serve, lose := e.inject(rec, req, r)
+		if !serve {
 			return
 		}
-		tok := e.authenticate(req)
-		if tok == nil {
-			writeJSON(rec, http.StatusUnauthorized, &metalv1.Error{Error: ptr("Invalid authentication token")})
-			return
-		}
-		if tok.readOnly && (req.Method == http.MethodPost || req.Method == http.MethodDelete || req.Method == http.MethodPut || req.Method == http.MethodPatch) {
-			writeError(rec, http.StatusForbidden, "You are not authorized to perform this action with a read-only API key")
-			return
-		}
-		res, err := h(&call{e: e, w: rec, r: req, tok: tok})
-		if err != nil {
-			var ae *apiError
-			if errors.As(err, &ae) {
-				writeError(rec, ae.status, ae.msg)
-			} else {
-				writeError(rec, http.StatusInternalServerError, err.Error())
+		if lose > 0 {
+			// Served for its effect; the answer goes nowhere, and the
+			// client waits, then sees its connection reset.
+			e.handle(httptest.NewRecorder(), req, h)
+			if sleep(req.Context(), lose) {
+				resetConnection(rec)
 			}
 			return
 		}
-		if res.body == nil {
-			rec.WriteHeader(res.status)
-			return
-		}
-		writeJSON(rec, res.status, res.body)
+		e.handle(rec, req, h)
 	})
+}
+
+// handle authenticates and serves one request.
+func (e *Emulator) handle(w http.ResponseWriter, req *http.Request, h handlerFunc) {
+	tok := e.authenticate(req)
+	if tok == nil {
+		writeJSON(w, http.StatusUnauthorized, &metalv1.Error{Error: ptr("Invalid authentication token")})
+		return
+	}
+	if tok.readOnly && (req.Method == http.MethodPost || req.Method == http.MethodDelete || req.Method == http.MethodPut || req.Method == http.MethodPatch) {
+		writeError(w, http.StatusForbidden, "You are not authorized to perform this action with a read-only API key")
+		return
+	}
+	res, err := h(&call{e: e, w: w, r: req, tok: tok})
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			writeError(w, ae.status, ae.msg)
+		} else {
+			writeError(w, http.StatusInternalServerError, err.Error())
+		}
+		return
+	}
+	if res.body == nil {
+		w.WriteHeader(res.status)
+		return
+	}
+	writeJSON(w, res.status, res.body)
 }
 
 func (e *Emulator) authenticate(req *http.Request) *token {

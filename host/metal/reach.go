@@ -1,0 +1,87 @@
+package metal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/klog/v2"
+)
+
+// UnreachableAfter is how long calls must have failed without any answer
+// from the API (transport errors, time-outs, 5xx) before readiness says the
+// API is unreachable. A few failed calls are normal and retried; this is
+// for an outage, or a base-url or network policy that reaches nothing.
+var UnreachableAfter = 30 * time.Second
+
+var apiUnreachable = metrics.NewGauge(&metrics.GaugeOpts{
+	Name:           "equinix_metal_api_unreachable",
+	Help:           "1 while calls to the Equinix Metal API have failed without an answer (transport error, time-out or 5xx) for longer than 30s, else 0.",
+	StabilityLevel: metrics.ALPHA,
+})
+
+// reachState follows whether the API answers. Any answer below 500 (a 4xx
+// too: the API is there and says no) ends a streak of failures.
+type reachState struct {
+	mu       sync.Mutex
+	since    time.Time // first failure of the current streak; zero when none
+	failures int
+	last     string // the last failure, for the reason
+	down     bool   // logged and gauged as unreachable
+	now      func() time.Time
+}
+
+func newReachState() *reachState { return &reachState{now: time.Now} }
+
+// observe records one call's outcome. Calls held back for a rejected key
+// or ended by their own context say nothing about reachability.
+func (r *reachState) observe(ctx context.Context, resp *http.Response, err error) {
+	if ctx.Err() != nil || errors.Is(err, ErrKeyRejected) {
+		return
+	}
+	failed := err != nil || resp == nil || resp.StatusCode >= 500
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !failed {
+		if r.down {
+			klog.FromContext(ctx).Info("The Equinix Metal API answers again", "failedCalls", r.failures)
+			apiUnreachable.Set(0)
+		}
+		r.since, r.failures, r.last, r.down = time.Time{}, 0, "", false
+		return
+	}
+	if r.failures == 0 {
+		r.since = r.now()
+	}
+	r.failures++
+	if err != nil {
+		r.last = err.Error()
+	} else if resp != nil {
+		r.last = resp.Status
+	}
+	if !r.down && r.now().Sub(r.since) >= UnreachableAfter {
+		r.down = true
+		apiUnreachable.Set(1)
+		klog.FromContext(ctx).Error(nil, "The Equinix Metal API does not answer; check the network path to it (base-url, proxy, network policy) and its status page",
+			"since", r.since.UTC().Format(time.RFC3339), "failedCalls", r.failures, "lastError", r.last)
+	}
+}
+
+// status reports whether the API answers, and if not, why.
+func (r *reachState) status() (ok bool, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failures == 0 || r.now().Sub(r.since) < UnreachableAfter {
+		return true, ""
+	}
+	return false, fmt.Sprintf("the Equinix Metal API has not answered since %s (%d calls failed; the last: %s)",
+		r.since.UTC().Format(time.RFC3339), r.failures, r.last)
+}
+
+// Reachable reports whether the API answered recently enough, as far as
+// the last calls tell, and if not, why.
+func (c *Client) Reachable() (bool, string) { return c.reach.status() }
