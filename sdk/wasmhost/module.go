@@ -83,6 +83,10 @@ type Module struct {
 	cache   wazero.CompilationCache
 	cm      wazero.CompiledModule
 	desc    sdk.Description
+	// pool serves calls from reused instances when the module can be
+	// instrumented (see rewrite.go and pool.go); nil means a fresh
+	// instance per call.
+	pool *pool
 
 	// The module is pure, so the output of the last successful generate is
 	// valid for the same input bytes: a resync of an unchanged cluster costs
@@ -111,30 +115,34 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 		return nil, err
 	}
 	m.cache = cache
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithMemoryLimitPages(uint32(opts.MemoryLimitMiB * (1 << 20) / pageSize)).
-		WithCloseOnContextDone(true).
-		WithCompilationCache(cache)
-	m.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	// A module the rewrite understands gets the cheap deadline check and
+	// reused instances; any other the fresh-instance path with wazero's
+	// deadline instrumentation.
+	ins, ierr := instrument(wasm, uint32(opts.MemoryLimitMiB*(1<<20)/pageSize))
+	pooled := ierr == nil && !ins.stateful
+	code := wasm
+	if pooled {
+		code = ins.wasm
+	}
 	ok := false
 	defer func() {
-		if !ok {
+		if !ok && m.rt != nil {
 			_ = m.Close(context.Background())
 		}
 	}()
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
-		return nil, fmt.Errorf("starting the WASI host for load-balancer modules: %w", err)
+	err = m.compile(ctx, code, pooled)
+	if pooled && (err != nil || !sandboxable(m.cm)) {
+		// It imports WASI functions beyond the sandbox's (or the rewrite
+		// is at fault): start over on the fresh-instance path.
+		_ = m.rt.Close(ctx)
+		pooled = false
+		err = m.compile(ctx, wasm, false)
 	}
-	if err := m.instantiateHost(ctx); err != nil {
-		return nil, err
-	}
-	m.cm, err = m.rt.CompileModule(ctx, wasm)
 	if err != nil {
-		msg := err.Error()
-		if strings.Contains(msg, "over limit") {
-			return nil, fail("needs more memory than moduleMemoryLimitMiB=%d allows (%s); raise moduleMemoryLimitMiB", opts.MemoryLimitMiB, msg)
-		}
-		return nil, fail("is not a valid WebAssembly module (%s); build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared", msg)
+		return nil, fail("%v", err)
+	}
+	if pooled {
+		m.pool = newPool(m, m.cm, ins)
 	}
 	if err := verify(m.cm); err != nil {
 		return nil, fail("%v", err)
@@ -170,6 +178,38 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 	return m, nil
 }
 
+// compile makes the runtime for the module and compiles code in it.
+func (m *Module) compile(ctx context.Context, code []byte, pooled bool) error {
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithMemoryLimitPages(uint32(m.opts.MemoryLimitMiB * (1 << 20) / pageSize)).
+		WithCloseOnContextDone(!pooled).
+		WithCompilationCache(m.cache)
+	m.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	wasi := func(ctx context.Context, rt wazero.Runtime) error {
+		_, err := wasi_snapshot_preview1.Instantiate(ctx, rt)
+		return err
+	}
+	if pooled {
+		wasi = instantiateSandboxWASI
+	}
+	if err := wasi(ctx, m.rt); err != nil {
+		return fmt.Errorf("starting the WASI host for load-balancer modules: %w", err)
+	}
+	if err := m.instantiateHost(ctx); err != nil {
+		return err
+	}
+	var err error
+	m.cm, err = m.rt.CompileModule(ctx, code)
+	if err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "over limit") {
+			return fmt.Errorf("needs more memory than moduleMemoryLimitMiB=%d allows (%s); raise moduleMemoryLimitMiB", m.opts.MemoryLimitMiB, msg)
+		}
+		return fmt.Errorf("is not a valid WebAssembly module (%s); build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared", msg)
+	}
+	return nil
+}
+
 func compilationCache(dir string) (wazero.CompilationCache, error) {
 	if dir == "" {
 		return wazero.NewCompilationCache(), nil
@@ -199,6 +239,9 @@ func (m *Module) GenerateCalls() uint64 { return m.calls.Load() }
 
 // Close frees the runtime and its compiled code (an on-disk cache stays).
 func (m *Module) Close(ctx context.Context) error {
+	if m.pool != nil {
+		m.pool.close()
+	}
 	err := m.rt.Close(ctx)
 	if cerr := m.cache.Close(ctx); err == nil {
 		err = cerr
@@ -278,21 +321,17 @@ func (m *Module) call(ctx context.Context, export string, input []byte, red *red
 	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
 	defer cancel()
 	st := &callState{input: input, red: red, logger: m.opts.Logger.With("module", m.name)}
-	mod, err := m.instantiate(ctx, st)
-	if err != nil {
-		return nil, m.classify(ctx, err, st)
+	var res []uint64
+	var err error
+	if m.pool != nil {
+		res, err = m.pool.run(ctx, st, export, before)
+	} else {
+		res, err = m.callFresh(ctx, st, export, before)
 	}
-	defer mod.Close(context.Background())
-	if before != nil {
-		if err := before(withState(ctx, st), mod); err != nil {
-			if me := (*Error)(nil); errors.As(err, &me) {
-				return nil, err
-			}
-			return nil, m.classify(ctx, err, st)
+	if err != nil {
+		if me := (*Error)(nil); errors.As(err, &me) {
+			return nil, err
 		}
-	}
-	res, err := mod.ExportedFunction(export).Call(withState(ctx, st))
-	if err != nil {
 		return nil, m.classify(ctx, err, st)
 	}
 	if st.fault != nil {
@@ -306,6 +345,21 @@ func (m *Module) call(ctx context.Context, export string, input []byte, red *red
 		return nil, m.errorf(ReasonModuleError, "%s failed: %s", export, OneLine(msg))
 	}
 	return st.output.Bytes(), nil
+}
+
+// callFresh runs export in an instance made for this call alone.
+func (m *Module) callFresh(ctx context.Context, st *callState, export string, before func(context.Context, api.Module) error) ([]uint64, error) {
+	mod, err := m.instantiate(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer mod.Close(context.Background())
+	if before != nil {
+		if err := before(withState(ctx, st), mod); err != nil {
+			return nil, err
+		}
+	}
+	return mod.ExportedFunction(export).Call(withState(ctx, st))
 }
 
 func (m *Module) instantiate(ctx context.Context, st *callState) (api.Module, error) {

@@ -1,0 +1,5 @@
+//go:build darwin || freebsd
+
+package wasmhost
+
+const mapNoReserve = 0

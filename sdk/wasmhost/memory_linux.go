@@ -1,0 +1,5 @@
+package wasmhost
+
+import "syscall"
+
+const mapNoReserve = syscall.MAP_NORESERVE
