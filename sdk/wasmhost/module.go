@@ -83,6 +83,9 @@ type Module struct {
 	cache   wazero.CompilationCache
 	cm      wazero.CompiledModule
 	desc    sdk.Description
+	// abi is the ABI version the module speaks: 1 gets the generate
+	// request as JSON, 2 in the SDK's binary layout.
+	abi uint32
 	// pool serves calls from reused instances when the module can be
 	// instrumented (see rewrite.go and pool.go); nil means a fresh
 	// instance per call.
@@ -155,9 +158,11 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 		if err != nil {
 			return err
 		}
-		if v := api.DecodeU32(res[0]); v != sdk.ABIVersion {
-			return &Error{Module: name, Reason: ReasonModuleError, Msg: fmt.Sprintf("speaks ABI version %d, this CCM speaks %d; rebuild the module with the SDK of this CCM", v, sdk.ABIVersion)}
+		v := api.DecodeU32(res[0])
+		if v < sdk.MinABIVersion || v > sdk.ABIVersion {
+			return &Error{Module: name, Reason: ReasonModuleError, Msg: fmt.Sprintf("speaks ABI version %d, this CCM speaks %d to %d; rebuild the module with the SDK of this CCM", v, sdk.MinABIVersion, sdk.ABIVersion)}
 		}
+		m.abi = v
 		return nil
 	}
 	in, err := json.Marshal(sdk.DescribeRequest{APIVersion: sdk.APIVersion, Kind: sdk.KindDescribeRequest, Options: options})
@@ -258,7 +263,11 @@ func (m *Module) Close(ctx context.Context) error {
 func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, m.options
 	req.MemoryLimitBytes = int64(m.opts.MemoryLimitMiB) << 20
-	in, err := json.Marshal(req)
+	encode := sdk.EncodeGenerateRequest
+	if m.abi < 2 {
+		encode = func(req sdk.GenerateRequest) ([]byte, error) { return json.Marshal(req) }
+	}
+	in, err := encode(req)
 	if err != nil {
 		return sdk.GenerateResponse{}, err
 	}

@@ -166,8 +166,8 @@ func TestLoadRejects(t *testing.T) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "no-namespace"}}, opts())
 		}, "declares the namespaced kind ConfigMap (v1) without a namespace; declare its namespace in describe, for a module from the loadbalancer URL option ?namespace=<namespace>"},
 		{"other ABI version", func() (*wasmhost.Module, error) {
-			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi2"}}, opts())
-		}, "load-balancer module hostile speaks ABI version 2, this CCM speaks 1; rebuild the module"},
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi3"}}, opts())
+		}, "load-balancer module hostile speaks ABI version 3, this CCM speaks 1 to 2; rebuild the module"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := tc.load()

@@ -69,8 +69,8 @@ func write(f func(unsafe.Pointer, int32), s string) {
 //
 //go:wasmexport ccm_abi_version
 func abiVersion() int32 {
-	if read().Options.Params["mode"] == "abi2" {
-		return 2
+	if read().Options.Params["mode"] == "abi3" {
+		return 3
 	}
 	return 1
 }
