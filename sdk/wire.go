@@ -17,7 +17,10 @@ import (
 //
 // Layout: the magic "CCMQ", then fields in the order of the Go types, each
 // string as a uvarint length and its bytes, each integer as a uvarint, each
-// list and map as a uvarint count and its items (maps sorted by key).
+// map as a uvarint count and its items (sorted by key), each list as a
+// uvarint count and its items. The decoded request equals what the JSON
+// round trip gives: a field JSON tags omitempty decodes empty as nil; in one
+// it does not, the count is stored plus one, 0 meaning nil.
 
 const wireMagic = "CCMQ"
 
@@ -25,7 +28,7 @@ const wireMagic = "CCMQ"
 // version 2 decodes.
 func EncodeGenerateRequest(req GenerateRequest) ([]byte, error) {
 	existing := []byte(nil)
-	if req.Existing != nil {
+	if len(req.Existing) > 0 {
 		var err error
 		if existing, err = json.Marshal(req.Existing); err != nil {
 			return nil, err
@@ -39,12 +42,12 @@ func EncodeGenerateRequest(req GenerateRequest) ([]byte, error) {
 	w.str(req.Options.Namespace)
 	w.str(req.Options.ConfigMap)
 	w.strMap(req.Options.Params)
-	w.uint(uint64(len(req.Services)))
+	w.list(len(req.Services), req.Services == nil)
 	for _, s := range req.Services {
 		w.str(s.Namespace)
 		w.str(s.Name)
 		w.str(s.UID)
-		w.uint(uint64(len(s.IPs)))
+		w.list(len(s.IPs), s.IPs == nil)
 		for _, ip := range s.IPs {
 			w.str(ip)
 		}
@@ -57,13 +60,13 @@ func EncodeGenerateRequest(req GenerateRequest) ([]byte, error) {
 		w.strMap(s.Annotations)
 		w.str(s.SharingKey)
 	}
-	w.uint(uint64(len(req.Nodes)))
+	w.list(len(req.Nodes), req.Nodes == nil)
 	for _, n := range req.Nodes {
 		w.str(n.Name)
 		w.strMap(n.Labels)
 		w.uint(uint64(n.LocalASN))
 		w.str(n.SourceIP)
-		w.uint(uint64(len(n.Peers)))
+		w.list(len(n.Peers), n.Peers == nil)
 		for _, p := range n.Peers {
 			w.uint(uint64(p.ASN))
 			w.str(p.IP)
@@ -93,12 +96,17 @@ func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 	req.Options.Namespace = r.str()
 	req.Options.ConfigMap = r.str()
 	req.Options.Params = r.strMap()
-	if n := r.count(); n > 0 {
+	if n, ok := r.list(); ok {
 		req.Services = make([]Service, n)
 		for i := range req.Services {
 			s := &req.Services[i]
 			s.Namespace, s.Name, s.UID = r.str(), r.str(), r.str()
-			s.IPs = r.strs()
+			if n, ok := r.list(); ok {
+				s.IPs = make([]string, n)
+				for j := range s.IPs {
+					s.IPs[j] = r.str()
+				}
+			}
 			if n := r.count(); n > 0 {
 				s.Ports = make([]Port, n)
 				for j := range s.Ports {
@@ -109,7 +117,7 @@ func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 			s.SharingKey = r.str()
 		}
 	}
-	if n := r.count(); n > 0 {
+	if n, ok := r.list(); ok {
 		req.Nodes = make([]Node, n)
 		for i := range req.Nodes {
 			nd := &req.Nodes[i]
@@ -117,7 +125,7 @@ func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 			nd.Labels = r.strMap()
 			nd.LocalASN = uint32(r.uint())
 			nd.SourceIP = r.str()
-			if n := r.count(); n > 0 {
+			if n, ok := r.list(); ok {
 				nd.Peers = make([]Peer, n)
 				for j := range nd.Peers {
 					nd.Peers[j] = Peer{ASN: uint32(r.uint()), IP: r.str(), Password: Secret(r.str())}
@@ -151,20 +159,23 @@ func (w *wireWriter) str(s string) {
 	w.b = append(w.b, s...)
 }
 
-func (w *wireWriter) strMap(m map[string]string) {
-	if m == nil {
-		// 0 is an empty map, 1+n a map of n: nil and empty stay apart,
-		// as they do in JSON (omitempty drops both, but a module may
-		// compare with nil).
+// list writes the length of a list JSON does not omit when empty.
+func (w *wireWriter) list(n int, isNil bool) {
+	if isNil {
 		w.uint(0)
 		return
 	}
+	w.uint(uint64(n) + 1)
+}
+
+// strMap writes a map whose JSON field is omitempty: empty is nil.
+func (w *wireWriter) strMap(m map[string]string) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	w.uint(uint64(len(keys)) + 1)
+	w.uint(uint64(len(keys)))
 	for _, k := range keys {
 		w.str(k)
 		w.str(m[k])
@@ -214,16 +225,10 @@ func (r *wireReader) str() string {
 	return s
 }
 
-func (r *wireReader) strs() []string {
+// list reads what wireWriter.list wrote: the length, and false for nil.
+func (r *wireReader) list() (int, bool) {
 	n := r.count()
-	if n == 0 {
-		return nil
-	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = r.str()
-	}
-	return out
+	return n - 1, n > 0
 }
 
 func (r *wireReader) strMap() map[string]string {
@@ -231,9 +236,10 @@ func (r *wireReader) strMap() map[string]string {
 	if n == 0 {
 		return nil
 	}
-	m := make(map[string]string, n-1)
-	for i := 1; i < n; i++ {
-		m[r.str()] = r.str()
+	m := make(map[string]string, n)
+	for range n {
+		k := r.str()
+		m[k] = r.str()
 	}
 	return m
 }
