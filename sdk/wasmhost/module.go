@@ -5,10 +5,11 @@
 // CCM's job (host/lbmodule).
 //
 // A module is untrusted code: it is verified before first use (ABI version,
-// exports, imports), runs in a fresh instance per call with a memory limit
-// and a deadline, and sees no filesystem, network, environment, real clock or
-// real randomness (wazero's defaults are fake clocks and a deterministic
-// random source). Its output is validated against what it declared before
+// exports, imports), starts every call from the same pristine state (a
+// reused instance reset to its post-_initialize snapshot, see pool.go, or a
+// fresh instance) with a memory limit and a deadline, and sees no
+// filesystem, network, environment, real clock or real randomness (fake
+// clocks and a deterministic random source, the same on every call). Its output is validated against what it declared before
 // anything reaches Kubernetes, so a broken module changes nothing.
 package wasmhost
 
@@ -73,7 +74,7 @@ func (o Options) withDefaults() Options {
 }
 
 // Module is a loaded, verified module. It is safe for concurrent use: every
-// call gets its own instance.
+// call gets an instance of its own for its duration.
 type Module struct {
 	name    string // for messages: the built-in name or the file path
 	sha256  string
@@ -321,8 +322,8 @@ func decodeStrict(b []byte, v any) error {
 	return nil
 }
 
-// call runs one export in a fresh instance: no state survives between calls,
-// and a trap or a deadline only ever destroys that instance.
+// call runs one export from the pristine state: no state survives between
+// calls, and a trap or a deadline only ever destroys that instance.
 func (m *Module) call(ctx context.Context, export string, input []byte, red *redactor, before func(context.Context, api.Module) error) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
