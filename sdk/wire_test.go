@@ -76,7 +76,7 @@ func TestMarshalResponseMatchesJSON(t *testing.T) {
 			{"s": "plain", "esc": "\"\\\b\f\n\r\t\x01\x1f<>&\u2028\u2029\x7f", "utf8": "héllo 日本 \xff\xfe bad",
 				"n": nil, "t": true, "f": false, "i": 1, "i32": int32(-2), "i64": int64(1 << 62), "u32": uint32(4e9),
 				"u64": uint64(1 << 63), "num": json.Number("1.5e3"), "float": 2.5, "small": 1e-7,
-				"m": map[string]any{"z": []any{1, "x", nil, map[string]string{"k": "v"}}, "a": []string{"p", "q"}},
+				"m":      map[string]any{"z": []any{1, "x", nil, map[string]string{"k": "v"}}, "a": []string{"p", "q"}},
 				"nilmap": map[string]any(nil), "nilslice": []any(nil), "nilstrs": []string(nil),
 				"obj": Object{"k": "v"}, "typed": typed{A: "<a>"}, "ptr": &typed{B: 3},
 				"strmap": map[string]string{"b": "2", "a": "1"}},
