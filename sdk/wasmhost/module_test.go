@@ -165,6 +165,9 @@ func TestLoadRejects(t *testing.T) {
 		{"namespaced kind without a namespace", func() (*wasmhost.Module, error) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "no-namespace"}}, opts())
 		}, "declares the namespaced kind ConfigMap (v1) without a namespace; declare its namespace in describe, for a module from the loadbalancer URL option ?namespace=<namespace>"},
+		{"initialisation loops", func() (*wasmhost.Module, error) {
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "initloop"}}, loopOpts())
+		}, "load-balancer module hostile did not finish within 1s"},
 		{"other ABI version", func() (*wasmhost.Module, error) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi3"}}, opts())
 		}, "load-balancer module hostile speaks ABI version 3, this CCM speaks 1 to 2; rebuild the module"},

@@ -62,10 +62,9 @@ func (p *pool) get(ctx context.Context, st *callState) (*warm, error) {
 // same state without booting the Go runtime again.
 func (p *pool) instantiate(ctx context.Context, st *callState) (*warm, error) {
 	first := p.memory == nil
+	// No start function: the first instance's _initialize is called below,
+	// once the deadline can stop it.
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions()
-	if first {
-		cfg = cfg.WithStartFunctions("_initialize")
-	}
 	w := &warm{}
 	ctx = experimental.WithMemoryAllocator(withState(ctx, st), experimental.MemoryAllocatorFunc(func(_, max uint64) experimental.LinearMemory {
 		w.lm = newLinearMemory(max)
@@ -90,6 +89,15 @@ func (p *pool) instantiate(ctx context.Context, st *callState) (*warm, error) {
 		w.globals = append(w.globals, g)
 	}
 	if first {
+		if init := mod.ExportedFunction("_initialize"); init != nil {
+			stopTimer := context.AfterFunc(ctx, func() { w.stop.Set(1) })
+			_, err := init.Call(ctx)
+			stopTimer()
+			if err != nil {
+				_ = mod.Close(context.Background())
+				return nil, err
+			}
+		}
 		p.pages = w.mem.Size() / pageSize
 		buf, _ := w.mem.Read(0, w.mem.Size())
 		p.memory = append([]byte(nil), buf[:usedExtent(buf)]...)

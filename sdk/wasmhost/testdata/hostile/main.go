@@ -37,6 +37,15 @@ func logLine(level int32, ptr unsafe.Pointer, n int32)
 
 func main() {}
 
+// init runs in the reactor's _initialize, before any export: "initloop"
+// never lets it finish.
+func init() {
+	if read().Options.Params["mode"] == "initloop" {
+		for {
+		}
+	}
+}
+
 type request struct {
 	MemoryLimitBytes int64 `json:"memoryLimitBytes"`
 	Options          struct {
