@@ -113,7 +113,7 @@ var options = []option{
 	{key: "base-url", env: "METAL_BASE_URL", flag: "metal-base-url", def: DefaultBaseURL,
 		usage: "base URL of the Equinix Metal API"},
 	{key: "loadbalancer", env: "METAL_LOAD_BALANCER", flag: "metal-load-balancer",
-		usage: "load-balancer integration: metallb:///<ns>, metallb:///<ns>/<configmap>, kube-vip://, empty:// or wasm:///<path>.wasm; empty disables load balancing"},
+		usage: "load-balancer integration: metallb:///<ns>, metallb:///<ns>/<configmap>, kube-vip://, empty://, wasm:///<path>.wasm or wasm+oci://<registry>/<repository>@sha256:<digest>; empty disables load balancing"},
 	{key: "localASN", env: "METAL_LOCAL_ASN", flag: "metal-local-asn", def: "65000",
 		usage: "BGP ASN of the nodes when this CCM enables BGP on the project (an existing project ASN wins)"},
 	{key: "bgpPass", env: "METAL_BGP_PASS", secret: true,

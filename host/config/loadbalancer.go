@@ -67,89 +67,108 @@ func ParseLoadBalancer(raw string) (LoadBalancer, error) {
 	if err != nil {
 		return LoadBalancer{}, fmt.Errorf("is not a URL (%v); use the form <type>:///<detail>, for example metallb:///metallb-system", unwrapURLError(err))
 	}
-	q, err := url.ParseQuery(u.RawQuery)
+	opts, err := queryOptions(u.RawQuery)
 	if err != nil {
-		return LoadBalancer{}, fmt.Errorf("has a malformed query string: %v", err)
+		return LoadBalancer{}, err
+	}
+	switch u.Scheme {
+	case "metallb":
+		return parseMetalLB(u, opts)
+	case "kube-vip", "empty":
+		return LoadBalancer{Kind: LBKind(u.Scheme), Options: opts}, nil
+	case "wasm":
+		return parseFileModule(u, opts)
+	case "wasm+oci":
+		return parseOCIModule(u, opts)
+	case "emlb":
+		return LoadBalancer{}, fmt.Errorf("uses emlb://, the Equinix Metal Load Balancer, which this CCM does not support; use metallb:///, kube-vip://, empty://, a wasm:/// module or a wasm+oci:// module")
+	case "":
+		return LoadBalancer{}, fmt.Errorf("has no type; use <type>:///<detail> with type metallb, kube-vip, empty, wasm or wasm+oci")
+	default:
+		return LoadBalancer{}, fmt.Errorf("has the unknown type %q; use metallb, kube-vip, empty, wasm or wasm+oci", u.Scheme)
+	}
+}
+
+// queryOptions turns the query string into the module's options; a repeated
+// key is refused rather than silently resolved to one of its values.
+func queryOptions(raw string) (map[string]string, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, fmt.Errorf("has a malformed query string: %v", err)
 	}
 	opts := map[string]string{}
 	for key, vals := range q {
 		if len(vals) > 1 {
-			return LoadBalancer{}, fmt.Errorf("repeats the query parameter %q; give it once", key)
+			return nil, fmt.Errorf("repeats the query parameter %q; give it once", key)
 		}
 		opts[key] = vals[0]
 	}
+	return opts, nil
+}
 
-	switch u.Scheme {
-	case "metallb":
-		if u.Host != "" {
-			return LoadBalancer{}, fmt.Errorf("puts %q in the host part; MetalLB takes the namespace in the path, with three slashes: metallb:///%s", u.Host, strings.TrimPrefix(u.Host+u.Path, "/"))
-		}
-		lb := LoadBalancer{Kind: LBMetalLBCRD, Namespace: DefaultMetalLBNamespace}
-		parts := splitPath(u.Path)
-		switch len(parts) {
-		case 0:
-		case 1:
-			lb.Namespace = parts[0]
-		case 2:
-			lb.Kind, lb.Namespace, lb.ConfigMap = LBMetalLBConfigMap, parts[0], parts[1]
-		default:
-			return LoadBalancer{}, fmt.Errorf("has too many path segments; use metallb:///<namespace> (MetalLB CRDs) or metallb:///<namespace>/<configmap> (MetalLB <= 0.12 ConfigMap)")
-		}
-		if v, ok := opts["crdConfiguration"]; ok {
-			delete(opts, "crdConfiguration")
-			crd, err := strconv.ParseBool(v)
-			if err != nil {
-				return LoadBalancer{}, fmt.Errorf("has crdConfiguration=%q; use true (MetalLB CRDs) or false (MetalLB <= 0.12 ConfigMap)", v)
-			}
-			switch {
-			case crd && lb.Kind == LBMetalLBConfigMap:
-				// Upstream runs this in CRD mode and ignores the name;
-				// ModeChoice says so at start.
-				lb.Kind, lb.ConfigMap = LBMetalLBCRD, ""
-			case !crd && lb.Kind == LBMetalLBCRD:
-				lb.Kind, lb.ConfigMap = LBMetalLBConfigMap, DefaultMetalLBConfigMap
-			}
-		}
-		if errs := content.IsDNS1123Label(lb.Namespace); len(errs) > 0 {
-			return LoadBalancer{}, fmt.Errorf("names the namespace %q, which is not a valid namespace name: %s", lb.Namespace, errs[0])
-		}
-		if lb.ConfigMap != "" {
-			if errs := content.IsDNS1123Subdomain(lb.ConfigMap); len(errs) > 0 {
-				return LoadBalancer{}, fmt.Errorf("names the ConfigMap %q, which is not a valid object name: %s", lb.ConfigMap, errs[0])
-			}
-		}
-		lb.Options = opts
-		return lb, nil
-	case "kube-vip", "empty":
-		return LoadBalancer{Kind: LBKind(u.Scheme), Options: opts}, nil
-	case "wasm":
-		if u.Host != "" {
-			return LoadBalancer{}, fmt.Errorf("puts %q in the host part; a module is named by its absolute path, with three slashes: wasm:///etc/ccm/modules/mine.wasm", u.Host)
-		}
-		p := path.Clean(u.Path)
-		if u.Path == "" || p == "/" || !strings.HasSuffix(p, ".wasm") {
-			return LoadBalancer{}, fmt.Errorf("does not name a .wasm file; use wasm:///<absolute path>.wasm, for example wasm:///etc/ccm/modules/mine.wasm")
-		}
-		lb := LoadBalancer{Kind: LBWasm, Path: p}
-		if v, ok := opts["sha256"]; ok {
-			delete(opts, "sha256")
-			b, err := hex.DecodeString(v)
-			if err != nil || len(b) != 32 {
-				return LoadBalancer{}, fmt.Errorf("has sha256=%q, which is not 64 hexadecimal digits; use the output of sha256sum <module>.wasm", v)
-			}
-			lb.SHA256 = strings.ToLower(v)
-		}
-		lb.Options = opts
-		return lb, nil
-	case "wasm+oci":
-		return parseOCIModule(u, opts)
-	case "emlb":
-		return LoadBalancer{}, fmt.Errorf("uses emlb://, the Equinix Metal Load Balancer, which this CCM does not support; use metallb:///, kube-vip://, empty:// or a wasm:/// module")
-	case "":
-		return LoadBalancer{}, fmt.Errorf("has no type; use <type>:///<detail> with type metallb, kube-vip, empty or wasm")
-	default:
-		return LoadBalancer{}, fmt.Errorf("has the unknown type %q; use metallb, kube-vip, empty or wasm", u.Scheme)
+// parseMetalLB reads metallb:///<ns>[/<configmap>][?crdConfiguration=…].
+func parseMetalLB(u *url.URL, opts map[string]string) (LoadBalancer, error) {
+	if u.Host != "" {
+		return LoadBalancer{}, fmt.Errorf("puts %q in the host part; MetalLB takes the namespace in the path, with three slashes: metallb:///%s", u.Host, strings.TrimPrefix(u.Host+u.Path, "/"))
 	}
+	lb := LoadBalancer{Kind: LBMetalLBCRD, Namespace: DefaultMetalLBNamespace}
+	parts := splitPath(u.Path)
+	switch len(parts) {
+	case 0:
+	case 1:
+		lb.Namespace = parts[0]
+	case 2:
+		lb.Kind, lb.Namespace, lb.ConfigMap = LBMetalLBConfigMap, parts[0], parts[1]
+	default:
+		return LoadBalancer{}, fmt.Errorf("has too many path segments; use metallb:///<namespace> (MetalLB CRDs) or metallb:///<namespace>/<configmap> (MetalLB <= 0.12 ConfigMap)")
+	}
+	if v, ok := opts["crdConfiguration"]; ok {
+		delete(opts, "crdConfiguration")
+		crd, err := strconv.ParseBool(v)
+		if err != nil {
+			return LoadBalancer{}, fmt.Errorf("has crdConfiguration=%q; use true (MetalLB CRDs) or false (MetalLB <= 0.12 ConfigMap)", v)
+		}
+		switch {
+		case crd && lb.Kind == LBMetalLBConfigMap:
+			// Upstream runs this in CRD mode and ignores the name;
+			// ModeChoice says so at start.
+			lb.Kind, lb.ConfigMap = LBMetalLBCRD, ""
+		case !crd && lb.Kind == LBMetalLBCRD:
+			lb.Kind, lb.ConfigMap = LBMetalLBConfigMap, DefaultMetalLBConfigMap
+		}
+	}
+	if errs := content.IsDNS1123Label(lb.Namespace); len(errs) > 0 {
+		return LoadBalancer{}, fmt.Errorf("names the namespace %q, which is not a valid namespace name: %s", lb.Namespace, errs[0])
+	}
+	if lb.ConfigMap != "" {
+		if errs := content.IsDNS1123Subdomain(lb.ConfigMap); len(errs) > 0 {
+			return LoadBalancer{}, fmt.Errorf("names the ConfigMap %q, which is not a valid object name: %s", lb.ConfigMap, errs[0])
+		}
+	}
+	lb.Options = opts
+	return lb, nil
+}
+
+// parseFileModule reads wasm:///<absolute path>.wasm[?sha256=<hex>&…].
+func parseFileModule(u *url.URL, opts map[string]string) (LoadBalancer, error) {
+	if u.Host != "" {
+		return LoadBalancer{}, fmt.Errorf("puts %q in the host part; a module is named by its absolute path, with three slashes: wasm:///etc/ccm/modules/mine.wasm", u.Host)
+	}
+	p := path.Clean(u.Path)
+	if u.Path == "" || p == "/" || !strings.HasSuffix(p, ".wasm") {
+		return LoadBalancer{}, fmt.Errorf("does not name a .wasm file; use wasm:///<absolute path>.wasm, for example wasm:///etc/ccm/modules/mine.wasm")
+	}
+	lb := LoadBalancer{Kind: LBWasm, Path: p}
+	if v, ok := opts["sha256"]; ok {
+		delete(opts, "sha256")
+		b, err := hex.DecodeString(v)
+		if err != nil || len(b) != 32 {
+			return LoadBalancer{}, fmt.Errorf("has sha256=%q, which is not 64 hexadecimal digits; use the output of sha256sum <module>.wasm", v)
+		}
+		lb.SHA256 = strings.ToLower(v)
+	}
+	lb.Options = opts
+	return lb, nil
 }
 
 // ModeChoice is the start-up log line that says which MetalLB mode raw
