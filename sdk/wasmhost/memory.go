@@ -7,6 +7,8 @@ type linearMemory interface {
 	experimental.LinearMemory
 	// zero zeroes bytes [from, to) of the memory.
 	zero(from, to uint64)
+	// touched is a length beyond which the memory is known to be zero.
+	touched() int
 }
 
 // heapMemory is a plain slice, where a mapping is not available.
@@ -28,3 +30,5 @@ func (m *heapMemory) Reallocate(size uint64) []byte {
 func (m *heapMemory) Free() { m.buf = nil }
 
 func (m *heapMemory) zero(from, to uint64) { clear(m.buf[from:to]) }
+
+func (m *heapMemory) touched() int { return len(m.buf) }

@@ -1,4 +1,4 @@
-//go:build linux || darwin || freebsd
+//go:build linux
 
 package wasmhost
 
@@ -11,7 +11,7 @@ import "syscall"
 // the kernel (madvise), at a cost that follows the pages a call touched
 // rather than the size of the memory.
 func newLinearMemory(max uint64) linearMemory {
-	b, err := syscall.Mmap(-1, 0, int(max), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|mapNoReserve)
+	b, err := syscall.Mmap(-1, 0, int(max), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
 	if err != nil {
 		return &heapMemory{max: max}
 	}
@@ -40,3 +40,5 @@ func (m *mmapMemory) zero(from, to uint64) {
 		clear(m.buf[from:to])
 	}
 }
+
+func (m *mmapMemory) touched() int { return resident(m.buf) }

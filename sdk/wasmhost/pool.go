@@ -100,7 +100,7 @@ func (p *pool) instantiate(ctx context.Context, st *callState) (*warm, error) {
 		}
 		p.pages = w.mem.Size() / pageSize
 		buf, _ := w.mem.Read(0, w.mem.Size())
-		p.memory = append([]byte(nil), buf[:usedExtent(buf)]...)
+		p.memory = append([]byte(nil), buf[:usedExtent(buf[:min(len(buf), w.lm.touched())])]...)
 		for _, g := range w.globals {
 			p.globals = append(p.globals, g.Get())
 		}

@@ -1,5 +1,0 @@
-//go:build darwin || freebsd
-
-package wasmhost
-
-const mapNoReserve = 0
