@@ -277,16 +277,20 @@ func instrumentCode(b []byte, stop uint32) ([]byte, bool, error) {
 			body.u32()
 			body.byte()
 		}
-		fn = append(fn[:0], body.b[:body.i]...)
-		st, err := skipExpr(body, stop, func(start, end int, op byte) {
-			fn = append(fn, body.b[start:end]...)
+		// Copy the body in runs between loop instructions, the check
+		// after each.
+		fn, last := fn[:0], 0
+		st, err := skipExpr(body, stop, func(_, end int, op byte) {
 			if op == 0x03 {
+				fn = append(fn, body.b[last:end]...)
 				fn = append(fn, check...)
+				last = end
 			}
 		})
 		if err != nil {
 			return nil, false, err
 		}
+		fn = append(fn, body.b[last:]...)
 		stateful = stateful || st
 		out = append(out, uleb(uint32(len(fn)))...)
 		out = append(out, fn...)
