@@ -138,7 +138,10 @@ type Service struct {
 	IPs         []string          `json:"ips"`
 	Ports       []Port            `json:"ports,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
-	// SharingKey is the metallb.universe.tf/allow-shared-ip value, if any.
+	// SharingKey is the Service's IP-sharing key, if any: the
+	// metallb.io/allow-shared-ip annotation, else the older
+	// metallb.universe.tf/allow-shared-ip (MetalLB's precedence). Services
+	// with one key have the same Elastic IP (one reservation for the key).
 	SharingKey string `json:"sharingKey,omitempty"`
 }
 

@@ -15,6 +15,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 )
 
@@ -60,6 +61,10 @@ func TestSamples(t *testing.T) {
 	cases := map[string][]want{
 		"plain-metro.yaml":       {{name: "shop-web", metro: "da", protocols: []v1.Protocol{v1.ProtocolTCP}}},
 		"bring-your-own-ip.yaml": {{name: "byo-api", ip: "145.40.91.10", protocols: []v1.Protocol{v1.ProtocolTCP}}},
+		"shared-eip-web.yaml": {
+			{name: "web-http", metro: "da", sharingKey: "web", protocols: []v1.Protocol{v1.ProtocolTCP}},
+			{name: "web-https", metro: "da", sharingKey: "web", protocols: []v1.Protocol{v1.ProtocolTCP}},
+		},
 		"shared-ip-dns.yaml": {
 			{name: "dns-tcp", ip: "145.40.91.20", sharingKey: "dns", protocols: []v1.Protocol{v1.ProtocolTCP}},
 			{name: "dns-udp", ip: "145.40.91.20", sharingKey: "dns", protocols: []v1.Protocol{v1.ProtocolUDP}},
@@ -110,6 +115,15 @@ func TestSamples(t *testing.T) {
 				}
 				if !reflect.DeepEqual(protos, w.protocols) {
 					t.Errorf("%s: protocols %v, want %v", w.name, protos, w.protocols)
+				}
+
+				if got := eip.SharingKey(&svc); got != w.sharingKey {
+					t.Errorf("%s: sharing key %q, want %q", w.name, got, w.sharingKey)
+				}
+				if i > 0 && w.sharingKey != "" {
+					if why := eip.Clash(&svcs[0], &svc); why != "" {
+						t.Errorf("%s cannot share with %s: %s", w.name, svcs[0].Name, why)
+					}
 				}
 
 				// What a load-balancer module will see once the Service

@@ -11,6 +11,9 @@ package eip
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 const (
@@ -34,4 +37,82 @@ func ClusterTag(clusterID string) string { return "cluster=" + clusterID }
 // Tags are the three tags of a Service's reservation.
 func Tags(clusterID, namespace, name string) []string {
 	return []string{UsageTag, ServiceTag(namespace, name), ClusterTag(clusterID)}
+}
+
+// The sharing key: Services that carry the same one get one Elastic IP
+// between them. These are MetalLB's annotations, which users of shared
+// addresses already write (MetalLB needs them on every Service of the
+// address too).
+const (
+	// SharingAnnotation is MetalLB's current annotation (MetalLB >= 0.13
+	// reads both forms; it prefers this one).
+	SharingAnnotation = "metallb.io/allow-shared-ip"
+	// LegacySharingAnnotation is the older form, the only one MetalLB <= 0.12
+	// reads.
+	LegacySharingAnnotation = "metallb.universe.tf/allow-shared-ip"
+)
+
+// SharingKey is the Service's sharing key, by MetalLB's own rule: the
+// metallb.io/ annotation when it is present (even empty, which means no
+// sharing), else the metallb.universe.tf/ one. "" means not shared.
+func SharingKey(svc *v1.Service) string {
+	if v, ok := svc.Annotations[SharingAnnotation]; ok {
+		return v
+	}
+	return svc.Annotations[LegacySharingAnnotation]
+}
+
+// sharingTagPrefix starts the tag of a shared reservation. Upstream has no
+// such tag, so upstream never takes a shared reservation for a Service's own.
+const sharingTagPrefix = "sharing-key="
+
+// SharingTag identifies a sharing key within the cluster: base64 (standard,
+// padded) of the SHA-256 of the key, like ServiceTag. The key is
+// cluster-wide, as in MetalLB: Services of different namespaces with one key
+// share one address.
+func SharingTag(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return sharingTagPrefix + base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// SharedTags are the three tags of a sharing key's reservation: the usage
+// tag, the key's tag in place of a Service's, and the cluster's tag.
+func SharedTags(clusterID, key string) []string {
+	return []string{UsageTag, SharingTag(key), ClusterTag(clusterID)}
+}
+
+// OwnerTag is the tag that says whom a reservation of this CCM was made for:
+// its service=<hash> tag, or its sharing-key=<hash> tag; "" when it has
+// neither (not a Service reservation, e.g. the control-plane EIP).
+func OwnerTag(tags []string) string {
+	for _, t := range tags {
+		if strings.HasPrefix(t, "service=") || strings.HasPrefix(t, sharingTagPrefix) {
+			return t
+		}
+	}
+	return ""
+}
+
+// OwnerTags are the owner tags an existing Service accounts for: the
+// Service's own tag, and its sharing key's tag when it has one. This is the
+// one rule of who owns a reservation: a reservation of the cluster (usage
+// and cluster tags) is owned while its OwnerTag is among the OwnerTags of a
+// Service of the cluster. So a shared reservation is owned while any
+// Service of type LoadBalancer with its key exists; one that is refused
+// (ports clash, say) still counts, as it takes the address once the
+// Service in its way is gone. Only Services of type LoadBalancer own
+// anything: a Service turned ClusterIP has had its reservation released.
+//
+// Release applies the same rule to the Services other than the one being
+// deleted, and also leaves out those being deleted, whose own release is
+// under way.
+func OwnerTags(svc *v1.Service) []string {
+	if svc.Spec.Type != v1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	tags := []string{ServiceTag(svc.Namespace, svc.Name)}
+	if key := SharingKey(svc); key != "" && svc.Spec.LoadBalancerClass == nil {
+		tags = append(tags, SharingTag(key))
+	}
+	return tags
 }

@@ -7,12 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
-
-// SharingAnnotation is MetalLB's IP-sharing key annotation.
-const SharingAnnotation = "metallb.universe.tf/allow-shared-ip"
 
 // OptionsFromConfig are the module limits the CCM's configuration sets.
 func OptionsFromConfig(c *config.Config) wasmhost.Options {
@@ -65,7 +63,7 @@ func ServiceFromK8s(svc *corev1.Service) (s sdk.Service, ok bool) {
 			s.Annotations[k] = v
 		}
 	}
-	s.SharingKey = svc.Annotations[SharingAnnotation]
+	s.SharingKey = eip.SharingKey(svc)
 	return s, true
 }
 

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -16,7 +17,7 @@ import (
 func TestServiceFromK8s(t *testing.T) {
 	lb := func(ip string, ingress ...string) *corev1.Service {
 		s := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u", Annotations: map[string]string{lbmodule.SharingAnnotation: "k"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u", Annotations: map[string]string{eip.LegacySharingAnnotation: "k"}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: ip,
 				Ports: []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443}}},
 		}
@@ -27,7 +28,7 @@ func TestServiceFromK8s(t *testing.T) {
 	}
 	want := func(ips ...string) sdk.Service {
 		return sdk.Service{Namespace: "ns", Name: "web", UID: "u", IPs: ips, SharingKey: "k",
-			Ports: []sdk.Port{{Name: "https", Protocol: "TCP", Port: 443}}, Annotations: map[string]string{lbmodule.SharingAnnotation: "k"}}
+			Ports: []sdk.Port{{Name: "https", Protocol: "TCP", Port: 443}}, Annotations: map[string]string{eip.LegacySharingAnnotation: "k"}}
 	}
 	for _, tc := range []struct {
 		name string

@@ -13,6 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -174,6 +175,10 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 	})
 	c.bgp.Store(controller)
 	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister()}
+	// Registered here, before the factory starts: sharing keys need to know
+	// the other Services of a key.
+	services := env.informers.Core().V1().Services()
+	_ = services.Informer()
 
 	go func() {
 		clusterID := retry(ctx, "reading the kube-system namespace UID (the cluster tag of Elastic IPs)", func() (string, error) {
@@ -186,7 +191,12 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.lb.setEIPs(eip.NewManager(c.metal, env.kube, placer, env.recorder, clusterID))
+		eips := eip.NewManager(c.metal, env.kube, placer, env.recorder, clusterID)
+		eips.SetServices(eip.Services{
+			List:   func() ([]*v1.Service, error) { return services.Lister().List(labels.Everything()) },
+			Synced: services.Informer().HasSynced,
+		})
+		c.lb.setEIPs(eips)
 		retry(ctx, "enabling BGP on the project", func() (bgp.ProjectState, error) {
 			return bgp.EnableProject(ctx, c.metal, c.cfg.LocalASN, c.cfg.BGPPass)
 		})

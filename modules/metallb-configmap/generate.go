@@ -59,7 +59,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		}
 	}
 	pools, warnings := metallb.Pools(req.Services)
-	resp := sdk.GenerateResponse{Warnings: warnings}
+	resp := sdk.GenerateResponse{Warnings: append(warnings, legacyKeyWarnings(pools, req.Services)...)}
 	if cm == nil {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the MetalLB ConfigMap %s/%s does not exist, so MetalLB gets no peers or pools; install MetalLB <= 0.12, or use metallb:///%s for MetalLB >= 0.13", ns, name, ns))
 		return resp, nil
@@ -199,4 +199,34 @@ func ownPool(m map[string]any) bool {
 		}
 	}
 	return true
+}
+
+// legacyAnnotation is the only sharing-key annotation MetalLB <= 0.12 reads.
+const legacyAnnotation = "metallb.universe.tf/allow-shared-ip"
+
+// legacyKeyWarnings: the CCM shares an Elastic IP between the Services of a
+// key in either annotation form, but MetalLB <= 0.12 reads only the older
+// one, so a shared pool whose Services carry the key only as
+// metallb.io/allow-shared-ip is served for one of them alone.
+func legacyKeyWarnings(pools []metallb.Pool, services []sdk.Service) []string {
+	byID := map[string]sdk.Service{}
+	for _, s := range services {
+		byID[s.Namespace+"/"+s.Name] = s
+	}
+	var out []string
+	for _, p := range pools {
+		if !p.Shared() || p.SharingKey == "" {
+			continue
+		}
+		var missing []string
+		for _, id := range p.Services {
+			if byID[id].Annotations[legacyAnnotation] != p.SharingKey {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, fmt.Sprintf("Services %s share %s with the key %q in metallb.io/allow-shared-ip only, which MetalLB <= 0.12 does not read, so it serves one of them; add %s: %q to them", strings.Join(missing, ", "), strings.Join(p.CIDRs, ","), p.SharingKey, legacyAnnotation, p.SharingKey))
+		}
+	}
+	return out
 }

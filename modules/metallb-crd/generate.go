@@ -104,9 +104,12 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 // poolName is "<namespace>.<service>" for one Service: the dot cannot occur
 // in either part, so, unlike upstream's stripped "<ns><svc>", two Services
 // never collide. A shared pool is named after its first address, which
-// stays put while Services join and leave it.
+// stays put while Services join and leave it; so is the pool of a sharing
+// key's Elastic IP even while one Service is left with it, so that the pool
+// is never renamed (a rename is a new pool with the same address next to
+// the old one until the prune, which MetalLB's webhook refuses).
 func poolName(p metallb.Pool) string {
-	if !p.Shared() {
+	if !p.Shared() && p.SharingKey == "" {
 		ns, name, _ := strings.Cut(p.Services[0], "/")
 		return metallb.ObjectName(".", ns, name)
 	}

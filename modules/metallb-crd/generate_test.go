@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules/internal/golden"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/modules/internal/metallb"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -80,5 +81,27 @@ func TestPoolCarriesUpstreamLabels(t *testing.T) {
 	}
 	if got := labels["default."+long]; len(got) != 1 || got[cpLabel] != cpValue {
 		t.Errorf("long-named pool labels = %v, want only %s", got, cpLabel)
+	}
+}
+
+// TestPoolName: a sharing key's pool keeps its name, "shared.<ip>", from
+// the first Service of the key to the last, so Services joining and leaving
+// never rename (recreate) the pool of an address in use.
+func TestPoolName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pool metallb.Pool
+		want string
+	}{
+		{"one Service", metallb.Pool{Services: []string{"ns/web"}, CIDRs: []string{"147.75.0.1/32"}}, "ns.web"},
+		{"one Service of a key", metallb.Pool{Services: []string{"ns/dns"}, CIDRs: []string{"147.75.0.1/32"}, SharingKey: "dns"}, "shared.147.75.0.1"},
+		{"three of a key", metallb.Pool{Services: []string{"a/dns", "b/dns", "ns/dns"}, CIDRs: []string{"147.75.0.1/32"}, SharingKey: "dns"}, "shared.147.75.0.1"},
+		{"two without a common key", metallb.Pool{Services: []string{"a/x", "b/y"}, CIDRs: []string{"147.75.0.1/32"}}, "shared.147.75.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := poolName(tc.pool); got != tc.want {
+				t.Fatalf("poolName = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -10,14 +10,16 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
 // TestSampleServices runs the sample Services of examples/services through
 // the host's snapshot code and this module, as the sandbox does: the plain
-// Service gets the Elastic IP the CCM would have reserved, the others bring
-// their own, and the TCP+UDP pair that shares an address is one route.
+// Service gets the Elastic IP the CCM would have reserved, the pair with a
+// sharing key and no address one Elastic IP for both, the others bring
+// their own, and each pair that shares an address is one route.
 // (examples/services decodes the samples strictly; here they are inputs.)
 func TestSampleServices(t *testing.T) {
 	files, err := filepath.Glob("../../services/*.yaml")
@@ -36,7 +38,13 @@ func TestSampleServices(t *testing.T) {
 				t.Fatalf("%s: %v", f, err)
 			}
 			if svc.Spec.LoadBalancerIP == "" { //nolint:staticcheck // what the samples use
-				svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "145.40.1.5"}}
+				// The Elastic IP the CCM would reserve: the Service's own,
+				// or its sharing key's, one for all Services of the key.
+				ip := "145.40.1.5"
+				if eip.SharingKey(&svc) != "" {
+					ip = "145.40.1.6"
+				}
+				svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}}
 			}
 			s, ok := lbmodule.ServiceFromK8s(&svc)
 			if !ok {
@@ -64,6 +72,7 @@ func TestSampleServices(t *testing.T) {
 	}
 	want := []string{
 		"\troute 145.40.1.5/32 blackhole; # default/shop-web",
+		"\troute 145.40.1.6/32 blackhole; # default/web-http, default/web-https",
 		"\troute 145.40.91.10/32 blackhole; # default/byo-api",
 		"\troute 145.40.91.20/32 blackhole; # default/dns-tcp, default/dns-udp",
 	}

@@ -30,7 +30,7 @@ type Pool struct {
 	// CIDRs are "<ip>/32" (or /128), sorted.
 	CIDRs []string
 	// SharingKey is set when every Service of the pool has the same
-	// metallb.universe.tf/allow-shared-ip key.
+	// sharing key (either form of the allow-shared-ip annotation).
 	SharingKey string
 }
 
@@ -123,7 +123,7 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 			}
 		}
 		if p.Shared() && p.SharingKey == "" {
-			warnings = append(warnings, fmt.Sprintf("Services %s share an address without a common metallb.universe.tf/allow-shared-ip annotation; MetalLB will serve only one of them; give them the same allow-shared-ip value or separate addresses", strings.Join(p.Services, ", ")))
+			warnings = append(warnings, fmt.Sprintf("Services %s share an address without a common sharing key (metallb.io/allow-shared-ip or metallb.universe.tf/allow-shared-ip); MetalLB will serve only one of them; give them the same key or separate addresses", strings.Join(p.Services, ", ")))
 		}
 		pools = append(pools, p)
 	}

@@ -1,0 +1,124 @@
+package eip
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// The rules of a shared Elastic IP, pure: which Services of a sharing key
+// may have the address. They are MetalLB's own (its allocator's, which is
+// stricter than its documentation): Services may share an address when they
+// have the same sharing key, no port+protocol in common, and the same
+// "backend key" — empty for externalTrafficPolicy Cluster, the pod selector
+// for Local — so Cluster and Local never mix, and Local Services share only
+// with the same selector. The CCM refuses what MetalLB would refuse, with an
+// Event naming the other Service, instead of handing out an address MetalLB
+// then leaves unannounced for one of them.
+
+// Refusal says why a Service may not have its key's address.
+type Refusal struct {
+	// Service and Other are "<namespace>/<name>": the refused Service and
+	// the one in its way.
+	Service, Other string
+	// Reason completes "… cannot share …: <Reason>".
+	Reason string
+}
+
+func (r Refusal) Error() string {
+	return fmt.Sprintf("Service %s cannot share its Elastic IP with %s (same sharing key): %s", r.Service, r.Other, r.Reason)
+}
+
+// Clash is why a and b, of one sharing key, cannot share an address, or ""
+// when they can.
+func Clash(a, b *v1.Service) string {
+	if ka, kb := backendKey(a), backendKey(b); ka != kb {
+		pa, pb := policy(a), policy(b)
+		if pa != pb {
+			return fmt.Sprintf("externalTrafficPolicy differs (%s has %s, %s has %s); give both the same policy", id(a), pa, id(b), pb)
+		}
+		return fmt.Sprintf("both have externalTrafficPolicy Local but different selectors (%s has %q, %s has %q); Local Services share an address only when they select the same pods", id(a), ka, id(b), kb)
+	}
+	for _, p := range a.Spec.Ports {
+		for _, q := range b.Spec.Ports {
+			if p.Port == q.Port && protocol(p) == protocol(q) {
+				return fmt.Sprintf("both use port %s/%d; give one of them another port or another sharing key", protocol(p), p.Port)
+			}
+		}
+	}
+	return ""
+}
+
+// Group decides which Services of one sharing key get its address. Those
+// that already have it (address among their status ingress) come first,
+// then the older, then by namespace and name, so that a newcomer never
+// takes the address from a Service that has it; each is admitted unless it
+// clashes with one admitted before it. address may be "" (no reservation
+// yet). The input is not modified.
+func Group(services []*v1.Service, address string) (admitted []*v1.Service, refused []Refusal) {
+	sorted := slices.Clone(services)
+	slices.SortStableFunc(sorted, func(a, b *v1.Service) int {
+		if ha, hb := holds(a, address), holds(b, address); ha != hb {
+			if ha {
+				return -1
+			}
+			return 1
+		}
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(id(a), id(b))
+	})
+next:
+	for _, s := range sorted {
+		for _, in := range admitted {
+			if why := Clash(in, s); why != "" {
+				refused = append(refused, Refusal{Service: id(s), Other: id(in), Reason: why})
+				continue next
+			}
+		}
+		admitted = append(admitted, s)
+	}
+	return admitted, refused
+}
+
+// holds reports whether the Service's status already has address.
+func holds(s *v1.Service, address string) bool {
+	if address == "" {
+		return false
+	}
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if in.IP == address {
+			return true
+		}
+	}
+	return false
+}
+
+// backendKey is MetalLB's: the selector for Local, empty for Cluster.
+func backendKey(s *v1.Service) string {
+	if s.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
+		return labels.Set(s.Spec.Selector).String()
+	}
+	return ""
+}
+
+func policy(s *v1.Service) v1.ServiceExternalTrafficPolicy {
+	if s.Spec.ExternalTrafficPolicy == "" {
+		return v1.ServiceExternalTrafficPolicyCluster
+	}
+	return s.Spec.ExternalTrafficPolicy
+}
+
+// protocol defaults to TCP, as the API server does.
+func protocol(p v1.ServicePort) v1.Protocol {
+	if p.Protocol == "" {
+		return v1.ProtocolTCP
+	}
+	return p.Protocol
+}
+
+func id(s *v1.Service) string { return s.Namespace + "/" + s.Name }
