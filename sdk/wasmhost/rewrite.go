@@ -11,11 +11,19 @@ import (
 // The load-time rewrite of a module (instrument) does two things wazero
 // cannot do cheaply itself:
 //
-//   - A deadline check at every loop header that reads one global the host
-//     sets when the call's deadline passes (global.get; if; unreachable).
-//     wazero's WithCloseOnContextDone does the same job with an indirect
-//     call at every loop header, which for Go guests (every Go function is
-//     a loop, for goroutine resumption) roughly tripled the run time.
+//   - A deadline check at every loop header: a countdown global, and every
+//     yieldEvery loop iterations a call of the module's own
+//     wasi_snapshot_preview1.sched_yield import followed by a check of one
+//     global the host sets when the call's deadline passes. wazero's
+//     WithCloseOnContextDone does the same job with an exit to Go at every
+//     loop header, which for Go guests (every Go function is a loop, for
+//     goroutine resumption) roughly tripled the run time. The call into
+//     Go is not optional: compiled guest code cannot be preempted (wazero's
+//     RATIONALE.md), so a guest that never enters Go holds up every
+//     stop-the-world of the host's garbage collector — including the one
+//     that must let the goroutine setting the deadline flag run, which
+//     deadlocks a looping guest. A module without that import keeps
+//     wazero's instrumentation (the fallback below).
 //   - The memory's initial size raised to the host's limit, so that a Go
 //     guest (whose runtime takes the initial size as its heap's reserve)
 //     never grows it: memory.size is the same on every call, and a reused
@@ -31,7 +39,11 @@ import (
 // fresh instance per call with wazero's own deadline instrumentation.
 
 const (
-	stopExport       = "ccm.stop"
+	stopExport = "ccm.stop"
+	// yieldEvery is how many loop iterations run between two calls into
+	// Go: small enough that a garbage-collector pause waits microseconds
+	// for the guest, large enough that the call costs nothing measurable.
+	yieldEvery       = 4096
 	globalExportPref = "ccm.global."
 )
 
@@ -73,15 +85,19 @@ func instrument(wasm []byte, limitPages uint32) (*instrumented, error) {
 	}
 	var importedGlobals, definedGlobals uint32
 	var mutable []uint32
+	var types []byte
+	yield := int64(-1)
 	globalSec, exportSec := -1, -1
 	for i, s := range secs {
 		switch s.id {
+		case 1:
+			types = s.body
 		case 2:
-			g, err := countImportedGlobals(s.body)
+			g, y, err := scanImports(s.body, types)
 			if err != nil {
 				return nil, err
 			}
-			importedGlobals = g
+			importedGlobals, yield = g, y
 		case 6:
 			globalSec = i
 			muts, n, err := mutableGlobals(s.body)
@@ -103,12 +119,17 @@ func instrument(wasm []byte, limitPages uint32) (*instrumented, error) {
 	if exportSec < 0 {
 		return nil, errors.New("no export section")
 	}
+	if yield < 0 {
+		return nil, fmt.Errorf("%w: no wasi_snapshot_preview1.sched_yield import of type () -> i32 to enter the host through", errUnsupported)
+	}
 	stop := importedGlobals + definedGlobals
 	out := &instrumented{stopGlobal: stop}
 
-	// The new global: mutable i32 = 0, after the module's own, so no index
-	// moves.
+	// The new globals, after the module's own so no index moves: the
+	// deadline flag (mutable i32 = 0) and the countdown to the next call
+	// into Go (mutable i32 = yieldEvery).
 	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b}
+	newGlobal = append(append(append(newGlobal, 0x7f, 0x01, 0x41), sleb32(yieldEvery)...), 0x0b)
 	if globalSec < 0 {
 		// Sections are ordered by id (custom ones aside): insert before
 		// the first known section with a larger id.
@@ -119,12 +140,12 @@ func instrument(wasm []byte, limitPages uint32) (*instrumented, error) {
 				break
 			}
 		}
-		secs = append(secs[:at], append([]section{{id: 6, body: append(uleb(1), newGlobal...)}}, secs[at:]...)...)
+		secs = append(secs[:at], append([]section{{id: 6, body: append(uleb(2), newGlobal...)}}, secs[at:]...)...)
 		if exportSec >= at {
 			exportSec++
 		}
 	} else {
-		secs[globalSec].body = appendToVec(secs[globalSec].body, definedGlobals, newGlobal)
+		secs[globalSec].body = appendToVec(secs[globalSec].body, definedGlobals, 2, newGlobal)
 	}
 
 	// Exports: the flag and every mutable global.
@@ -169,7 +190,7 @@ func instrument(wasm []byte, limitPages uint32) (*instrumented, error) {
 		if s.id != 10 {
 			continue
 		}
-		code, stateful, err := instrumentCode(s.body, stop)
+		code, stateful, err := instrumentCode(s.body, stop, uint32(yield))
 		if err != nil {
 			return nil, err
 		}
@@ -212,21 +233,53 @@ func raiseMemoryMin(b []byte, limitPages uint32) ([]byte, error) {
 	return out, nil
 }
 
-func appendToVec(vec []byte, n uint32, item []byte) []byte {
+func appendToVec(vec []byte, n, added uint32, items []byte) []byte {
 	r := &reader{b: vec}
 	r.u32()
-	return append(append(uleb(n+1), vec[r.i:]...), item...)
+	return append(append(uleb(n+added), vec[r.i:]...), items...)
 }
 
-func countImportedGlobals(b []byte) (uint32, error) {
+// loopCheck is the code after every loop instruction:
+//
+//	countdown -= 1
+//	if countdown == 0 {
+//		drop(sched_yield())  // enters Go: a point where the host's GC may stop this goroutine
+//		countdown = yieldEvery
+//		if stop { unreachable }
+//	}
+func loopCheck(stop, countdown, yield uint32) []byte {
+	var c []byte
+	c = append(append(c, 0x23), uleb(countdown)...)    // global.get countdown
+	c = append(c, 0x41, 0x01, 0x6b)                    // i32.const 1; i32.sub
+	c = append(append(c, 0x24), uleb(countdown)...)    // global.set countdown
+	c = append(append(c, 0x23), uleb(countdown)...)    // global.get countdown
+	c = append(c, 0x45, 0x04, 0x40)                    // i32.eqz; if
+	c = append(append(c, 0x10), uleb(yield)...)        // call sched_yield
+	c = append(c, 0x1a)                                // drop
+	c = append(append(c, 0x41), sleb32(yieldEvery)...) // i32.const yieldEvery
+	c = append(append(c, 0x24), uleb(countdown)...)    // global.set countdown
+	c = append(append(c, 0x23), uleb(stop)...)         // global.get stop
+	c = append(c, 0x04, 0x40, 0x00, 0x0b)              // if; unreachable; end
+	return append(c, 0x0b)                             // end
+}
+
+// scanImports counts the module's imported globals and finds the function
+// index of its wasi_snapshot_preview1.sched_yield import, if it has one of
+// type () -> i32 (-1 otherwise). types is the type section's body.
+func scanImports(b, types []byte) (uint32, int64, error) {
 	r := &reader{b: b}
-	var globals uint32
+	var globals, funcs uint32
+	yield := int64(-1)
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
-		r.bytes(int(r.u32()))
-		r.bytes(int(r.u32()))
+		module := string(r.bytes(int(r.u32())))
+		name := string(r.bytes(int(r.u32())))
 		switch r.byte() {
 		case 0x00: // func
-			r.u32()
+			t := r.u32()
+			if module == "wasi_snapshot_preview1" && name == "sched_yield" && isVoidToI32(types, t) {
+				yield = int64(funcs)
+			}
+			funcs++
 		case 0x01: // table: reftype, limits
 			r.byte()
 			r.limits()
@@ -237,10 +290,41 @@ func countImportedGlobals(b []byte) (uint32, error) {
 			r.byte()
 			globals++
 		default:
-			return 0, errUnsupported
+			return 0, -1, errUnsupported
 		}
 	}
-	return globals, r.err
+	return globals, yield, r.err
+}
+
+// isVoidToI32 reports whether type index t of the type section is
+// () -> i32.
+func isVoidToI32(types []byte, t uint32) bool {
+	r := &reader{b: types}
+	n := r.u32()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if r.byte() != 0x60 {
+			return false
+		}
+		params := r.bytes(int(r.u32()))
+		results := r.bytes(int(r.u32()))
+		if i == t {
+			return r.err == nil && len(params) == 0 && len(results) == 1 && results[0] == 0x7f
+		}
+	}
+	return false
+}
+
+// sleb32 is v as a signed LEB128 (the encoding of i32.const).
+func sleb32(v int32) []byte {
+	var out []byte
+	for {
+		b := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && b&0x40 == 0) || (v == -1 && b&0x40 != 0) {
+			return append(out, b)
+		}
+		out = append(out, b|0x80)
+	}
 }
 
 // mutableGlobals returns the indexes of the mutable globals the module
@@ -262,12 +346,12 @@ func mutableGlobals(b []byte) ([]uint32, uint32, error) {
 }
 
 // instrumentCode inserts the deadline check after every loop instruction.
-func instrumentCode(b []byte, stop uint32) ([]byte, bool, error) {
+func instrumentCode(b []byte, stop, yield uint32) ([]byte, bool, error) {
 	r := &reader{b: b}
 	n := r.u32()
-	out := make([]byte, 0, len(b)+len(b)/8)
+	out := make([]byte, 0, len(b)+len(b)/4)
 	out = append(out, uleb(n)...)
-	check := append(append([]byte{0x23}, uleb(stop)...), 0x04, 0x40, 0x00, 0x0b)
+	check := loopCheck(stop, stop+1, yield)
 	stateful := false
 	var fn []byte
 	for i := uint32(0); i < n && r.err == nil; i++ {

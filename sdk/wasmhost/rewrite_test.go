@@ -1,9 +1,12 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,21 +14,29 @@ import (
 	"github.com/tetratelabs/wazero/api"
 )
 
-// spinModule is (module (memory 1) (func (export "spin") (loop (br 0)))),
+// spinModule is (module (import "wasi_snapshot_preview1" "sched_yield"
+// (func (result i32))) (memory 1) (func (export "spin") (loop (br 0)))),
 // with code as the function body after its locals.
 func spinModule(code ...byte) []byte {
 	body := append([]byte{0x00}, code...)
 	b := []byte("\x00asm\x01\x00\x00\x00")
-	b = append(b, 0x01, 0x04, 0x01, 0x60, 0x00, 0x00) // type () -> ()
-	b = append(b, 0x03, 0x02, 0x01, 0x00)             // one function of type 0
-	b = append(b, 0x05, 0x03, 0x01, 0x00, 0x01)       // memory, min 1 page
-	b = append(b, 0x07, 0x08, 0x01, 0x04, 's', 'p', 'i', 'n', 0x00, 0x00)
+	b = append(b, 0x01, 0x08, 0x02, 0x60, 0x00, 0x00, 0x60, 0x00, 0x01, 0x7f) // types () -> (), () -> i32
+	imp := append([]byte{0x01, 22}, "wasi_snapshot_preview1"...)
+	imp = append(append(append(imp, 11), "sched_yield"...), 0x00, 0x01)
+	b = append(append(b, 0x02, byte(len(imp))), imp...)
+	b = append(b, 0x03, 0x02, 0x01, 0x00)       // one function of type 0 (index 1)
+	b = append(b, 0x05, 0x03, 0x01, 0x00, 0x01) // memory, min 1 page
+	b = append(b, 0x07, 0x08, 0x01, 0x04, 's', 'p', 'i', 'n', 0x00, 0x01)
 	b = append(b, 0x0a, byte(len(body)+2), 0x01, byte(len(body)))
 	return append(b, body...)
 }
 
 // The rewritten module stops looping when the host sets the flag, starts
-// with the memory at the limit, and exports its mutable globals.
+// with the memory at the limit, and exports its mutable globals. The loop
+// enters Go through sched_yield, and it is stopped while another goroutine
+// forces garbage collections: compiled guest code cannot be preempted, so
+// a loop that never entered Go would hold every stop-the-world (and the
+// goroutine that sets the flag) until it ended, which it never would.
 func TestInstrumentStopsALoop(t *testing.T) {
 	ins, err := instrument(spinModule(0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b), 4)
 	if err != nil {
@@ -34,6 +45,23 @@ func TestInstrumentStopsALoop(t *testing.T) {
 	ctx := context.Background()
 	rt := wazero.NewRuntime(ctx)
 	defer rt.Close(ctx)
+	var yields atomic.Int64
+	if _, err := rt.NewHostModuleBuilder("wasi_snapshot_preview1").NewFunctionBuilder().
+		WithFunc(func() int32 { yields.Add(1); return 0 }).Export("sched_yield").Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gcDone := make(chan struct{})
+	defer close(gcDone)
+	go func() {
+		for {
+			select {
+			case <-gcDone:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
 	mod, err := rt.Instantiate(ctx, ins.wasm)
 	if err != nil {
 		t.Fatal(err)
@@ -53,14 +81,23 @@ func TestInstrumentStopsALoop(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "unreachable") {
 			t.Errorf("the loop ended with %v, want the unreachable trap", err)
 		}
+		if yields.Load() == 0 {
+			t.Error("the loop never entered Go through sched_yield")
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the loop did not stop")
 	}
 }
 
 // What the rewrite does not understand sends the module down the
-// fresh-instance path instead of being rewritten wrongly.
+// fresh-instance path instead of being rewritten wrongly; so does a module
+// without a sched_yield import to enter Go through.
 func TestInstrumentRefusesWhatItDoesNotKnow(t *testing.T) {
+	noYield := spinModule(0x0b)
+	noYield[bytes.Index(noYield, []byte("sched_yield"))] = 'X' // now Xched_yield
+	if _, err := instrument(noYield, 4); !errors.Is(err, errUnsupported) {
+		t.Errorf("no sched_yield import: %v, want errUnsupported", err)
+	}
 	for name, code := range map[string][]byte{
 		"SIMD":      {0xfd, 0x0c, 0x0b},
 		"truncated": {0x03, 0x40},
