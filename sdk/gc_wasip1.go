@@ -6,7 +6,8 @@ import "runtime/debug"
 
 // tuneGC turns the garbage collector's pacing off and lets it run only near
 // the host's memory limit. An instance serves one call and is then thrown
-// away, so collecting early buys nothing; measured on the MetalLB built-in
+// away (or reset to its state before the call), so collecting early buys
+// nothing; measured on the MetalLB built-in
 // (1,000 Services × 100 nodes) it halves the call. 60% leaves room for
 // stacks, the runtime's own memory and the output copy.
 func tuneGC(limit int64) {

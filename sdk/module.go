@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // Module is what a module registers: its identity, what it declares, and its
@@ -69,6 +70,22 @@ func (m Module) HandleGenerate(input []byte) (out []byte, err error) {
 	if err := decode(input, &req); err != nil {
 		return nil, err
 	}
+	return m.generate(req)
+}
+
+// HandleGenerateBinary is HandleGenerate for a request in the binary
+// layout of EncodeGenerateRequest, which is what the host sends a module of
+// ABI version 2: the glue calls it.
+func (m Module) HandleGenerateBinary(input []byte) (out []byte, err error) {
+	defer recoverInto(&err)
+	req, err := DecodeGenerateRequest(input)
+	if err != nil {
+		return nil, err
+	}
+	return m.generate(req)
+}
+
+func (m Module) generate(req GenerateRequest) ([]byte, error) {
 	if err := checkEnvelope(req.APIVersion, req.Kind, KindGenerateRequest); err != nil {
 		return nil, err
 	}
@@ -82,24 +99,32 @@ func (m Module) HandleGenerate(input []byte) (out []byte, err error) {
 		resp.Objects = []Object{}
 	}
 	SortObjects(resp.Objects)
-	return json.Marshal(resp)
+	return marshalResponse(resp)
 }
 
 // SortObjects sorts objects by apiVersion, kind, namespace and name.
 func SortObjects(objs []Object) {
-	sort.SliceStable(objs, func(i, j int) bool {
-		a, b := objs[i], objs[j]
-		if a.APIVersion() != b.APIVersion() {
-			return a.APIVersion() < b.APIVersion()
+	// The keys are read once per object, not once per comparison (each
+	// read is a few map lookups).
+	type keyed struct {
+		key [4]string
+		obj Object
+	}
+	ks := make([]keyed, len(objs))
+	for i, o := range objs {
+		ks[i] = keyed{[4]string{o.APIVersion(), o.Kind(), o.Namespace(), o.Name()}, o}
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int {
+		for i := range a.key {
+			if c := strings.Compare(a.key[i], b.key[i]); c != 0 {
+				return c
+			}
 		}
-		if a.Kind() != b.Kind() {
-			return a.Kind() < b.Kind()
-		}
-		if a.Namespace() != b.Namespace() {
-			return a.Namespace() < b.Namespace()
-		}
-		return a.Name() < b.Name()
+		return 0
 	})
+	for i := range ks {
+		objs[i] = ks[i].obj
+	}
 }
 
 // decode is strict about trailing data and keeps numbers exact (json.Number)

@@ -25,8 +25,14 @@ import (
 // one.
 const APIVersion = "lb.metal.equinix.com/v1alpha1"
 
-// ABIVersion is what ccm_abi_version returns; the host refuses any other.
-const ABIVersion = 1
+// ABIVersion is what ccm_abi_version returns. Version 2 receives the
+// GenerateRequest in the binary layout of EncodeGenerateRequest; version 1
+// (modules built with an older SDK) receives it as JSON, and the host still
+// speaks it. The host refuses any other.
+const ABIVersion = 2
+
+// MinABIVersion is the oldest ABI version the host still speaks.
+const MinABIVersion = 1
 
 // Payload kinds.
 const (

@@ -37,3 +37,22 @@ func cpuPerOp(b *testing.B) {
 		b.ReportMetric(float64(used)/1e6/float64(b.N), "cpu-ms/op")
 	})
 }
+
+// BenchmarkNativeGenerateBinary1000x100 is the handler compiled natively
+// through the path a module of ABI version 2 takes in Wasm: the binary
+// request in, JSON out.
+func BenchmarkNativeGenerateBinary1000x100(b *testing.B) {
+	req := sdktest.Snapshot(1000, 100)
+	req.APIVersion, req.Kind = sdk.APIVersion, sdk.KindGenerateRequest
+	in, err := sdk.EncodeGenerateRequest(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(in)))
+	cpuPerOp(b)
+	for b.Loop() {
+		if _, err := Module.HandleGenerateBinary(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

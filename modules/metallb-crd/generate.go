@@ -66,19 +66,23 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": poolAPI, "kind": "IPAddressPool",
 			"metadata": poolMeta(name, ns, p),
-			"spec":     poolSpec{Addresses: p.CIDRs, AutoAssign: false},
+			"spec":     map[string]any{"addresses": p.CIDRs, "autoAssign": false},
 		})
 	}
 	secrets := passwordSecrets{}
 	for _, s := range metallb.Sessions(req.Nodes) {
-		spec := peerSpec{
-			MyASN:          s.LocalASN,
-			NodeSelectors:  []selector{{MatchLabels: map[string]string{metallb.HostnameLabel: s.Hostname}}},
-			PasswordSecret: secrets.ref(string(s.Peer.Password), ns),
-			PeerASN:        s.Peer.ASN,
-			PeerAddress:    s.Peer.IP,
-			PeerPort:       bgpPort,
-			SourceAddress:  s.SourceIP,
+		spec := map[string]any{
+			"myASN":         s.LocalASN,
+			"nodeSelectors": []any{map[string]any{"matchLabels": map[string]string{metallb.HostnameLabel: s.Hostname}}},
+			"peerASN":       s.Peer.ASN,
+			"peerAddress":   s.Peer.IP,
+			"peerPort":      bgpPort,
+		}
+		if ref := secrets.ref(string(s.Peer.Password), ns); ref != nil {
+			spec["passwordSecret"] = ref
+		}
+		if s.SourceIP != "" {
+			spec["sourceAddress"] = s.SourceIP
 		}
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": peerAPI, "kind": "BGPPeer",
@@ -91,7 +95,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": advAPI, "kind": "BGPAdvertisement",
 			"metadata": meta(advName, ns, nil),
-			"spec":     advSpec{IPAddressPools: poolNames},
+			"spec":     map[string]any{"ipAddressPools": poolNames},
 		})
 	}
 	return resp, nil
@@ -174,7 +178,7 @@ type passwordSecrets struct {
 	passwords []string
 }
 
-func (p *passwordSecrets) ref(password, ns string) *secretRef {
+func (p *passwordSecrets) ref(password, ns string) map[string]any {
 	if password == "" {
 		return nil
 	}
@@ -190,7 +194,7 @@ func (p *passwordSecrets) ref(password, ns string) *secretRef {
 		p.names[password] = name
 		p.passwords = append(p.passwords, password)
 	}
-	return &secretRef{Name: name, Namespace: ns}
+	return map[string]any{"name": name, "namespace": ns}
 }
 
 func (p *passwordSecrets) objects(ns string) []sdk.Object {
@@ -216,36 +220,4 @@ func meta(name, ns string, annotations map[string]any) map[string]any {
 		m["annotations"] = annotations
 	}
 	return m
-}
-
-// Typed specs encode much faster than maps inside the Wasm guest. Their
-// fields are in the byte order of their JSON names, so the output is the
-// same canonical, sorted JSON that maps give (the golden files and the
-// host's re-encoding agree byte for byte).
-type poolSpec struct {
-	Addresses  []string `json:"addresses"`
-	AutoAssign bool     `json:"autoAssign"`
-}
-
-type selector struct {
-	MatchLabels map[string]string `json:"matchLabels"`
-}
-
-type peerSpec struct {
-	MyASN          uint32     `json:"myASN"`
-	NodeSelectors  []selector `json:"nodeSelectors"`
-	PasswordSecret *secretRef `json:"passwordSecret,omitempty"`
-	PeerASN        uint32     `json:"peerASN"`
-	PeerAddress    string     `json:"peerAddress"`
-	PeerPort       int        `json:"peerPort"`
-	SourceAddress  string     `json:"sourceAddress,omitempty"`
-}
-
-type secretRef struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
-}
-
-type advSpec struct {
-	IPAddressPools []string `json:"ipAddressPools"`
 }

@@ -60,6 +60,8 @@ type callState struct {
 	red      *redactor
 	logger   *slog.Logger
 	logLines int
+	// wasi is the sandbox WASI's clock and random stream for this call.
+	wasi wasiState
 	// fault is a protocol violation by the guest (oversized output, bad
 	// pointer); it fails the call even if the guest returns 0.
 	fault error

@@ -5,10 +5,11 @@
 // CCM's job (host/lbmodule).
 //
 // A module is untrusted code: it is verified before first use (ABI version,
-// exports, imports), runs in a fresh instance per call with a memory limit
-// and a deadline, and sees no filesystem, network, environment, real clock or
-// real randomness (wazero's defaults are fake clocks and a deterministic
-// random source). Its output is validated against what it declared before
+// exports, imports), starts every call from the same pristine state (a
+// reused instance reset to its post-_initialize snapshot, see pool.go, or a
+// fresh instance) with a memory limit and a deadline, and sees no
+// filesystem, network, environment, real clock or real randomness (fake
+// clocks and a deterministic random source, the same on every call). Its output is validated against what it declared before
 // anything reaches Kubernetes, so a broken module changes nothing.
 package wasmhost
 
@@ -73,7 +74,7 @@ func (o Options) withDefaults() Options {
 }
 
 // Module is a loaded, verified module. It is safe for concurrent use: every
-// call gets its own instance.
+// call gets an instance of its own for its duration.
 type Module struct {
 	name    string // for messages: the built-in name or the file path
 	sha256  string
@@ -83,6 +84,13 @@ type Module struct {
 	cache   wazero.CompilationCache
 	cm      wazero.CompiledModule
 	desc    sdk.Description
+	// abi is the ABI version the module speaks: 1 gets the generate
+	// request as JSON, 2 in the SDK's binary layout.
+	abi uint32
+	// pool serves calls from reused instances when the module can be
+	// instrumented (see rewrite.go and pool.go); nil means a fresh
+	// instance per call.
+	pool *pool
 
 	// The module is pure, so the output of the last successful generate is
 	// valid for the same input bytes: a resync of an unchanged cluster costs
@@ -111,30 +119,34 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 		return nil, err
 	}
 	m.cache = cache
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithMemoryLimitPages(uint32(opts.MemoryLimitMiB * (1 << 20) / pageSize)).
-		WithCloseOnContextDone(true).
-		WithCompilationCache(cache)
-	m.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	// A module the rewrite understands gets the cheap deadline check and
+	// reused instances; any other the fresh-instance path with wazero's
+	// deadline instrumentation.
+	ins, ierr := instrument(wasm, uint32(opts.MemoryLimitMiB*(1<<20)/pageSize))
+	pooled := ierr == nil && !ins.stateful
+	code := wasm
+	if pooled {
+		code = ins.wasm
+	}
 	ok := false
 	defer func() {
-		if !ok {
+		if !ok && m.rt != nil {
 			_ = m.Close(context.Background())
 		}
 	}()
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
-		return nil, fmt.Errorf("starting the WASI host for load-balancer modules: %w", err)
+	err = m.compile(ctx, code, pooled)
+	if pooled && (err != nil || !sandboxable(m.cm)) {
+		// It imports WASI functions beyond the sandbox's (or the rewrite
+		// is at fault): start over on the fresh-instance path.
+		_ = m.rt.Close(ctx)
+		pooled = false
+		err = m.compile(ctx, wasm, false)
 	}
-	if err := m.instantiateHost(ctx); err != nil {
-		return nil, err
-	}
-	m.cm, err = m.rt.CompileModule(ctx, wasm)
 	if err != nil {
-		msg := err.Error()
-		if strings.Contains(msg, "over limit") {
-			return nil, fail("needs more memory than moduleMemoryLimitMiB=%d allows (%s); raise moduleMemoryLimitMiB", opts.MemoryLimitMiB, msg)
-		}
-		return nil, fail("is not a valid WebAssembly module (%s); build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared", msg)
+		return nil, fail("%v", err)
+	}
+	if pooled {
+		m.pool = newPool(m, m.cm, ins)
 	}
 	if err := verify(m.cm); err != nil {
 		return nil, fail("%v", err)
@@ -147,9 +159,11 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 		if err != nil {
 			return err
 		}
-		if v := api.DecodeU32(res[0]); v != sdk.ABIVersion {
-			return &Error{Module: name, Reason: ReasonModuleError, Msg: fmt.Sprintf("speaks ABI version %d, this CCM speaks %d; rebuild the module with the SDK of this CCM", v, sdk.ABIVersion)}
+		v := api.DecodeU32(res[0])
+		if v < sdk.MinABIVersion || v > sdk.ABIVersion {
+			return &Error{Module: name, Reason: ReasonModuleError, Msg: fmt.Sprintf("speaks ABI version %d, this CCM speaks %d to %d; rebuild the module with the SDK of this CCM", v, sdk.MinABIVersion, sdk.ABIVersion)}
 		}
+		m.abi = v
 		return nil
 	}
 	in, err := json.Marshal(sdk.DescribeRequest{APIVersion: sdk.APIVersion, Kind: sdk.KindDescribeRequest, Options: options})
@@ -168,6 +182,38 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 	}
 	ok = true
 	return m, nil
+}
+
+// compile makes the runtime for the module and compiles code in it.
+func (m *Module) compile(ctx context.Context, code []byte, pooled bool) error {
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithMemoryLimitPages(uint32(m.opts.MemoryLimitMiB * (1 << 20) / pageSize)).
+		WithCloseOnContextDone(!pooled).
+		WithCompilationCache(m.cache)
+	m.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	wasi := func(ctx context.Context, rt wazero.Runtime) error {
+		_, err := wasi_snapshot_preview1.Instantiate(ctx, rt)
+		return err
+	}
+	if pooled {
+		wasi = instantiateSandboxWASI
+	}
+	if err := wasi(ctx, m.rt); err != nil {
+		return fmt.Errorf("starting the WASI host for load-balancer modules: %w", err)
+	}
+	if err := m.instantiateHost(ctx); err != nil {
+		return err
+	}
+	var err error
+	m.cm, err = m.rt.CompileModule(ctx, code)
+	if err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "over limit") {
+			return fmt.Errorf("needs more memory than moduleMemoryLimitMiB=%d allows (%s); raise moduleMemoryLimitMiB", m.opts.MemoryLimitMiB, msg)
+		}
+		return fmt.Errorf("is not a valid WebAssembly module (%s); build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared", msg)
+	}
+	return nil
 }
 
 func compilationCache(dir string) (wazero.CompilationCache, error) {
@@ -199,6 +245,9 @@ func (m *Module) GenerateCalls() uint64 { return m.calls.Load() }
 
 // Close frees the runtime and its compiled code (an on-disk cache stays).
 func (m *Module) Close(ctx context.Context) error {
+	if m.pool != nil {
+		m.pool.close()
+	}
 	err := m.rt.Close(ctx)
 	if cerr := m.cache.Close(ctx); err == nil {
 		err = cerr
@@ -215,7 +264,11 @@ func (m *Module) Close(ctx context.Context) error {
 func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, m.options
 	req.MemoryLimitBytes = int64(m.opts.MemoryLimitMiB) << 20
-	in, err := json.Marshal(req)
+	encode := sdk.EncodeGenerateRequest
+	if m.abi < 2 {
+		encode = func(req sdk.GenerateRequest) ([]byte, error) { return json.Marshal(req) }
+	}
+	in, err := encode(req)
 	if err != nil {
 		return sdk.GenerateResponse{}, err
 	}
@@ -269,8 +322,8 @@ func decodeStrict(b []byte, v any) error {
 	return nil
 }
 
-// call runs one export in a fresh instance: no state survives between calls,
-// and a trap or a deadline only ever destroys that instance.
+// call runs one export from the pristine state: no state survives between
+// calls, and a trap or a deadline only ever destroys that instance.
 func (m *Module) call(ctx context.Context, export string, input []byte, red *redactor, before func(context.Context, api.Module) error) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -278,21 +331,17 @@ func (m *Module) call(ctx context.Context, export string, input []byte, red *red
 	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
 	defer cancel()
 	st := &callState{input: input, red: red, logger: m.opts.Logger.With("module", m.name)}
-	mod, err := m.instantiate(ctx, st)
-	if err != nil {
-		return nil, m.classify(ctx, err, st)
+	var res []uint64
+	var err error
+	if m.pool != nil {
+		res, err = m.pool.run(ctx, st, export, before)
+	} else {
+		res, err = m.callFresh(ctx, st, export, before)
 	}
-	defer mod.Close(context.Background())
-	if before != nil {
-		if err := before(withState(ctx, st), mod); err != nil {
-			if me := (*Error)(nil); errors.As(err, &me) {
-				return nil, err
-			}
-			return nil, m.classify(ctx, err, st)
+	if err != nil {
+		if me := (*Error)(nil); errors.As(err, &me) {
+			return nil, err
 		}
-	}
-	res, err := mod.ExportedFunction(export).Call(withState(ctx, st))
-	if err != nil {
 		return nil, m.classify(ctx, err, st)
 	}
 	if st.fault != nil {
@@ -306,6 +355,21 @@ func (m *Module) call(ctx context.Context, export string, input []byte, red *red
 		return nil, m.errorf(ReasonModuleError, "%s failed: %s", export, OneLine(msg))
 	}
 	return st.output.Bytes(), nil
+}
+
+// callFresh runs export in an instance made for this call alone.
+func (m *Module) callFresh(ctx context.Context, st *callState, export string, before func(context.Context, api.Module) error) ([]uint64, error) {
+	mod, err := m.instantiate(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer mod.Close(context.Background())
+	if before != nil {
+		if err := before(withState(ctx, st), mod); err != nil {
+			return nil, err
+		}
+	}
+	return mod.ExportedFunction(export).Call(withState(ctx, st))
 }
 
 func (m *Module) instantiate(ctx context.Context, st *callState) (api.Module, error) {

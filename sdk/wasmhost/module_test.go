@@ -165,9 +165,12 @@ func TestLoadRejects(t *testing.T) {
 		{"namespaced kind without a namespace", func() (*wasmhost.Module, error) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "no-namespace"}}, opts())
 		}, "declares the namespaced kind ConfigMap (v1) without a namespace; declare its namespace in describe, for a module from the loadbalancer URL option ?namespace=<namespace>"},
+		{"initialisation loops", func() (*wasmhost.Module, error) {
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "initloop"}}, loopOpts())
+		}, "load-balancer module hostile did not finish within 1s"},
 		{"other ABI version", func() (*wasmhost.Module, error) {
-			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi2"}}, opts())
-		}, "load-balancer module hostile speaks ABI version 2, this CCM speaks 1; rebuild the module"},
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi3"}}, opts())
+		}, "load-balancer module hostile speaks ABI version 3, this CCM speaks 1 to 2; rebuild the module"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := tc.load()
@@ -215,8 +218,17 @@ func TestSameInputIsMemoized(t *testing.T) {
 // Every call starts from the same pristine state: a module cannot observe
 // anything a previous call did — its package variables, the input it saw,
 // or the heap it grew. Concurrent calls are no different.
+// TestNoStateSurvivesACall: each call of the "remember" mode leaves state
+// behind (a counter, the input it saw, a grown heap, markers in the heap and
+// in a global, stdout closed, an environment variable) and reports what it
+// found on arrival: the next call must find none of it, and must start from
+// the same clock and the same random stream, with reused instances (the
+// pool) as with fresh ones.
 func TestNoStateSurvivesACall(t *testing.T) {
 	m := load(t, hostile(t), "remember")
+	if !wasmhost.Pooled(m) {
+		t.Fatal("the hostile module does not run on reused instances: this test would not test them")
+	}
 	var first map[string]any
 	for i := range 4 {
 		req := request()
@@ -231,10 +243,18 @@ func TestNoStateSurvivesACall(t *testing.T) {
 		if data["calls"] != "1" || data["seen"] != fmt.Sprint(len(req.Nodes)) {
 			t.Fatalf("call %d saw state from an earlier call: %v", i+1, data)
 		}
+		if data["leaks"] != "0" || data["stdout"] != "true" || data["env"] != "" {
+			t.Errorf("call %d found state from an earlier call: %v markers in memory, stdout works %v, env %q",
+				i+1, data["leaks"], data["stdout"], data["env"])
+		}
 		if first == nil {
 			first = data
-		} else if data["heapSys"] != first["heapSys"] {
-			t.Errorf("call %d starts with a heap of %v bytes, the first with %v: memory survived", i+1, data["heapSys"], first["heapSys"])
+			continue
+		}
+		for _, k := range []string{"heapSys", "clock", "rand"} {
+			if data[k] != first[k] {
+				t.Errorf("call %d starts with %s %v, the first with %v: state survived", i+1, k, data[k], first[k])
+			}
 		}
 	}
 	if n := m.GenerateCalls(); n != 4 {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,7 +64,7 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 		}
 		entries = append(entries, e)
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
 
 	// Union-find over entries connected by a common address.
 	parent := make([]int, len(entries))
@@ -151,11 +152,11 @@ type Session struct {
 // matches the {{n}} of the node annotations.
 func Sessions(nodes []sdk.Node) []Session {
 	nodes = append([]sdk.Node(nil), nodes...)
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	slices.SortFunc(nodes, func(a, b sdk.Node) int { return strings.Compare(a.Name, b.Name) })
 	var out []Session
 	for _, n := range nodes {
 		peers := append([]sdk.Peer(nil), n.Peers...)
-		sort.SliceStable(peers, func(i, j int) bool { return peers[i].IP < peers[j].IP })
+		slices.SortStableFunc(peers, func(a, b sdk.Peer) int { return strings.Compare(a.IP, b.IP) })
 		host := n.Labels[HostnameLabel]
 		if host == "" {
 			host = n.Name

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -35,8 +37,18 @@ func logLine(level int32, ptr unsafe.Pointer, n int32)
 
 func main() {}
 
+// init runs in the reactor's _initialize, before any export: "initloop"
+// never lets it finish.
+func init() {
+	if read().Options.Params["mode"] == "initloop" {
+		for {
+		}
+	}
+}
+
 type request struct {
-	Options struct {
+	MemoryLimitBytes int64 `json:"memoryLimitBytes"`
+	Options          struct {
 		Params map[string]string `json:"params"`
 	} `json:"options"`
 	Nodes []struct {
@@ -66,8 +78,8 @@ func write(f func(unsafe.Pointer, int32), s string) {
 //
 //go:wasmexport ccm_abi_version
 func abiVersion() int32 {
-	if read().Options.Params["mode"] == "abi2" {
-		return 2
+	if read().Options.Params["mode"] == "abi3" {
+		return 3
 	}
 	return 1
 }
@@ -101,6 +113,42 @@ var (
 	remembered []string
 	ballast    [][]byte
 )
+
+var lastMarker string
+
+// scanForMarkers counts the markers of other calls ("LEAK-" and six
+// digits) in linear memory below limit, which on the host's reused
+// instances is the memory's whole size.
+func scanForMarkers(limit int64) int {
+	prefix := []byte("LEAK-")
+	found := 0
+	const chunk = 1 << 20
+	for base := int64(4096); base < limit; base += chunk {
+		// Overlap the next chunk by a marker's length.
+		n := min(int64(chunk+11), limit-base)
+		mem := unsafe.Slice((*byte)(unsafe.Pointer(uintptr(base))), n)
+		for i := 0; ; {
+			j := bytes.Index(mem[i:], prefix)
+			if j < 0 || i+j+11 > len(mem) {
+				break
+			}
+			i += j + 5
+			if digits(mem[i : i+6]) {
+				found++
+			}
+		}
+	}
+	return found
+}
+
+func digits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 func recurse(n int) int { return recurse(n+1) + 1 }
 
@@ -147,16 +195,31 @@ func generate() int32 {
 			fmt.Sprint(ferr != nil), fmt.Sprint(nerr != nil), len(os.Environ()), time.Now().Year(), rand.Uint64())
 		objects = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"sandbox","namespace":"hostile"},"data":{` + report + `}}`
 	case "remember":
-		// State a call leaves behind: a counter, the input it saw, and a
-		// grown heap. The next call must see none of it.
+		// First what this call finds: the clock, the random stream,
+		// stdout, the environment, and any marker an earlier call left
+		// anywhere in linear memory.
+		clock, random := time.Now().UnixNano(), rand.Uint64()
+		_, werr := syscall.Write(1, []byte("."))
+		leaks := scanForMarkers(r.MemoryLimitBytes)
+		env := os.Getenv("HOSTILE_LEAK")
+		// Then state a call leaves behind: a counter, the input it saw, a
+		// grown heap, markers in the heap and in a global, a closed
+		// stdout, an environment variable. The next call must see none
+		// of it.
+		marker := fmt.Sprintf("LEAK-%06d", 100000+len(r.Nodes))
+		lastMarker = marker
+		ballast = append(ballast, bytes.Repeat([]byte(marker), 1<<16))
+		_ = syscall.Close(1)
+		_ = os.Setenv("HOSTILE_LEAK", marker)
 		calls++
 		remembered = append(remembered, fmt.Sprint(len(r.Nodes)))
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		heap := ms.HeapSys
 		ballast = append(ballast, make([]byte, 8<<20))
-		objects = fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"remember","namespace":"hostile"},"data":{"calls":"%d","seen":%q,"heapSys":"%d"}}`,
-			calls, strings.Join(remembered, ","), heap)
+		objects = fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"remember","namespace":"hostile"},"data":{"calls":"%d","seen":%q,"heapSys":"%d",`+
+			`"clock":"%d","rand":"%d","stdout":"%t","env":%q,"leaks":"%d"}}`,
+			calls, strings.Join(remembered, ","), heap, clock, random, werr == nil, env, leaks)
 	case "annotate":
 		write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"GenerateResponse","objects":[`+objects+`],"nodeAnnotations":{"worker-1":{"example.com/speaker":"on"}}}`)
 		return 0

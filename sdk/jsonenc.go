@@ -1,0 +1,231 @@
+package sdk
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// marshalResponse encodes resp as encoding/json would, byte for byte, but
+// without reflection for the values objects are usually made of (maps,
+// slices, strings, numbers, booleans): in the Wasm guest, reflection made
+// encoding the response of 1,000 Services cost tens of milliseconds. Any
+// other value (a typed struct, for example) goes through json.Marshal.
+func marshalResponse(resp GenerateResponse) ([]byte, error) {
+	b := make([]byte, 0, 64<<10)
+	b = append(b, `{"apiVersion":`...)
+	b = appendString(b, resp.APIVersion)
+	b = append(b, `,"kind":`...)
+	b = appendString(b, resp.Kind)
+	b = append(b, `,"objects":`...)
+	var err error
+	if resp.Objects == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, o := range resp.Objects {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendValue(b, map[string]any(o)); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if len(resp.NodeAnnotations) > 0 {
+		b = append(b, `,"nodeAnnotations":{`...)
+		for i, k := range sortedKeys(resp.NodeAnnotations) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = appendStringMap(b, resp.NodeAnnotations[k])
+		}
+		b = append(b, '}')
+	}
+	if len(resp.Warnings) > 0 {
+		b = append(b, `,"warnings":`...)
+		b = appendStrings(b, resp.Warnings)
+	}
+	return append(b, '}'), nil
+}
+
+func appendValue(b []byte, v any) ([]byte, error) {
+	var err error
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case string:
+		return appendString(b, v), nil
+	case bool:
+		return strconv.AppendBool(b, v), nil
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int32:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(b, v, 10), nil
+	case uint32:
+		return strconv.AppendUint(b, uint64(v), 10), nil
+	case uint64:
+		return strconv.AppendUint(b, v, 10), nil
+	case map[string]any:
+		if v == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '{')
+		for i, k := range sortedKeys(v) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			if b, err = appendValue(b, v[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
+	case Object:
+		return appendValue(b, map[string]any(v))
+	case map[string]string:
+		return appendStringMap(b, v), nil
+	case []any:
+		if v == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendValue(b, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	case []string:
+		return appendStrings(b, v), nil
+	}
+	// Everything else, json.Number included (encoding/json checks it).
+	enc, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, enc...), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	if len(keys) > 16 {
+		slices.Sort(keys)
+		return keys
+	}
+	// Insertion sort: objects' maps have a handful of keys, where it beats
+	// the general sort in the guest.
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+func appendStringMap(b []byte, m map[string]string) []byte {
+	if m == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '{')
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, m[k])
+	}
+	return append(b, '}')
+}
+
+func appendStrings(b []byte, s []string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, e := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, e)
+	}
+	return append(b, ']')
+}
+
+const hex = "0123456789abcdef"
+
+// plain marks the ASCII bytes encoding/json writes as they are.
+var plain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// appendString quotes s as encoding/json does with HTML escaping on:
+// <, > and & as \u003c, \u003e, \u0026, invalid UTF-8 as \ufffd, and
+// U+2028 and U+2029 escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if plain[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,28 @@
+package wasmhost
+
+import (
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// resident is the length of b up to its last page the kernel has mapped
+// (mincore): beyond it b has never been touched and is zero. The whole of b
+// if that cannot be told.
+func resident(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	pg := os.Getpagesize()
+	vec := make([]byte, (len(b)+pg-1)/pg)
+	_, _, e := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+	if e != 0 {
+		return len(b)
+	}
+	for i := len(vec) - 1; i >= 0; i-- {
+		if vec[i]&1 != 0 {
+			return min((i+1)*pg, len(b))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,44 @@
+//go:build linux
+
+package wasmhost
+
+import "syscall"
+
+// newLinearMemory backs an instance's linear memory with one anonymous
+// mapping of the module's maximum size, reserved up front: growing is a
+// reslice (wazero's default appends, copying the whole memory each time),
+// untouched pages cost no RSS, and zeroing a range hands its pages back to
+// the kernel (madvise), at a cost that follows the pages a call touched
+// rather than the size of the memory.
+func newLinearMemory(max uint64) linearMemory {
+	b, err := syscall.Mmap(-1, 0, int(max), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
+	if err != nil {
+		return &heapMemory{max: max}
+	}
+	return &mmapMemory{buf: b}
+}
+
+type mmapMemory struct{ buf []byte }
+
+func (m *mmapMemory) Reallocate(size uint64) []byte {
+	if size > uint64(len(m.buf)) {
+		return nil
+	}
+	return m.buf[:size]
+}
+
+func (m *mmapMemory) Free() {
+	if m.buf != nil {
+		_ = syscall.Munmap(m.buf)
+		m.buf = nil
+	}
+}
+
+// zero zeroes buf[from:to], page-aligned offsets into the mapping.
+func (m *mmapMemory) zero(from, to uint64) {
+	if err := syscall.Madvise(m.buf[from:to], syscall.MADV_DONTNEED); err != nil {
+		clear(m.buf[from:to])
+	}
+}
+
+func (m *mmapMemory) touched() int { return resident(m.buf) }

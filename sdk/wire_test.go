@@ -1,0 +1,106 @@
+package sdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The binary request decodes to exactly what the JSON round trip gives.
+func TestBinaryRequestMatchesJSON(t *testing.T) {
+	for name, req := range map[string]GenerateRequest{
+		"empty": {},
+		"empty lists": {Services: []Service{}, Nodes: []Node{{Name: "n", Peers: []Peer{}, Labels: map[string]string{}}},
+			Existing: []Object{}},
+		"full": {
+			APIVersion: APIVersion, Kind: KindGenerateRequest, MemoryLimitBytes: 64 << 20,
+			Options: Options{Namespace: "ns", ConfigMap: "cm", Params: map[string]string{"b": "2", "a": "1"}},
+			Services: []Service{
+				{Namespace: "default", Name: "web", UID: "u1", IPs: []string{"145.40.1.5", "2604:1380::1"},
+					Ports:       []Port{{Name: "http", Protocol: "TCP", Port: 80}, {Protocol: "UDP", Port: -1}},
+					Annotations: map[string]string{"x": "ünïcödé \u2028 <&>", "": ""}, SharingKey: "k"},
+				{Name: "no-ips", IPs: []string{}},
+			},
+			Nodes: []Node{{Name: "w1", Labels: map[string]string{"kubernetes.io/hostname": "w1"}, LocalASN: 4294967295,
+				SourceIP: "10.0.0.1", Peers: []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw\x00é"}}}},
+			Annotations: AnnotationTemplates{LocalASN: "a/{{n}}", PeerASN: "b", PeerIP: "c", SrcIP: "d", BGPPass: "e"},
+			Existing: []Object{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"},
+				"data": map[string]any{"big": json.Number("123456789012345678901234567890")}}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j, err := json.Marshal(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want GenerateRequest
+			if err := decode(j, &want); err != nil {
+				t.Fatal(err)
+			}
+			b, err := EncodeGenerateRequest(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := DecodeGenerateRequest(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("binary round trip\n got %#v\nwant %#v", got, want)
+			}
+			// Every truncation is an error, never a panic or a short request.
+			for i := 0; i < len(b); i++ {
+				if _, err := DecodeGenerateRequest(b[:i]); err == nil {
+					t.Fatalf("truncated at %d of %d decoded without error", i, len(b))
+				}
+			}
+			if _, err := DecodeGenerateRequest(append(b, 0)); err == nil || !strings.Contains(err.Error(), "trailing data") {
+				t.Errorf("trailing byte: %v", err)
+			}
+		})
+	}
+}
+
+// marshalResponse writes what encoding/json writes, byte for byte.
+func TestMarshalResponseMatchesJSON(t *testing.T) {
+	type typed struct {
+		A string `json:"a"`
+		B int    `json:"b,omitempty"`
+	}
+	for name, resp := range map[string]GenerateResponse{
+		"nil objects": {APIVersion: APIVersion, Kind: KindGenerateResponse},
+		"empty":       {Objects: []Object{}, NodeAnnotations: map[string]map[string]string{}, Warnings: []string{}},
+		"values": {Objects: []Object{
+			{"s": "plain", "esc": "\"\\\b\f\n\r\t\x01\x1f<>&\u2028\u2029\x7f", "utf8": "héllo 日本 \xff\xfe bad",
+				"n": nil, "t": true, "f": false, "i": 1, "i32": int32(-2), "i64": int64(1 << 62), "u32": uint32(4e9),
+				"u64": uint64(1 << 63), "num": json.Number("1.5e3"), "float": 2.5, "small": 1e-7,
+				"m":      map[string]any{"z": []any{1, "x", nil, map[string]string{"k": "v"}}, "a": []string{"p", "q"}},
+				"nilmap": map[string]any(nil), "nilslice": []any(nil), "nilstrs": []string(nil),
+				"obj": Object{"k": "v"}, "typed": typed{A: "<a>"}, "ptr": &typed{B: 3},
+				"strmap": map[string]string{"b": "2", "a": "1"}},
+			{"many": map[string]any{"q": 1, "w": 2, "e": 3, "r": 4, "t": 5, "y": 6, "u": 7, "i": 8, "o": 9, "p": 10,
+				"a": 11, "s": 12, "d": 13, "f": 14, "g": 15, "h": 16, "j": 17, "k": 18}},
+		}, NodeAnnotations: map[string]map[string]string{"w2": {"b": "1"}, "w1": {"a": "<"}},
+			Warnings: []string{"careful & <done>"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			want, err := json.Marshal(resp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := marshalResponse(resp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+	// What encoding/json refuses, marshalResponse refuses.
+	if _, err := marshalResponse(GenerateResponse{Objects: []Object{{"n": json.Number("not a number")}}}); err == nil {
+		t.Error("an invalid json.Number was encoded")
+	}
+}
