@@ -211,8 +211,11 @@ func (c *Controller) syncSelection(ctx context.Context) error {
 		return fmt.Errorf("BGP node selection: %w", err)
 	}
 	c.mu.Lock()
-	prev := c.selected
+	prev, first := c.selected, !c.initial
 	c.selected = sel
+	// Set here, under the lock that publishes the selection, not after
+	// return: a worker may take a node queued below before this returns.
+	c.initial = true
 	var changed bool
 	for name := range c.state {
 		if !sel[name] {
@@ -222,7 +225,9 @@ func (c *Controller) syncSelection(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	for _, n := range nodes {
-		if sel[n.Name] != prev[n.Name] || sel[n.Name] {
+		// The first selection queues every node: nodes taken before it
+		// were left alone (see syncNode), including those it leaves out.
+		if first || sel[n.Name] != prev[n.Name] || sel[n.Name] {
 			c.queue.Add(n.Name)
 		}
 	}
@@ -242,10 +247,17 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		return err
 	}
 	c.mu.RLock()
-	selected := c.selected[name]
+	initial, selected := c.initial, c.selected[name]
 	st := c.state[name]
 	c.mu.RUnlock()
 
+	if !initial {
+		// No selection yet is not "selected for nothing": taking the
+		// annotations off now would strip, at every start, what this CCM
+		// or upstream wrote before (seen in the take-over test). The
+		// first selection queues every node again.
+		return nil
+	}
 	if !selected {
 		// Not (or no longer) a BGP node: take our annotations off.
 		return c.writeAnnotations(ctx, node, map[string]string{})
@@ -324,8 +336,11 @@ func NodeFrom(node *v1.Node, deviceID string, device *metalv1.Device, neighbours
 
 func (c *Controller) annotationsMatch(node *v1.Node) bool {
 	c.mu.RLock()
-	st, selected := c.state[node.Name], c.selected[node.Name]
+	initial, st, selected := c.initial, c.state[node.Name], c.selected[node.Name]
 	c.mu.RUnlock()
+	if !initial {
+		return true // no selection yet: nothing to say about our annotations
+	}
 	want := map[string]string{}
 	if selected && st != nil {
 		want = Annotations(c.opts.Templates, st.node)
