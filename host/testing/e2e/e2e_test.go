@@ -50,10 +50,7 @@ type timings struct {
 }
 
 func TestDataPlane(t *testing.T) {
-	bins, err := dataplane.BinariesFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins := binaries(t)
 	ctx := context.Background()
 	began := time.Now()
 	dir := t.TempDir()
@@ -64,23 +61,14 @@ func TestDataPlane(t *testing.T) {
 	}
 	must(t, mount.Update(nil)) // the default policies, as a ConfigMap mounts them
 
-	c, err := StartCluster(ctx, ClusterOptions{
+	h := start(t, ClusterOptions{
 		Dir: dir, Bins: bins, Devices: devices, LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace,
 		PolicyDir: policyDir, Password: password, Logf: t.Logf, ControlPlaneEIPTag: "e2e-control-plane",
 		CloudConfig: map[string]any{"cacheRefreshPeriod": "10m"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			keepLogs(t, dir)
-		}
-		c.Stop()
-	}()
+	c := h.c
 	t.Logf("cluster up in %s: %d routers, %d speakers", time.Since(began).Round(time.Millisecond), len(c.Routers), len(c.Speakers))
 	var tm timings
-	h := &e2e{t: t, c: c, ctx: ctx}
 
 	allNodes := []string{"cp-0", "cp-1", "worker-0", "worker-1", "worker-2"}
 	workers := []string{"worker-0", "worker-1", "worker-2"}
@@ -408,6 +396,34 @@ func readFile(t *testing.T, path string) string {
 
 // keepLogs copies nothing: it names where the logs are, which t.TempDir
 // would remove, so they are moved to a kept directory first.
+// binaries are the MetalLB and GoBGP builds make e2e passes in.
+func binaries(t *testing.T) dataplane.Binaries {
+	t.Helper()
+	bins, err := dataplane.BinariesFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bins
+}
+
+// start brings up one test's cluster and stops it when the test ends,
+// keeping its logs when the test failed.
+func start(t *testing.T, opts ClusterOptions) *e2e {
+	t.Helper()
+	ctx := context.Background()
+	c, err := StartCluster(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			keepLogs(t, opts.Dir)
+		}
+		c.Stop()
+	})
+	return &e2e{t: t, c: c, ctx: ctx}
+}
+
 func keepLogs(t *testing.T, dir string) {
 	kept, err := os.MkdirTemp("", "ccm-e2e-logs-")
 	if err != nil {
@@ -450,25 +466,18 @@ func printTimings(t *testing.T, tm timings, total time.Duration) {
 // TestDataPlane relies on reports it.
 func TestWrongPeerASNFailsAtRouters(t *testing.T) {
 	t.Parallel() // alongside TestSandboxDataPlane, whose namespace is its own
-	bins, err := dataplane.BinariesFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins := binaries(t)
 	module := os.Getenv(dataplane.EnvWrongASNModule)
 	if _, err := os.Stat(module); err != nil {
 		t.Fatalf("%s=%q: %v; run make e2e, which builds it", dataplane.EnvWrongASNModule, module, err)
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	c, err := StartCluster(ctx, ClusterOptions{
+	h := start(t, ClusterOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: "worker-0", Metro: "da"}, {Name: "worker-1", Metro: "da"}},
 		LoadBalancer: "wasm://" + module + "?namespace=" + dataplane.MetalLBNamespace, Password: password, Logf: t.Logf,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
-	h := &e2e{t: t, c: c, ctx: ctx}
+	c := h.c
 	h.addService("broken", map[string]string{"metal.equinix.com/eip-metro": "da"})
 	ip := h.serviceIP("broken")
 	h.eventually("the broken module's BGPPeers", 60*time.Second, func() (bool, string) {
@@ -484,7 +493,7 @@ func TestWrongPeerASNFailsAtRouters(t *testing.T) {
 		return len(asns) == 4 && asns[0] == dataplane.RouterASN+1, fmt.Sprintf("peer ASNs %v", asns)
 	})
 
-	_, err = c.WaitRoute(ctx, ip+"/32", h.ips("worker-0", "worker-1"), dataplane.ProjectASN, 20*time.Second)
+	_, err := c.WaitRoute(ctx, ip+"/32", h.ips("worker-0", "worker-1"), dataplane.ProjectASN, 20*time.Second)
 	if err == nil {
 		t.Fatal("the router assertion passed although every BGPPeer has a wrong peer ASN: it cannot catch a broken data plane")
 	}
@@ -505,27 +514,15 @@ func TestWrongPeerASNFailsAtRouters(t *testing.T) {
 // must bring up password-protected sessions with both routers and get the
 // Service's Elastic IP to them with one path per node.
 func TestKubeVIPStyle(t *testing.T) {
-	bins, err := dataplane.BinariesFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins := binaries(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	nodes := []string{"worker-0", "worker-1"}
-	c, err := StartCluster(ctx, ClusterOptions{
+	h := start(t, ClusterOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "da"}},
 		LoadBalancer: "kube-vip://", Password: password, Logf: t.Logf, NoMetalLB: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			keepLogs(t, dir)
-		}
-		c.Stop()
-	}()
-	h := &e2e{t: t, c: c, ctx: ctx}
+	c := h.c
 	h.addService("vip", map[string]string{"metal.equinix.com/eip-metro": "da"})
 	ip := h.serviceIP("vip")
 	for i, name := range nodes {
@@ -557,32 +554,20 @@ func TestKubeVIPStyle(t *testing.T) {
 // peer per node and router with the ASNs, source address and password;
 // and the Service's EIP reaches both routers from both nodes.
 func TestLegacyConfigMap(t *testing.T) {
-	bins, err := dataplane.BinariesFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins := binaries(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	nodes := []string{"worker-0", "worker-1"}
-	c, err := StartCluster(ctx, ClusterOptions{
+	h := start(t, ClusterOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "sv"}},
 		LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace + "/config", Password: password, Logf: t.Logf, LegacyConfigMap: "config",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			keepLogs(t, dir)
-		}
-		c.Stop()
-	}()
+	c := h.c
 	userPool := "address-pools:\n- name: users-own-pool\n  protocol: bgp\n  addresses:\n  - 192.0.2.0/28\n"
 	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: dataplane.MetalLBNamespace, Name: "config"}, Data: map[string]string{"config": userPool}}
 	if _, err := c.Kube.CoreV1().ConfigMaps(dataplane.MetalLBNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h := &e2e{t: t, c: c, ctx: ctx}
 	h.addService("legacy", map[string]string{"metal.equinix.com/eip-metro": "da"})
 	ip := h.serviceIP("legacy")
 

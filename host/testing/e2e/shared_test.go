@@ -23,27 +23,15 @@ import (
 // both (no AllocationFailed) and its speakers announce the one /32 from
 // every node; deleting one keeps the route, deleting the other withdraws it.
 func TestSharedElasticIP(t *testing.T) {
-	bins, err := dataplane.BinariesFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins := binaries(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	nodes := []string{"worker-0", "worker-1"}
-	c, err := StartCluster(ctx, ClusterOptions{
+	h := start(t, ClusterOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "da"}},
 		LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace, Password: password, Logf: t.Logf,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			keepLogs(t, dir)
-		}
-		c.Stop()
-	}()
-	h := &e2e{t: t, c: c, ctx: ctx}
+	c := h.c
 	h.addSharedService("dns-tcp", v1.ProtocolTCP)
 	h.addSharedService("dns-udp", v1.ProtocolUDP)
 	ip := h.serviceIP("dns-tcp")
