@@ -309,14 +309,14 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 // than RefreshPeriod (the running or next one if the cache is older).
 func (c *Client) reservationsBeforeCreate(ctx context.Context, key string) error {
 	var after uint64
-	switch {
-	case c.uncertain(key):
+	if c.uncertain(key) {
 		after = c.reservations.ticket()
-	case c.reservations.listedWithin(c.opts.RefreshPeriod):
-		cacheHit(cacheReservations)
-		return nil
-	case c.reservations.isLoaded():
-		after = c.reservations.joinTicket()
+	} else {
+		var fresh bool
+		if fresh, after = c.reservations.listingFor(c.opts.RefreshPeriod); fresh {
+			cacheHit(cacheReservations)
+			return nil
+		}
 	}
 	cacheMiss(cacheReservations)
 	return c.reservations.refresh(ctx, after, refreshTimeout, c.listAllReservations)

@@ -73,12 +73,18 @@ func (s *store) isLoaded() bool {
 	return s.loaded
 }
 
-// listedWithin tells whether the store holds a listing that started less
-// than d ago.
-func (s *store) listedWithin(d time.Duration) bool {
+// listingFor says whether the store holds a listing that started less than
+// maxAge ago and, when it does not, the ticket for "the listing running now,
+// or the next one" (see joinTicket). One lock answers both: checked apart, a
+// listing could land between the two questions, and the caller would ask
+// for yet another one although a fresh one had just arrived.
+func (s *store) listingFor(maxAge time.Duration) (fresh bool, after uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.loaded && s.now().Sub(s.listedAt) < d
+	if s.loaded && s.now().Sub(s.listedAt) < maxAge {
+		return true, 0
+	}
+	return false, s.joinTicketLocked()
 }
 
 // ticket is the number of listings started so far; refresh(ctx, ticket, …)
@@ -95,6 +101,10 @@ func (s *store) ticket() uint64 {
 func (s *store) joinTicket() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.joinTicketLocked()
+}
+
+func (s *store) joinTicketLocked() uint64 {
 	if s.inFlight {
 		return s.flights - 1
 	}
