@@ -124,13 +124,15 @@ func (c *Client) hasIPv4Session(ctx context.Context, deviceID string) (bool, err
 // DeviceBGPNeighbors returns the device's BGP neighbor data (peer ASN and
 // IPs, the device's ASN and source IP, the MD5 password). One GET, retried;
 // not cached here: the caller keeps it per node. Never log it whole: it
-// holds the BGP password.
+// holds the BGP password. RoutesIn and RoutesOut are always empty: they
+// are dropped before decoding (see trim.go).
 func (c *Client) DeviceBGPNeighbors(ctx context.Context, deviceID string) ([]metalv1.BgpNeighborData, error) {
 	if deviceID == "" {
 		return nil, errors.New("get device BGP neighbors: empty device ID")
 	}
 	ctx, cancel := c.call(ctx, opGetBGPNeighbors)
 	defer cancel()
+	ctx = withTrim(ctx, dropNeighbourRoutes)
 	n, resp, err := c.api.DevicesApi.GetBgpNeighborData(ctx, deviceID).Execute()
 	if err != nil {
 		return nil, c.red.apiError(opGetBGPNeighbors, resp, err)

@@ -22,7 +22,7 @@ const projectID = "11111111-2222-3333-4444-555555555555"
 // needs (by "METHOD /path" with the /metal/v1 prefix removed, path only) and
 // reads the per-route counters. Unregistered routes answer 404.
 type fakeAPI struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	mu       sync.Mutex
@@ -31,7 +31,7 @@ type fakeAPI struct {
 	badAuth  int
 }
 
-func newFakeAPI(t *testing.T) *fakeAPI {
+func newFakeAPI(t testing.TB) *fakeAPI {
 	t.Helper()
 	f := &fakeAPI{t: t, handlers: map[string]http.HandlerFunc{}, calls: map[string]int{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))

@@ -100,6 +100,9 @@ func (s *httpStack) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s.auth.observe(req.Context(), key, resp)
 	s.reach.observe(req.Context(), resp, err)
+	if err == nil {
+		trimResponse(req, resp)
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		// The SDK's own http.Client wraps again; do not say the URL twice.
