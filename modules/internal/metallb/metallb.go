@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -43,14 +42,15 @@ func (p Pool) Shared() bool { return len(p.Services) > 1 }
 // share an address without a common allow-shared-ip key the pool is still
 // merged, and a warning says that MetalLB will serve only one of them.
 func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
+	// Entries stay small (no copy of the Service): sorting moves them, and
+	// in the Wasm guest every byte moved costs.
 	type entry struct {
-		id   string
-		svc  sdk.Service
-		cidr []string
+		id, key string
+		cidr    []string
 	}
 	entries := make([]entry, 0, len(services))
 	for _, s := range services {
-		e := entry{id: s.Namespace + "/" + s.Name, svc: s}
+		e := entry{id: s.Namespace + "/" + s.Name, key: s.SharingKey}
 		for _, ip := range s.IPs {
 			cidr, err := hostCIDR(ip)
 			if err != nil {
@@ -66,7 +66,10 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
 
-	// Union-find over entries connected by a common address.
+	// Union-find over entries connected by a common address. A root is
+	// always the smallest index of its group, so walking the entries in
+	// order meets each group's root first and the pools come out in the
+	// order of their first Service.
 	parent := make([]int, len(entries))
 	for i := range parent {
 		parent[i] = i
@@ -78,7 +81,7 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 		}
 		return parent[i]
 	}
-	owner := map[string]int{}
+	owner := make(map[string]int, len(entries))
 	for i, e := range entries {
 		for _, c := range e.cidr {
 			if j, ok := owner[c]; ok {
@@ -92,40 +95,35 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 			}
 		}
 	}
-	groups := map[int][]int{}
-	var roots []int
-	for i := range entries {
+	poolOf := make([]int, len(entries)) // by root
+	mixedKeys := make([]bool, 0, len(entries))
+	for i, e := range entries {
 		r := find(i)
-		if _, ok := groups[r]; !ok {
-			roots = append(roots, r)
+		if r == i {
+			poolOf[i] = len(pools)
+			pools = append(pools, Pool{SharingKey: e.key})
+			mixedKeys = append(mixedKeys, false)
 		}
-		groups[r] = append(groups[r], i)
+		k := poolOf[r]
+		p := &pools[k]
+		p.Services = append(p.Services, e.id)
+		p.CIDRs = append(p.CIDRs, e.cidr...)
+		if e.key != p.SharingKey {
+			mixedKeys[k] = true
+		}
 	}
-	sort.Ints(roots)
-	for _, r := range roots {
-		var p Pool
-		cidrs := map[string]bool{}
-		keys := map[string]bool{}
-		for _, i := range groups[r] {
-			p.Services = append(p.Services, entries[i].id)
-			keys[entries[i].svc.SharingKey] = true
-			for _, c := range entries[i].cidr {
-				cidrs[c] = true
-			}
+	for k := range pools {
+		p := &pools[k]
+		if len(p.CIDRs) > 1 {
+			slices.Sort(p.CIDRs)
+			p.CIDRs = slices.Compact(p.CIDRs)
 		}
-		for c := range cidrs {
-			p.CIDRs = append(p.CIDRs, c)
-		}
-		sort.Strings(p.CIDRs)
-		if len(keys) == 1 {
-			for k := range keys {
-				p.SharingKey = k
-			}
+		if mixedKeys[k] {
+			p.SharingKey = ""
 		}
 		if p.Shared() && p.SharingKey == "" {
 			warnings = append(warnings, fmt.Sprintf("Services %s share an address without a common sharing key (metallb.io/allow-shared-ip or metallb.universe.tf/allow-shared-ip); MetalLB will serve only one of them; give them the same key or separate addresses", strings.Join(p.Services, ", ")))
 		}
-		pools = append(pools, p)
 	}
 	return pools, warnings
 }
@@ -174,6 +172,9 @@ func Sessions(nodes []sdk.Node) []Session {
 // short hash of the original, so two different inputs never share a name.
 func ObjectName(sep string, parts ...string) string {
 	orig := strings.Join(parts, sep)
+	if validName(orig) {
+		return orig
+	}
 	var b strings.Builder
 	for _, r := range strings.ToLower(orig) {
 		switch {
@@ -196,6 +197,21 @@ func ObjectName(sep string, parts ...string) string {
 		return "x-" + suffix
 	}
 	return name + "-" + suffix
+}
+
+// validName is the common case of ObjectName, checked without building a
+// copy: lower-case letters, digits, '-' and '.', neither first nor last.
+func validName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return s[0] != '-' && s[0] != '.' && s[len(s)-1] != '-' && s[len(s)-1] != '.'
 }
 
 // PeerName names the BGP session of node's peer number index, upstream's
