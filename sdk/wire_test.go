@@ -104,3 +104,19 @@ func TestMarshalResponseMatchesJSON(t *testing.T) {
 		t.Error("an invalid json.Number was encoded")
 	}
 }
+
+// appendString, eight bytes at a time or one, quotes as encoding/json does.
+func FuzzAppendStringMatchesJSON(f *testing.F) {
+	for _, s := range []string{"", "plain-ascii.name/with/slashes", "abcdefgh\"", "0123456<89", "x\x00yyyyyyyy", "héllo wörld 1234", "\xff\xfeabcdefghij", "aaaaaaa\u2028bbbbbbbb", "12345678&", "~~~~~~~~\x7f\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendString(nil, s); !bytes.Equal(got, want) {
+			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}

@@ -82,7 +82,11 @@ func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 	for _, k := range d.Emits {
 		emits[k.APIVersion+"/"+k.Kind] = k
 	}
-	seen := map[string]bool{}
+	// Objects are told apart by apiVersion, kind, namespace and name; the
+	// error messages' "<kind> <namespace>/<name>" is built only for an
+	// error (once per object, it was a tenth of the validation).
+	type objectID struct{ av, kind, ns, name string }
+	seen := make(map[objectID]bool, len(resp.Objects))
 	for i, o := range resp.Objects {
 		av, kind := o.APIVersion(), o.Kind()
 		if av == "" || kind == "" {
@@ -96,12 +100,13 @@ func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 		if err := kubenames.ValidateDNS1123Subdomain(name); err != nil {
 			return invalid("returned %s %q, whose name is invalid: %v", kind, name, err)
 		}
-		id := fmt.Sprintf("%s %s", kind, qualified(o.Namespace(), name))
+		ns := o.Namespace()
+		id := kind + " " + qualified(ns, name)
 		k, ok := emits[av+"/"+kind]
 		if !ok {
 			return forbidden("emitted %s (%s), a kind it did not declare in describe", id, av)
 		}
-		switch ns := o.Namespace(); {
+		switch {
 		case k.Namespace == "" && ns != "":
 			return forbidden("emitted %s in a namespace, but declared %s cluster-scoped", id, kind)
 		case k.Namespace != "" && ns != k.Namespace:
@@ -126,7 +131,7 @@ func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 		if err := validateStringMap(md["annotations"], false); err != nil {
 			return invalid("returned %s with invalid annotations: %v", id, err)
 		}
-		key := av + "/" + id
+		key := objectID{av, kind, ns, name}
 		if seen[key] {
 			return invalid("returned %s twice", id)
 		}
@@ -179,11 +184,17 @@ func validateStringMap(v any, isLabels bool) error {
 	if !ok {
 		return fmt.Errorf("not a map of strings")
 	}
-	keys := make([]string, 0, len(m))
+	// In key order, so that of several bad entries the error names the
+	// same one every time; a map of one or two entries (the usual) needs
+	// no sorting.
+	var buf [4]string
+	keys := buf[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	if len(keys) > 1 {
+		sort.Strings(keys)
+	}
 	for _, k := range keys {
 		s, ok := m[k].(string)
 		if !ok {
