@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -82,14 +83,14 @@ func appendValue(b []byte, v any) ([]byte, error) {
 			return append(b, "null"...), nil
 		}
 		b = append(b, '{')
-		var buf [8]string
-		for i, k := range appendSortedKeys(buf[:0], v) {
+		var buf [8]entry[any]
+		for i, e := range appendSortedEntries(buf[:0], v) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, k)
+			b = appendString(b, e.k)
 			b = append(b, ':')
-			if b, err = appendValue(b, v[k]); err != nil {
+			if b, err = appendValue(b, e.v); err != nil {
 				return nil, err
 			}
 		}
@@ -124,28 +125,42 @@ func appendValue(b []byte, v any) ([]byte, error) {
 }
 
 func sortedKeys[V any](m map[string]V) []string {
-	return appendSortedKeys(make([]string, 0, len(m)), m)
-}
-
-// appendSortedKeys appends m's keys to keys, sorted. The encoder passes a
-// buffer on its stack: a map of an object has a handful of keys, and one
-// allocation per map was a tenth of the encoding in the guest.
-func appendSortedKeys[V any](keys []string, m map[string]V) []string {
+	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
-	if len(keys) > 16 {
-		slices.Sort(keys)
-		return keys
+	slices.Sort(keys)
+	return keys
+}
+
+// entry is one key and value of a map being encoded.
+type entry[V any] struct {
+	k string
+	v V
+}
+
+// appendSortedEntries appends m's entries to es, sorted by key. The
+// encoder passes a buffer on its stack (a map of an object has a handful
+// of keys; one allocation per map was a tenth of the encoding in the
+// guest), and takes each value with its key: looking it up again by key
+// cost one more string hash per entry, slow in Wasm, which has no AES
+// instructions to hash with.
+func appendSortedEntries[V any](es []entry[V], m map[string]V) []entry[V] {
+	for k, v := range m {
+		es = append(es, entry[V]{k, v})
+	}
+	if len(es) > 16 {
+		slices.SortFunc(es, func(a, b entry[V]) int { return strings.Compare(a.k, b.k) })
+		return es
 	}
 	// Insertion sort: objects' maps have a handful of keys, where it beats
 	// the general sort in the guest.
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
+	for i := 1; i < len(es); i++ {
+		for j := i; j > 0 && es[j].k < es[j-1].k; j-- {
+			es[j], es[j-1] = es[j-1], es[j]
 		}
 	}
-	return keys
+	return es
 }
 
 func appendStringMap(b []byte, m map[string]string) []byte {
@@ -153,14 +168,14 @@ func appendStringMap(b []byte, m map[string]string) []byte {
 		return append(b, "null"...)
 	}
 	b = append(b, '{')
-	var buf [8]string
-	for i, k := range appendSortedKeys(buf[:0], m) {
+	var buf [8]entry[string]
+	for i, e := range appendSortedEntries(buf[:0], m) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, k)
+		b = appendString(b, e.k)
 		b = append(b, ':')
-		b = appendString(b, m[k])
+		b = appendString(b, e.v)
 	}
 	return append(b, '}')
 }
