@@ -30,6 +30,12 @@ type options struct {
 	// Services have their addresses: a module that keeps failing is
 	// reported, not waited for.
 	moduleWait time.Duration
+	// quiet is how long to count the background with nothing changing.
+	quiet time.Duration
+	// memoryLimit is the container memory limit the CCM runs as if under
+	// (bytes; 0 for none): the Go runtime gets the soft limit that
+	// host/memlimit would derive from it.
+	memoryLimit int64
 }
 
 // ccmUser is who the CCM acts as, so that the audit log tells its writes
@@ -79,6 +85,9 @@ func run(ctx context.Context, o options, logf func(string, ...any)) (*report, er
 		return nil, err
 	}
 	if err := b.fill(ctx, rep); err != nil {
+		return rep, err
+	}
+	if err := b.quietWindow(ctx, rep); err != nil {
 		return rep, err
 	}
 	if err := b.oneMoreService(ctx, rep); err != nil {
@@ -208,7 +217,7 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 	if err != nil {
 		return err
 	}
-	b.ccm, err = startCCM(b.o.ccm, o.dir, b.env, b.emu.URL())
+	b.ccm, err = startCCM(b.o.ccm, o.dir, b.env, b.emu.URL(), o.memoryLimit)
 	if err != nil {
 		return err
 	}
@@ -296,6 +305,25 @@ func (b *bench) settle(ctx context.Context) error {
 		b.logf("the CCM still writes %s after the fill; going on", b.o.moduleWait)
 		return nil
 	}
+	return err
+}
+
+// quietWindow counts what the CCM does while nothing changes: the
+// background (neighbour and cache re-reads, lease renewals) that the
+// one-more-Service and one-node windows also contain.
+func (b *bench) quietWindow(ctx context.Context, rep *report) error {
+	window := b.o.quiet
+	if window <= 0 {
+		return nil
+	}
+	m0, before, err := b.phaseStart()
+	if err != nil {
+		return err
+	}
+	if err := sleep(ctx, window); err != nil {
+		return err
+	}
+	rep.quiet, err = b.phaseResult("nothing changing", window, before, m0)
 	return err
 }
 

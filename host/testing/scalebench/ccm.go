@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 )
@@ -41,7 +42,7 @@ type ccmProcess struct {
 
 // startCCM runs the binary with the flags a deployment uses, its own user
 // and a metrics endpoint on loopback.
-func startCCM(bin, dir string, env *testenv.Env, metalURL string) (*ccmProcess, error) {
+func startCCM(bin, dir string, env *testenv.Env, metalURL string, memoryLimit int64) (*ccmProcess, error) {
 	kubeconfig, err := writeUserKubeconfig(env, ccmUser, filepath.Join(dir, "ccm-kubeconfig"))
 	if err != nil {
 		return nil, err
@@ -75,6 +76,11 @@ func startCCM(bin, dir string, env *testenv.Env, metalURL string) (*ccmProcess, 
 		"--v=1")
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.cmd.Env = append(os.Environ(), "METAL_API_KEY=")
+	if memoryLimit > 0 {
+		// What host/memlimit sets from the container's cgroup limit in a
+		// pod; here there is no cgroup, so the environment says it.
+		p.cmd.Env = append(p.cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(memoryLimit)*memlimit.Fraction)))
+	}
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
@@ -24,7 +25,7 @@ type phase struct {
 type report struct {
 	o                                   options
 	nodesReady, servicesReady, fillWall time.Duration
-	fill, oneService, oneNode           phase
+	fill, quiet, oneService, oneNode    phase
 	peakRSSKiB, rssAfterFillKiB         int64
 	moduleApplied                       bool
 	lease                               leaseWatch
@@ -92,10 +93,18 @@ func (r *report) String() string {
 		fmt.Fprintf(&b, "  module objects all applied        NEVER (gave up %s after the last ingress, at %s; see the sync results)\n", o.moduleWait, r.fillWall.Round(time.Millisecond))
 	}
 	r.writePhase(&b, r.fill, o.services)
-	fmt.Fprintf(&b, "\nCCM memory: peak RSS (VmHWM) %.1f MiB; RSS right after the fill %.1f MiB\n",
-		float64(r.peakRSSKiB)/1024, float64(r.rssAfterFillKiB)/1024)
+	limit := "no memory limit (GOMEMLIMIT unset)"
+	if o.memoryLimit > 0 {
+		limit = fmt.Sprintf("as under a %d MiB container limit (GOMEMLIMIT %d MiB)", o.memoryLimit>>20, int64(float64(o.memoryLimit)*memlimit.Fraction)>>20)
+	}
+	fmt.Fprintf(&b, "\nCCM memory, %s: peak RSS (VmHWM) %.1f MiB; RSS right after the fill %.1f MiB\n",
+		limit, float64(r.peakRSSKiB)/1024, float64(r.rssAfterFillKiB)/1024)
 	fmt.Fprintf(&b, "%s\n", r.lease.String())
 	fmt.Fprintf(&b, "The CCM's writes stopped %s after the fill (the service controller's queue drained).\n", r.settled.Round(time.Second))
+	if r.quiet.name != "" {
+		fmt.Fprintf(&b, "\nNothing changing, for %s (the periodic re-reads that also run during the two steps below):\n", r.quiet.wall.Round(time.Second))
+		r.writePhase(&b, r.quiet, 0)
+	}
 	if r.oneService.name == "" {
 		b.WriteString("\nOne more Service: not measured (an earlier step failed).\n")
 		return b.String() + r.moduleString()
@@ -121,7 +130,7 @@ func (r *report) moduleString() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nThe metallb-crd module in process at %d x %d (request %.1f MiB of JSON):\n", o.services, o.nodes, float64(m.requestBytes)/(1<<20))
+	fmt.Fprintf(&b, "\nThe metallb-crd module in process at %d x %d (request %.1f MiB):\n", o.services, o.nodes, float64(m.requestBytes)/(1<<20))
 	if m.defaultErr != nil {
 		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): FAILS after %s: %v\n", wasmhost.DefaultMemoryLimitMiB, wasmhost.DefaultTimeout, m.defaultTime.Round(time.Millisecond), m.defaultErr)
 		if m.longErr != nil {

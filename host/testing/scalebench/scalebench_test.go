@@ -27,7 +27,7 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const services, nodes = 20, 4
-	rep, err := run(ctx, options{ccm: ccm, services: services, nodes: nodes, latency: 5 * time.Millisecond, moduleWait: 2 * time.Minute, dir: filepath.Join(dir, "work")}, t.Logf)
+	rep, err := run(ctx, options{ccm: ccm, services: services, nodes: nodes, latency: 5 * time.Millisecond, quiet: 5 * time.Second, moduleWait: 2 * time.Minute, dir: filepath.Join(dir, "work")}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +38,7 @@ func TestSmoke(t *testing.T) {
 	}{
 		{"reservation POSTs while filling", rep.fill.calls[emulator.RouteRequestIPReservation], services},
 		{"BGP sessions created while filling", rep.fill.calls[emulator.RouteCreateBGPSession], nodes},
+		{"Equinix writes with nothing changing", rep.quiet.calls[emulator.RouteRequestIPReservation] + rep.quiet.calls[emulator.RouteCreateBGPSession], 0},
 		{"reservation POSTs for one more Service", rep.oneService.calls[emulator.RouteRequestIPReservation], 1},
 		{"BGP sessions created for one more node", rep.oneNode.calls[emulator.RouteCreateBGPSession], 1},
 		{"Service status writes for one more Service (at least)", min(int64(rep.oneService.writes["patch services/status"]), 1), 1},
