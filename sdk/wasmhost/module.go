@@ -286,8 +286,8 @@ func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.Gen
 			return sdk.GenerateResponse{}, err
 		}
 	}
-	var resp sdk.GenerateResponse
-	if err := decodeStrict(out, &resp); err != nil {
+	resp, err := decodeResponse(out)
+	if err != nil {
 		return sdk.GenerateResponse{}, m.errorf(ReasonInvalidOutput, "generate returned invalid JSON: %s; return the output of sdk.Module.HandleGenerate", red.clean(err.Error()))
 	}
 	if err := ValidateOutput(m.desc, req, resp); err != nil {
