@@ -175,6 +175,9 @@ func get(t *testing.T, c *cluster, gvr schema.GroupVersionResource, ns, name str
 }
 
 func TestIntegration(t *testing.T) {
+	// Pages of two, so that every list the reconciler makes here (owned
+	// objects, nodes, prunes) takes several pages.
+	t.Cleanup(lbmodule.SetListPageSize(2))
 	c := startCluster(t)
 	ctx := context.Background()
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -381,7 +382,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	for _, w := range writes {
 		sum := sha256.Sum256(w.body)
 		if prev, ok := last[w.key]; ok && prev.body == sum {
-			if o, ok := live[w.key]; ok && o.ResourceVersion == prev.rv {
+			if rv, ok := live[w.key]; ok && rv == prev.rv {
 				next[w.key] = prev
 				continue
 			}
@@ -478,9 +479,10 @@ func (r *Reconciler) rememberApplied(previous, now map[objectKey]appliedObject) 
 }
 
 // listLive lists the owned objects of the kinds about to be applied, each
-// in the namespace it is written to (never across namespaces).
-func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]metav1.ObjectMeta, error) {
-	out := map[objectKey]metav1.ObjectMeta{}
+// in the namespace it is written to (never across namespaces): their
+// resourceVersions.
+func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]string, error) {
+	out := map[objectKey]string{}
 	for _, k := range sortedKeys(kinds) {
 		gvk := k.gvk()
 		m, err := r.mapping(gvk)
@@ -492,64 +494,90 @@ func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[
 			return nil, r.applyErr("listing owned %s: %s", k.Kind, wasmhost.OneLine(err.Error()))
 		}
 		for _, o := range items {
-			out[objectKey{gvk, o.Namespace, o.Name}] = o
+			out[objectKey{gvk, o.Namespace, o.Name}] = o.ResourceVersion
 		}
 	}
 	return out, nil
 }
 
-// listMeta lists the metadata of the objects of one kind in namespace ns
-// ("" for a cluster-scoped kind) that match selector.
-func (r *Reconciler) listMeta(ctx context.Context, m *meta.RESTMapping, ns, selector string) ([]metav1.ObjectMeta, error) {
-	opts := metav1.ListOptions{LabelSelector: selector}
-	var out []metav1.ObjectMeta
-	if r.cfg.Metadata != nil {
+// liveObject is what the reconciler reads of a listed object. Keeping
+// only this, and listing in pages, is what keeps a sync at 10,000
+// Services from holding every object's metadata at once: the whole list
+// with its managed fields was 50 MB of the CCM's heap.
+type liveObject struct {
+	Name, Namespace, ResourceVersion string
+	UID                              types.UID
+	// NodeAnnotations: the module's node-annotation field manager has
+	// fields in it.
+	NodeAnnotations bool
+}
+
+func newLiveObject(o metav1.Object) liveObject {
+	l := liveObject{Name: o.GetName(), Namespace: o.GetNamespace(), ResourceVersion: o.GetResourceVersion(), UID: o.GetUID()}
+	for _, mf := range o.GetManagedFields() {
+		if mf.Manager == fieldmanager.ModuleNodeAnnotations {
+			l.NodeAnnotations = true
+		}
+	}
+	return l
+}
+
+// listPageSize is the page size for listing owned objects and nodes (a
+// variable so that the integration test lists in pages of 2).
+var listPageSize int64 = 500
+
+// listMeta lists the objects of one kind in namespace ns ("" for a
+// cluster-scoped kind) that match selector, a page at a time (through
+// client-go's pager, which lists whole if a continue token expires).
+func (r *Reconciler) listMeta(ctx context.Context, m *meta.RESTMapping, ns, selector string) ([]liveObject, error) {
+	namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
+	page := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		if r.cfg.Metadata == nil {
+			return r.resource(m, ns).List(ctx, opts)
+		}
 		res := r.cfg.Metadata.Resource(m.Resource)
-		var list *metav1.PartialObjectMetadataList
-		var err error
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			list, err = res.Namespace(ns).List(ctx, opts)
-		} else {
-			list, err = res.List(ctx, opts)
+		if namespaced {
+			return res.Namespace(ns).List(ctx, opts)
 		}
+		return res.List(ctx, opts)
+	}
+	p := pager.New(page)
+	p.PageSize, p.PageBufferSize = listPageSize, 1
+	var out []liveObject
+	err := p.EachListItem(ctx, metav1.ListOptions{LabelSelector: selector}, func(o runtime.Object) error {
+		mo, err := meta.Accessor(o)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = make([]metav1.ObjectMeta, 0, len(list.Items))
-		for _, o := range list.Items {
-			out = append(out, o.ObjectMeta)
-		}
-		return out, nil
-	}
-	list, err := r.resource(m, ns).List(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	for _, u := range list.Items {
-		out = append(out, metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(),
-			ResourceVersion: u.GetResourceVersion(), ManagedFields: u.GetManagedFields()})
-	}
-	return out, nil
+		out = append(out, newLiveObject(mo))
+		return nil
+	})
+	return out, err
 }
 
 // nodesMapping is how listMeta lists Nodes.
 var nodesMapping = &meta.RESTMapping{Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Scope: meta.RESTScopeRoot}
 
-// listNodes lists the metadata of every Node (through Kube when there is
-// no Metadata client).
-func (r *Reconciler) listNodes(ctx context.Context) ([]metav1.ObjectMeta, error) {
+// listNodes lists every Node (through Kube when there is no Metadata
+// client).
+func (r *Reconciler) listNodes(ctx context.Context) ([]liveObject, error) {
 	if r.cfg.Metadata != nil {
 		return r.listMeta(ctx, nodesMapping, "", "")
 	}
-	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]metav1.ObjectMeta, 0, len(nodes.Items))
-	for _, n := range nodes.Items {
-		out = append(out, n.ObjectMeta)
-	}
-	return out, nil
+	var out []liveObject
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return r.cfg.Kube.CoreV1().Nodes().List(ctx, opts)
+	})
+	p.PageSize, p.PageBufferSize = listPageSize, 1
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		mo, err := meta.Accessor(o)
+		if err != nil {
+			return err
+		}
+		out = append(out, newLiveObject(mo))
+		return nil
+	})
+	return out, err
 }
 
 // applyNodeAnnotations applies each node's module annotations under
@@ -567,10 +595,8 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 			return r.applyErr("listing nodes: %s", wasmhost.OneLine(err.Error()))
 		}
 		for _, n := range nodes {
-			for _, mf := range n.ManagedFields {
-				if mf.Manager == fieldmanager.ModuleNodeAnnotations {
-					annotated[n.Name] = true
-				}
+			if n.NodeAnnotations {
+				annotated[n.Name] = true
 			}
 		}
 	}

@@ -1,0 +1,9 @@
+package lbmodule
+
+// SetListPageSize sets the page size lists use and returns the function
+// that restores it (for tests).
+func SetListPageSize(n int64) (restore func()) {
+	old := listPageSize
+	listPageSize = n
+	return func() { listPageSize = old }
+}
