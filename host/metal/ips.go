@@ -67,6 +67,7 @@ func (c *Client) listAllReservations(ctx context.Context) ([]any, error) {
 	items, err := listPages(ctx, func(ctx context.Context, page int32) ([]metalv1.IPReservationListIpAddressesInner, *metalv1.Meta, error) {
 		ctx, cancel := c.call(ctx, opListIPs)
 		defer cancel()
+		ctx = withTrim(ctx, trimReservationList)
 		list, resp, err := c.api.IPAddressesApi.FindIPReservations(ctx, c.opts.ProjectID).
 			Types([]metalv1.FindIPReservationsTypesParameterInner{reservationType}).
 			Include([]string{"assignments"}).

@@ -4,8 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"reflect"
+	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 )
 
 func TestDropNeighbourRoutes(t *testing.T) {
@@ -94,5 +102,164 @@ func BenchmarkDeviceBGPNeighbors10kRoutes(b *testing.B) {
 		if _, err := c.DeviceBGPNeighbors(context.Background(), "d1"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestTrimReservationList(t *testing.T) {
+	full := `{"id":"r1","href":"/ips/r1","type":"public_ipv4","state":"created","tags":["a=b"],"details":"d","created_at":"2026-01-01T00:00:00Z",` +
+		`"address":"147.75.1.1","address_family":4,"cidr":32,"network":"147.75.1.1","public":true,"management":false,` +
+		`"netmask":"255.255.255.255","gateway":"147.75.1.1","manageable":true,"addon":true,"bill":true,"enabled":true,"global_ip":false,` +
+		`"available":"/ips/r1/available","customdata":{"x":1},"project":{"href":"/projects/p"},"project_lite":{"href":"/projects/p"},` +
+		`"metro":{"id":"m","code":"da","name":"Dallas","country":"US"},` +
+		`"facility":{"id":"f","code":"da11","name":"Dallas 11","features":["baremetal"],"ip_ranges":["147.75.0.0/16"],"metro":{"id":"m"}},` +
+		`"assignments":[{"id":"a1","href":"/ips/a1","state":"assigned","address":"147.75.1.1","address_family":4,"cidr":32,"network":"147.75.1.1",` +
+		`"public":true,"management":false,"assigned_to":{"href":"/devices/d1"},"metro":{"id":"m","code":"da","name":"Dallas"},` +
+		`"parent_block":{"href":"/ips/r1","network":"147.75.1.1"},"created_at":"2026-01-01T00:00:00Z","gateway":"x","netmask":"y","enabled":true}]}`
+	trimmed := `{"address":"147.75.1.1","address_family":4,` +
+		`"assignments":[{"address":"147.75.1.1","address_family":4,"assigned_to":{"href":"/devices/d1"},"cidr":32,"href":"/ips/a1","id":"a1",` +
+		`"management":false,"metro":{"code":"da","id":"m"},"network":"147.75.1.1","public":true,"state":"assigned"}],` +
+		`"cidr":32,"created_at":"2026-01-01T00:00:00Z","details":"d","facility":{"code":"da11","id":"f"},"href":"/ips/r1","id":"r1",` +
+		`"management":false,"metro":{"code":"da","id":"m"},"network":"147.75.1.1","public":true,"state":"created","tags":["a=b"],"type":"public_ipv4"}`
+	vrf := `{"id":"v1","type":"vrf","vrf":{"id":"x"},"project":{"href":"/projects/p"}}`
+	tests := []struct {
+		name, in, want string
+		wantErr        bool
+	}{
+		{name: "what the CCM reads is kept, the rest dropped", in: `{"ip_addresses":[` + full + `],"meta":{"total":1}}`,
+			want: `{"ip_addresses":[` + trimmed + `],"meta":{"total":1}}`},
+		{name: "a VRF reservation is left whole", in: `{"ip_addresses":[` + vrf + `]}`, want: `{"ip_addresses":[` + vrf + `]}`},
+		{name: "not an object is left as it is", in: `{"ip_addresses":[1,null]}`, want: `{"ip_addresses":[1,null]}`},
+		{name: "no ip_addresses member", in: `{"other":true}`, want: `{"other":true}`},
+		{name: "not JSON", in: `<html>`, wantErr: true},
+		{name: "ip_addresses not a list is left to the SDK", in: `{"ip_addresses":{}}`, want: `{"ip_addresses":{}}`},
+		{name: "a list is not an object", in: `[]`, wantErr: true},
+		{name: "cut short", in: `{"ip_addresses":[{"type":"public_ipv4","id":`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := trimReservationList([]byte(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error %v, want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			// Compare as values: the trim re-encodes, which sorts members.
+			var g, w any
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(tt.want), &w); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// emulatorReservations is one page of n reservations as the emulator
+// renders them (each assigned to a device), captured once, so that a
+// benchmark measures the client alone.
+func emulatorReservations(tb testing.TB, n int) []byte {
+	e, _ := startEmulator(tb)
+	devs, err := e.AddDevices(1, emulator.DeviceSeed{Hostname: "node-%04d", Metro: "da"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rs, err := e.AddReservations(n, emulator.ReservationSeed{Metro: "da", Facility: "da11", Details: "x"}, svcTags)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, r := range rs {
+		if _, err := e.AssignIP(devs[0].ID, r.Prefix.Addr().String()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	req, _ := http.NewRequest("GET", e.URL()+"/projects/"+emulator.DefaultProjectID+"/ips?types=public_ipv4&include=assignments&per_page=10000", nil)
+	req.Header.Set("X-Auth-Token", fakeKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		tb.Fatalf("listing the emulator: %d %v", resp.StatusCode, err)
+	}
+	return body
+}
+
+// What callers read of a reservation is the same with and without the
+// trim, on the emulator's rendering of it.
+func TestReservationListingTrimKeepsWhatIsRead(t *testing.T) {
+	body := emulatorReservations(t, 3)
+	read := func(body []byte) []string {
+		var list metalv1.IPReservationList
+		if err := json.Unmarshal(body, &list); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, it := range list.IpAddresses {
+			r := it.IPReservation
+			if r == nil {
+				t.Fatalf("an item did not decode as a reservation")
+			}
+			metro, facility := r.GetMetro(), r.GetFacility()
+			s := fmt.Sprint(r.GetId(), r.GetHref(), r.GetType(), r.GetState(), r.Tags, r.GetDetails(), r.GetCreatedAt(),
+				r.GetAddress(), r.GetAddressFamily(), r.GetCidr(), r.GetNetwork(), r.GetPublic(), r.GetManagement(),
+				metro.GetCode(), facility.GetCode())
+			for _, a := range r.Assignments {
+				metro := a.GetMetro()
+				s += fmt.Sprint(" |", a.GetId(), a.GetHref(), a.GetState(), a.GetAddress(), a.GetNetwork(), a.GetCidr(),
+					a.GetAssignedTo().Href, metro.GetCode())
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	trimmed, err := trimReservationList(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trimmed) >= len(body)*2/3 {
+		t.Errorf("the trim kept %d of %d bytes", len(trimmed), len(body))
+	}
+	want, got := read(body), read(trimmed)
+	if len(want) < 3 || !strings.Contains(want[0], "/devices/") {
+		t.Fatalf("the emulator's listing is not what this test expects: %v", want)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read after the trim:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// BenchmarkRefreshReservations1000 is one listing of 1,000 assigned
+// reservations as the emulator renders them; B/op is the decoding's
+// garbage, retained-B the cache it leaves.
+func BenchmarkRefreshReservations1000(b *testing.B) {
+	body := emulatorReservations(b, 1000)
+	f := newFakeAPI(b)
+	f.handle("GET /projects/"+projectID+"/ips", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})
+	c := f.client(func(o *Options) { o.PageSize = 10000 })
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.RefreshReservations(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "retained-B")
+	if rs, _ := c.Reservations(ctx); len(rs) != 1000 {
+		b.Fatalf("%d reservations cached", len(rs))
 	}
 }
