@@ -97,6 +97,8 @@ func appendValue(b []byte, v any) ([]byte, error) {
 		return append(b, '}'), nil
 	case Object:
 		return appendValue(b, map[string]any(v))
+	case Fields:
+		return appendFields(b, v)
 	case map[string]string:
 		return appendStringMap(b, v), nil
 	case []any:

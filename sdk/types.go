@@ -230,21 +230,34 @@ func (o Object) APIVersion() string { s, _ := o["apiVersion"].(string); return s
 // Kind returns the object's kind, or "".
 func (o Object) Kind() string { s, _ := o["kind"].(string); return s }
 
-func (o Object) metadata() map[string]any { m, _ := o["metadata"].(map[string]any); return m }
+// metadata returns a member of metadata (a map or Fields).
+func (o Object) metadata(name string) any { return member(o["metadata"], name) }
 
 // Name returns metadata.name, or "".
-func (o Object) Name() string { s, _ := o.metadata()["name"].(string); return s }
+func (o Object) Name() string { s, _ := o.metadata("name").(string); return s }
 
 // Namespace returns metadata.namespace, or "".
-func (o Object) Namespace() string { s, _ := o.metadata()["namespace"].(string); return s }
+func (o Object) Namespace() string { s, _ := o.metadata("namespace").(string); return s }
 
 // Labels returns metadata.labels as strings (non-strings are skipped).
 func (o Object) Labels() map[string]string {
-	raw, _ := o.metadata()["labels"].(map[string]any)
-	out := make(map[string]string, len(raw))
-	for k, v := range raw {
-		if s, ok := v.(string); ok {
-			out[k] = s
+	out := map[string]string{}
+	switch raw := o.metadata("labels").(type) {
+	case map[string]any:
+		for k, v := range raw {
+			if s, ok := v.(string); ok {
+				out[k] = s
+			}
+		}
+	case map[string]string:
+		for k, v := range raw {
+			out[k] = v
+		}
+	case Fields:
+		for _, m := range raw {
+			if s, ok := m.Value.(string); ok {
+				out[m.Name] = s
+			}
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -66,27 +67,30 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": poolAPI, "kind": "IPAddressPool",
 			"metadata": poolMeta(name, ns, p),
-			"spec":     map[string]any{"addresses": p.CIDRs, "autoAssign": false},
+			"spec":     sdk.Fields{{Name: "addresses", Value: p.CIDRs}, {Name: "autoAssign", Value: false}},
 		})
 	}
 	secrets := passwordSecrets{}
 	for _, s := range metallb.Sessions(req.Nodes) {
-		spec := map[string]any{
-			"myASN":         s.LocalASN,
-			"nodeSelectors": []any{map[string]any{"matchLabels": map[string]string{metallb.HostnameLabel: s.Hostname}}},
-			"peerASN":       s.Peer.ASN,
-			"peerAddress":   s.Peer.IP,
-			"peerPort":      bgpPort,
-		}
+		// Members in sorted order, as the encoder then writes them as
+		// they are.
+		spec := make(sdk.Fields, 0, 7)
+		spec = append(spec,
+			sdk.Field{Name: "myASN", Value: s.LocalASN},
+			sdk.Field{Name: "nodeSelectors", Value: []any{sdk.Fields{{Name: "matchLabels", Value: sdk.Fields{{Name: metallb.HostnameLabel, Value: s.Hostname}}}}}})
 		if ref := secrets.ref(string(s.Peer.Password), ns); ref != nil {
-			spec["passwordSecret"] = ref
+			spec = append(spec, sdk.Field{Name: "passwordSecret", Value: ref})
 		}
+		spec = append(spec,
+			sdk.Field{Name: "peerASN", Value: s.Peer.ASN},
+			sdk.Field{Name: "peerAddress", Value: s.Peer.IP},
+			sdk.Field{Name: "peerPort", Value: bgpPort})
 		if s.SourceIP != "" {
-			spec["sourceAddress"] = s.SourceIP
+			spec = append(spec, sdk.Field{Name: "sourceAddress", Value: s.SourceIP})
 		}
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": peerAPI, "kind": "BGPPeer",
-			"metadata": meta(metallb.PeerName(s.Node, s.Index), ns, nil),
+			"metadata": meta(metallb.PeerName(s.Node, s.Index), ns),
 			"spec":     spec,
 		})
 	}
@@ -94,7 +98,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	if !userAdvertisement(req.Existing, ns) || upstreamAdvertisement(req.Existing, ns) {
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": advAPI, "kind": "BGPAdvertisement",
-			"metadata": meta(advName, ns, nil),
+			"metadata": meta(advName, ns),
 			"spec":     map[string]any{"ipAddressPools": poolNames},
 		})
 	}
@@ -152,17 +156,29 @@ func upstreamAdvertisement(existing []sdk.Object, ns string) bool {
 // reads the pool as its own after a rollback. A Service whose name or
 // namespace would make the label longer than 63 characters gets none:
 // upstream could not have created that label either.
-func poolMeta(name, ns string, p metallb.Pool) map[string]any {
-	m := meta(name, ns, map[string]any{servicesAn: strings.Join(p.Services, ",")})
-	labels := m["labels"].(map[string]any)
+func poolMeta(name, ns string, p metallb.Pool) sdk.Fields {
+	labels := make(sdk.Fields, 0, 1+len(p.Services))
+	labels = append(labels, sdk.Field{Name: cpLabel, Value: cpValue})
 	for _, s := range p.Services {
 		svcNS, svcName, _ := strings.Cut(s, "/")
 		key, value := svcLabelPrefix+svcName, nsValuePrefix+svcNS
-		if len(key) <= maxLabelName && len(value) <= maxLabelName {
-			labels[key] = value
+		if len(key) > maxLabelName || len(value) > maxLabelName {
+			continue
 		}
+		// Two Services of one name in two namespaces share a pool: as
+		// in a map, the later one's label is the one kept.
+		if i := slices.IndexFunc(labels, func(f sdk.Field) bool { return f.Name == key }); i >= 0 {
+			labels[i].Value = value
+			continue
+		}
+		labels = append(labels, sdk.Field{Name: key, Value: value})
 	}
-	return m
+	return sdk.Fields{
+		{Name: "annotations", Value: sdk.Fields{{Name: servicesAn, Value: strings.Join(p.Services, ",")}}},
+		{Name: "labels", Value: labels},
+		{Name: "name", Value: name},
+		{Name: "namespace", Value: ns},
+	}
 }
 
 // passwordSecrets gives each distinct BGP password a Secret of type
@@ -178,7 +194,7 @@ type passwordSecrets struct {
 	passwords []string
 }
 
-func (p *passwordSecrets) ref(password, ns string) map[string]any {
+func (p *passwordSecrets) ref(password, ns string) sdk.Fields {
 	if password == "" {
 		return nil
 	}
@@ -194,7 +210,7 @@ func (p *passwordSecrets) ref(password, ns string) map[string]any {
 		p.names[password] = name
 		p.passwords = append(p.passwords, password)
 	}
-	return map[string]any{"name": name, "namespace": ns}
+	return sdk.Fields{{Name: "name", Value: name}, {Name: "namespace", Value: ns}}
 }
 
 func (p *passwordSecrets) objects(ns string) []sdk.Object {
@@ -202,7 +218,7 @@ func (p *passwordSecrets) objects(ns string) []sdk.Object {
 	for _, pw := range p.passwords {
 		out = append(out, sdk.Object{
 			"apiVersion": "v1", "kind": "Secret",
-			"metadata": meta(p.names[pw], ns, nil),
+			"metadata": meta(p.names[pw], ns),
 			"type":     "kubernetes.io/basic-auth",
 			"data":     map[string]string{"password": base64.StdEncoding.EncodeToString([]byte(pw))},
 		})
@@ -210,14 +226,11 @@ func (p *passwordSecrets) objects(ns string) []sdk.Object {
 	return out
 }
 
-func meta(name, ns string, annotations map[string]any) map[string]any {
-	m := map[string]any{
-		"name":      name,
-		"namespace": ns,
-		"labels":    map[string]any{cpLabel: cpValue},
+// meta is the metadata of a peer, the advertisement or a Secret.
+func meta(name, ns string) sdk.Fields {
+	return sdk.Fields{
+		{Name: "labels", Value: sdk.Fields{{Name: cpLabel, Value: cpValue}}},
+		{Name: "name", Value: name},
+		{Name: "namespace", Value: ns},
 	}
-	if len(annotations) > 0 {
-		m["annotations"] = annotations
-	}
-	return m
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -104,4 +105,33 @@ func TestPoolName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Two Services named alike in two namespaces share a pool: the pool
+// carries one upstream label for the name, with the later namespace, as
+// when the labels were a map.
+func TestSharedPoolOfNamesakes(t *testing.T) {
+	svc := func(ns string) sdk.Service {
+		return sdk.Service{Namespace: ns, Name: "web", UID: "uid-" + ns, IPs: []string{"145.40.1.9"}, SharingKey: "k",
+			Ports: []sdk.Port{{Protocol: "TCP", Port: 80}}, Annotations: map[string]string{"metallb.io/allow-shared-ip": "k"}}
+	}
+	a, b := svc("a"), svc("b")
+	b.Ports[0].Port = 443
+	resp, err := generate(sdk.GenerateRequest{Services: []sdk.Service{a, b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range resp.Objects {
+		if o.Kind() != "IPAddressPool" {
+			continue
+		}
+		if got := o.Labels(); len(got) != 2 || got["service-web"] != "namespace-b" || got[cpLabel] != cpValue {
+			t.Errorf("pool %s labels %v, want cloud-provider and service-web=namespace-b", o.Name(), got)
+		}
+		if _, err := json.Marshal(o); err != nil { // a name twice would not
+			t.Errorf("the pool does not encode: %v", err)
+		}
+		return
+	}
+	t.Fatalf("no pool in %v", resp.Objects)
 }
