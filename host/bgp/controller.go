@@ -68,9 +68,14 @@ type Options struct {
 }
 
 type nodeState struct {
-	node      Node
-	fetchedAt time.Time
-	session   bool // the device's BGP session is known to exist
+	node Node
+	// due is when the neighbour data is read again: a time drawn in
+	// [Refresh, 2×Refresh) after the read. A sync before it (a node
+	// joining queues every selected node) uses what was read; with only
+	// "older than Refresh", one node joining at 1,000 re-read the half
+	// of them already past Refresh but not yet due, 268 GETs at once.
+	due     time.Time
+	session bool // the device's BGP session is known to exist
 }
 
 // selectionKey is the queue item that re-evaluates selection for all nodes.
@@ -88,6 +93,7 @@ type Controller struct {
 	recorder record.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
 	now      func() time.Time
+	jitter   func(time.Duration) time.Duration // the wait until a re-read; tests fix it
 
 	mu       sync.RWMutex
 	selected map[string]bool
@@ -107,6 +113,7 @@ func NewController(api NodeAPI, kube kubernetes.Interface, informer coreinformer
 	c := &Controller{
 		api: api, kube: kube, lister: informer.Lister(), synced: informer.Informer().HasSynced,
 		selector: selector, opts: opts, recorder: recorder, now: time.Now,
+		jitter: func(d time.Duration) time.Duration { return wait.Jitter(d, 1) },
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bgp-nodes"}),
 		selected:  map[string]bool{},
@@ -271,12 +278,18 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		return nil // not an Equinix Metal node; nothing to do
 	}
 
-	if st == nil || st.node.DeviceID != deviceID || c.now().Sub(st.fetchedAt) >= c.opts.Refresh {
+	if st == nil || st.node.DeviceID != deviceID || !c.now().Before(st.due) {
 		next, err := c.fetch(ctx, node, deviceID, st)
 		if err != nil {
 			c.recorder.Eventf(node, v1.EventTypeWarning, "BGPSetupFailed", "BGP setup of the node's device failed: %v", err)
 			return err
 		}
+		// Spread over [Refresh, 2×Refresh): nodes read together at
+		// start would otherwise all be read again together, a burst of
+		// one GET per node (1,000 at once in the scale bench) every
+		// period instead of a steady trickle.
+		after := c.jitter(c.opts.Refresh)
+		next.due = c.now().Add(after)
 		c.mu.Lock()
 		changed := st == nil || !reflect.DeepEqual(st.node, next.node)
 		if c.selected[name] {
@@ -287,11 +300,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 			c.opts.OnChange()
 		}
 		st = next
-		// Spread over [Refresh, 2×Refresh): nodes fetched together at
-		// start would otherwise all be read again together, a burst of
-		// one GET per node (1,000 at once in the scale bench) every
-		// period instead of a steady trickle.
-		c.queue.AddAfter(name, wait.Jitter(c.opts.Refresh, 1))
+		c.queue.AddAfter(name, after)
 	}
 	return c.writeAnnotations(ctx, node, Annotations(c.opts.Templates, st.node))
 }
@@ -314,7 +323,7 @@ func (c *Controller) fetch(ctx context.Context, node *v1.Node, deviceID string, 
 		return nil, fmt.Errorf("reading device %s: %w", deviceID, err)
 	}
 	n := NodeFrom(node, deviceID, device, neighbours)
-	return &nodeState{node: n, fetchedAt: c.now(), session: true}, nil
+	return &nodeState{node: n, session: true}, nil
 }
 
 // NodeFrom combines a node, its device and the device's IPv4 neighbours.

@@ -3,6 +3,9 @@ package bgp
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,5 +38,71 @@ func TestNoAnnotationChangeBeforeTheFirstSelection(t *testing.T) {
 		if a.GetVerb() == "patch" || a.GetVerb() == "update" {
 			t.Errorf("before any selection the node was written: %v", a)
 		}
+	}
+}
+
+type countingAPI struct{ neighbours, sessions, devices int }
+
+func (a *countingAPI) EnsureDeviceBGPSession(context.Context, string) error { a.sessions++; return nil }
+func (a *countingAPI) DeviceBGPNeighbors(context.Context, string) ([]metalv1.BgpNeighborData, error) {
+	a.neighbours++
+	return []metalv1.BgpNeighborData{{AddressFamily: ptr(int32(4)), CustomerAs: ptr(int32(65000)), PeerAs: ptr(int32(65530)),
+		PeerIps: []string{"169.254.255.1"}}}, nil
+}
+func (a *countingAPI) Device(context.Context, string) (*metalv1.Device, error) {
+	a.devices++
+	return &metalv1.Device{}, nil
+}
+
+type allNodes struct{}
+
+func (allNodes) SelectNodes(_ context.Context, nodes []*v1.Node) (map[string]bool, error) {
+	sel := map[string]bool{}
+	for _, n := range nodes {
+		sel[n.Name] = true
+	}
+	return sel, nil
+}
+
+// A node's neighbours are read again when its own time comes, not sooner:
+// a node joining re-evaluates the selection and syncs every selected node,
+// which must not re-read those whose data is past Refresh but not yet due.
+func TestNeighboursAreReadAgainWhenDueOnly(t *testing.T) {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://7d5f4a40-1b4b-4a7b-9c57-5e0f00000001"}}
+	kube := fake.NewSimpleClientset(node)
+	inf := informers.NewSharedInformerFactory(kube, 0).Core().V1().Nodes()
+	if err := inf.Informer().GetIndexer().Add(node); err != nil {
+		t.Fatal(err)
+	}
+	api := &countingAPI{}
+	const refresh = 5 * time.Minute
+	c := NewController(api, kube, inf, allNodes{}, record.NewFakeRecorder(10), Options{Templates: tmpl, Refresh: refresh})
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	c.jitter = func(d time.Duration) time.Duration { return d * 3 / 2 } // due 7m30s after a read
+	ctx := context.Background()
+	if err := c.syncSelection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		advance        time.Duration
+		wantNeighbours int
+	}{
+		{0, 1},                     // the first sync reads
+		{refresh + time.Minute, 1}, // past Refresh, not yet due
+		{time.Minute, 1},
+		{30 * time.Second, 2}, // due
+		{time.Second, 2},
+	} {
+		now = now.Add(step.advance)
+		if err := c.syncNode(ctx, "node-1"); err != nil {
+			t.Fatal(err)
+		}
+		if api.neighbours != step.wantNeighbours {
+			t.Errorf("at %s: %d neighbour reads, want %d", now.Format(time.TimeOnly), api.neighbours, step.wantNeighbours)
+		}
+	}
+	if api.sessions != 1 {
+		t.Errorf("%d session calls, want 1 (the session is known after the first)", api.sessions)
 	}
 }
