@@ -59,8 +59,12 @@ type bench struct {
 	watch *watcher
 	// hwm is the CCM's VmHWM at the last poll, in KiB: still known if the
 	// CCM exits.
-	hwm   int64
-	lease leaseWatch
+	hwm int64
+	// anonPeak is the largest RssAnon seen by a poll, in KiB: the memory
+	// only the process holds. The rest of the RSS is mostly the binary's
+	// own pages, which the kernel can drop and read again.
+	anonPeak int64
+	lease    leaseWatch
 }
 
 func run(ctx context.Context, o options, logf func(string, ...any)) (*report, error) {
@@ -99,7 +103,7 @@ func run(ctx context.Context, o options, logf func(string, ...any)) (*report, er
 	if v, err := b.ccm.peakRSS(); err == nil {
 		b.hwm = v
 	}
-	rep.peakRSSKiB = b.hwm
+	rep.peakRSSKiB, rep.peakAnonKiB = b.hwm, b.anonPeak
 	b.ccm.stop()
 	if !o.skipModule {
 		logf("measuring the module in process at %d Services x %d nodes", o.services, o.nodes)
@@ -266,7 +270,7 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 		return err
 	}
 	rep.rssAfterFillKiB, _ = b.ccm.rss()
-	rep.peakRSSKiB = b.hwm
+	rep.peakRSSKiB, rep.peakAnonKiB = b.hwm, b.anonPeak
 	if path := filepath.Join(o.dir, "heap-after-fill.pprof"); b.ccm.saveHeapProfile(path) == nil {
 		b.logf("the CCM's heap profile after the fill: go tool pprof %s", path)
 	}
@@ -472,6 +476,9 @@ func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
 	for {
 		if v, err := b.ccm.peakRSS(); err == nil {
 			b.hwm = v
+		}
+		if v, err := b.ccm.status("RssAnon:"); err == nil {
+			b.anonPeak = max(b.anonPeak, v)
 		}
 		b.lease.observe(ctx, b)
 		ok, err := done()

@@ -27,6 +27,7 @@ type report struct {
 	nodesReady, servicesReady, fillWall time.Duration
 	fill, quiet, oneService, oneNode    phase
 	peakRSSKiB, rssAfterFillKiB         int64
+	peakAnonKiB                         int64 // sampled every second
 	moduleApplied                       bool
 	lease                               leaseWatch
 	// settled is how long after the fill the CCM's writes stopped.
@@ -97,8 +98,8 @@ func (r *report) String() string {
 	if o.memoryLimit > 0 {
 		limit = fmt.Sprintf("as under a %d MiB container limit (GOMEMLIMIT %d MiB)", o.memoryLimit>>20, int64(float64(o.memoryLimit)*memlimit.Fraction)>>20)
 	}
-	fmt.Fprintf(&b, "\nCCM memory, %s: peak RSS (VmHWM) %.1f MiB; RSS right after the fill %.1f MiB\n",
-		limit, float64(r.peakRSSKiB)/1024, float64(r.rssAfterFillKiB)/1024)
+	fmt.Fprintf(&b, "\nCCM memory, %s: peak RSS (VmHWM) %.1f MiB, of which anonymous at most %.1f MiB (sampled every second; the rest is mostly the binary's own pages); RSS right after the fill %.1f MiB\n",
+		limit, float64(r.peakRSSKiB)/1024, float64(r.peakAnonKiB)/1024, float64(r.rssAfterFillKiB)/1024)
 	fmt.Fprintf(&b, "%s\n", r.lease.String())
 	fmt.Fprintf(&b, "The CCM's writes stopped %s after the fill (the service controller's queue drained).\n", r.settled.Round(time.Second))
 	if r.quiet.name != "" {

@@ -54,6 +54,9 @@ func TestSmoke(t *testing.T) {
 	if rep.peakRSSKiB <= 0 {
 		t.Errorf("peak RSS %d KiB: not read", rep.peakRSSKiB)
 	}
+	if rep.peakAnonKiB <= 0 || rep.peakAnonKiB > rep.peakRSSKiB {
+		t.Errorf("peak anonymous RSS %d KiB (peak RSS %d KiB): not read", rep.peakAnonKiB, rep.peakRSSKiB)
+	}
 	if rep.fill.generate == nil || rep.fill.generate.generateCount < 1 {
 		t.Error("no module generate call counted while filling")
 	}
