@@ -49,22 +49,81 @@ var (
 
 // bench is one run: the emulator, the cluster and the CCM process.
 type bench struct {
-	o     options
-	logf  func(string, ...any)
-	emu   *emulator.Emulator
-	env   *testenv.Env
-	kube  kubernetes.Interface
-	dyn   dynamic.Interface
-	ccm   *ccmProcess
-	watch *watcher
-	// hwm is the CCM's VmHWM at the last poll, in KiB: still known if the
-	// CCM exits.
+	o       options
+	logf    func(string, ...any)
+	emu     *emulator.Emulator
+	env     *testenv.Env
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	ccm     *ccmProcess
+	watch   *watcher
+	samples *sampler
+}
+
+// sampler watches the CCM every second in the background, whatever the
+// bench is doing: a phase that pauses or parses the audit log must not
+// leave a hole in the lease watch (one did: a 10 s "gap between renewals"
+// that was the bench's own pause).
+type sampler struct {
+	mu sync.Mutex
+	// hwm is the CCM's VmHWM at the last sample, in KiB: still known
+	// once the CCM exits.
 	hwm int64
-	// anonPeak is the largest RssAnon seen by a poll, in KiB: the memory
-	// only the process holds. The rest of the RSS is mostly the binary's
-	// own pages, which the kernel can drop and read again.
+	// anonPeak is the largest RssAnon sampled, in KiB: the memory only
+	// the process holds. The rest of the RSS is mostly the binary's own
+	// pages, which the kernel can drop and read again.
 	anonPeak int64
 	lease    leaseWatch
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// startSampling samples the CCM every second until stopSampling.
+func (b *bench) startSampling(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &sampler{stop: cancel, done: make(chan struct{})}
+	b.samples = s
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			hwm, herr := b.ccm.peakRSS()
+			anon, aerr := b.ccm.status("RssAnon:")
+			s.mu.Lock()
+			if herr == nil {
+				s.hwm = hwm
+			}
+			if aerr == nil {
+				s.anonPeak = max(s.anonPeak, anon)
+			}
+			s.lease.observe(ctx, b.kube)
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// stopSampling ends the sampling and records what it saw in rep.
+func (b *bench) stopSampling(rep *report) {
+	s := b.samples
+	if s == nil {
+		return
+	}
+	s.stop()
+	<-s.done
+	rep.peakRSSKiB, rep.peakAnonKiB, rep.lease = s.hwm, s.anonPeak, s.lease
+}
+
+// sampled is what the sampler has seen so far.
+func (b *bench) sampled() (hwm, anonPeak int64) {
+	b.samples.mu.Lock()
+	defer b.samples.mu.Unlock()
+	return b.samples.hwm, b.samples.anonPeak
 }
 
 func run(ctx context.Context, o options, logf func(string, ...any)) (*report, error) {
@@ -84,7 +143,7 @@ func run(ctx context.Context, o options, logf func(string, ...any)) (*report, er
 	b := &bench{o: o, logf: logf}
 	rep := &report{o: o}
 	defer b.close()
-	defer func() { rep.lease = b.lease }()
+	defer b.stopSampling(rep)
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
@@ -100,10 +159,7 @@ func run(ctx context.Context, o options, logf func(string, ...any)) (*report, er
 	if err := b.oneMoreNode(ctx, rep); err != nil {
 		return rep, err
 	}
-	if v, err := b.ccm.peakRSS(); err == nil {
-		b.hwm = v
-	}
-	rep.peakRSSKiB, rep.peakAnonKiB = b.hwm, b.anonPeak
+	b.stopSampling(rep)
 	b.ccm.stop()
 	if !o.skipModule {
 		logf("measuring the module in process at %d Services x %d nodes", o.services, o.nodes)
@@ -226,6 +282,7 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 		return err
 	}
 	b.logf("CCM started (pid %d); its log: %s", b.ccm.cmd.Process.Pid, b.ccm.logPath)
+	b.startSampling(ctx)
 	t0 := time.Now()
 	var nodesAt, svcsAt time.Duration
 	lastLog := time.Now()
@@ -270,7 +327,7 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 		return err
 	}
 	rep.rssAfterFillKiB, _ = b.ccm.rss()
-	rep.peakRSSKiB, rep.peakAnonKiB = b.hwm, b.anonPeak
+	rep.peakRSSKiB, rep.peakAnonKiB = b.sampled()
 	if path := filepath.Join(o.dir, "heap-after-fill.pprof"); b.ccm.saveHeapProfile(path) == nil {
 		b.logf("the CCM's heap profile after the fill: go tool pprof %s", path)
 	}
@@ -324,9 +381,7 @@ func (b *bench) quietWindow(ctx context.Context, rep *report) error {
 	if err != nil {
 		return err
 	}
-	// Polled, not slept: the poll is what watches the lease and the RSS
-	// (a minute's sleep showed as a 64 s gap between lease renewals that
-	// the audit log did not have: its longest was 2.1 s).
+	// Polled, not slept: the poll notices the CCM exiting.
 	t0 := time.Now()
 	if err := b.poll(ctx, func() (bool, error) { return time.Since(t0) >= window, nil }); err != nil {
 		return err
@@ -474,13 +529,6 @@ func (b *bench) moduleObjects(ctx context.Context) (pools, peers int, err error)
 // ctx ends.
 func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
 	for {
-		if v, err := b.ccm.peakRSS(); err == nil {
-			b.hwm = v
-		}
-		if v, err := b.ccm.status("RssAnon:"); err == nil {
-			b.anonPeak = max(b.anonPeak, v)
-		}
-		b.lease.observe(ctx, b)
 		ok, err := done()
 		if err != nil || ok {
 			return err

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // The CCM's leader lease, as the binary's defaults name it.
 const leaseNamespace, leaseName = "kube-system", "cloud-controller-manager"
 
-// leaseWatch follows the CCM's leader lease at every poll of the bench:
+// leaseWatch follows the CCM's leader lease every second:
 // how often it was renewed, the longest gap between two renewals, and
 // whether its holder ever changed. With one replica the lease is lost when
 // the gap passes the renew deadline (10s by default): the CCM then exits.
@@ -25,8 +26,8 @@ type leaseWatch struct {
 	readError error
 }
 
-func (l *leaseWatch) observe(ctx context.Context, b *bench) {
-	lease, err := b.kube.CoordinationV1().Leases(leaseNamespace).Get(ctx, leaseName, metav1.GetOptions{})
+func (l *leaseWatch) observe(ctx context.Context, kube kubernetes.Interface) {
+	lease, err := kube.CoordinationV1().Leases(leaseNamespace).Get(ctx, leaseName, metav1.GetOptions{})
 	if err != nil {
 		l.readError = err
 		return
