@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
@@ -41,6 +42,9 @@ type limitResult struct {
 // limitsTried are the memory limits byLimit reports, in MiB.
 var limitsTried = []int{64, 96, 128, 192}
 
+// defaultCalls is how many calls the defaults' figure is the median of.
+const defaultCalls = 5
+
 func measureModule(ctx context.Context, services, nodes int) (*moduleResult, error) {
 	wasm, err := modules.Builtin(modules.MetalLBCRD)
 	if err != nil {
@@ -71,21 +75,36 @@ func measureModule(ctx context.Context, services, nodes int) (*moduleResult, err
 		return nil, err
 	}
 	res := &moduleResult{requestBytes: len(in)}
-	try := func(mib int, timeout time.Duration) (time.Duration, error) {
+	// tryN loads the module with the limits and returns the median time
+	// of n calls, each with a different request (an identical one would
+	// be answered from the memo without a call).
+	tryN := func(n, mib int, timeout time.Duration) (time.Duration, error) {
 		m, err := wasmhost.LoadBytes(ctx, modules.MetalLBCRD, wasm, sdk.Options{Namespace: "metallb-system"},
 			wasmhost.Options{CacheDir: cacheDir, MemoryLimitMiB: mib, Timeout: timeout})
 		if err != nil {
 			return 0, err
 		}
 		defer m.Close(context.Background())
-		start := time.Now()
-		resp, err := m.Generate(ctx, req)
-		if err == nil && len(resp.Objects) != want {
-			err = fmt.Errorf("%d objects, want %d", len(resp.Objects), want)
+		var times []time.Duration
+		for i := range n {
+			req.Services[0].Ports[0].Port = int32(1000 + i)
+			start := time.Now()
+			resp, err := m.Generate(ctx, req)
+			if err == nil && len(resp.Objects) != want {
+				err = fmt.Errorf("%d objects, want %d", len(resp.Objects), want)
+			}
+			times = append(times, time.Since(start))
+			if err != nil {
+				return times[len(times)-1], err
+			}
 		}
-		return time.Since(start), err
+		slices.Sort(times)
+		return times[len(times)/2], nil
 	}
-	res.defaultTime, res.defaultErr = try(0, 0)
+	try := func(mib int, timeout time.Duration) (time.Duration, error) { return tryN(1, mib, timeout) }
+	// The defaults' figure is the one the goal is about: the median of
+	// five calls, as one call on this shared machine varied by ±20%.
+	res.defaultTime, res.defaultErr = tryN(defaultCalls, 0, 0)
 	if res.defaultErr != nil {
 		res.longTime, res.longErr = try(0, 5*time.Minute)
 	}

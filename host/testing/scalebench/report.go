@@ -140,7 +140,7 @@ func (r *report) moduleString() string {
 			fmt.Fprintf(&b, "  with %d MiB and a 5m deadline: generate %s\n", wasmhost.DefaultMemoryLimitMiB, m.longTime.Round(time.Millisecond))
 		}
 	} else {
-		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): generate %s\n", wasmhost.DefaultMemoryLimitMiB, wasmhost.DefaultTimeout, m.defaultTime.Round(time.Millisecond))
+		fmt.Fprintf(&b, "  with the defaults (%d MiB, %s): generate %s (the median of %d calls)\n", wasmhost.DefaultMemoryLimitMiB, wasmhost.DefaultTimeout, m.defaultTime.Round(time.Millisecond), defaultCalls)
 	}
 	for _, l := range m.byLimit {
 		if l.err != nil {
