@@ -113,6 +113,7 @@ func (s *store) joinTicketLocked() uint64 {
 
 // upsert records the result of one of our writes or of a single GET.
 func (s *store) upsert(obj any) {
+	dropEmptyMaps(obj)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, err := s.keyFunc(obj)
@@ -215,6 +216,9 @@ func (s *store) refresh(ctx context.Context, after uint64, timeout time.Duration
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			defer cancel()
 			objs, err := list(lctx)
+			for _, o := range objs {
+				dropEmptyMaps(o)
+			}
 
 			s.mu.Lock()
 			defer s.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -254,4 +255,40 @@ func copyValue(dec *jsontext.Decoder, enc *jsontext.Encoder) error {
 		return err
 	}
 	return enc.WriteValue(v)
+}
+
+// dropEmptyMaps sets every empty map[string]any reachable from v (a
+// pointer to a decoded SDK value) to nil, before a cache keeps the value
+// for hours. The SDK decodes each object into a map and deletes the
+// members it knows, which leaves AdditionalProperties empty but with all
+// its buckets (a Go map never shrinks): at 10,000 reservations and 1,000
+// devices, about 15 MB of the heap held nothing. A nil map reads exactly as
+// an empty one; nothing writes to these.
+func dropEmptyMaps(v any) {
+	dropEmptyMapsIn(reflect.ValueOf(v))
+}
+
+var anyMapType = reflect.TypeFor[map[string]any]()
+
+func dropEmptyMapsIn(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			dropEmptyMapsIn(v.Elem())
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if f := v.Field(i); f.CanSet() || f.Kind() != reflect.Map {
+				dropEmptyMapsIn(f)
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			dropEmptyMapsIn(v.Index(i))
+		}
+	case reflect.Map:
+		if v.Type() == anyMapType && v.Len() == 0 && !v.IsNil() && v.CanSet() {
+			v.SetZero()
+		}
+	}
 }

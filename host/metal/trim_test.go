@@ -177,7 +177,20 @@ func emulatorReservations(tb testing.TB, n int) []byte {
 			tb.Fatal(err)
 		}
 	}
-	req, _ := http.NewRequest("GET", e.URL()+"/projects/"+emulator.DefaultProjectID+"/ips?types=public_ipv4&include=assignments&per_page=10000", nil)
+	return emulatorGet(tb, e, "/projects/"+emulator.DefaultProjectID+"/ips?types=public_ipv4&include=assignments&per_page=10000")
+}
+
+// emulatorDevices is a listing of n devices as the emulator renders it.
+func emulatorDevices(tb testing.TB, n int) []byte {
+	e, _ := startEmulator(tb)
+	if _, err := e.AddDevices(n, emulator.DeviceSeed{Hostname: "node-%04d", Metro: "da"}); err != nil {
+		tb.Fatal(err)
+	}
+	return emulatorGet(tb, e, "/projects/"+emulator.DefaultProjectID+"/devices?include=ip_addresses.parent_block&per_page=10000")
+}
+
+func emulatorGet(tb testing.TB, e *emulator.Emulator, path string) []byte {
+	req, _ := http.NewRequest("GET", e.URL()+path, nil)
 	req.Header.Set("X-Auth-Token", fakeKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -186,16 +199,47 @@ func emulatorReservations(tb testing.TB, n int) []byte {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != 200 {
-		tb.Fatalf("listing the emulator: %d %v", resp.StatusCode, err)
+		tb.Fatalf("GET %s from the emulator: %d %v", path, resp.StatusCode, err)
 	}
 	return body
 }
 
 // What callers read of a reservation is the same with and without the
 // trim, on the emulator's rendering of it.
+func TestDropEmptyMapsKeepsWhatIsThere(t *testing.T) {
+	extra := map[string]any{"x": 1}
+	r := metalv1.IPReservation{
+		Customdata: map[string]any{},
+		Metro:      &metalv1.IPReservationMetro{AdditionalProperties: map[string]any{}},
+		Facility:   &metalv1.IPReservationFacility{AdditionalProperties: extra},
+		Assignments: []metalv1.IPAssignment{{
+			AdditionalProperties: map[string]any{},
+			AssignedTo:           &metalv1.Href{Href: "/devices/d", AdditionalProperties: map[string]any{}},
+			Metro:                &metalv1.IPAssignmentMetro{AdditionalProperties: extra},
+		}},
+	}
+	dropEmptyMaps(&r)
+	a := r.Assignments[0]
+	for name, m := range map[string]map[string]any{
+		"customdata": r.Customdata, "metro": r.Metro.AdditionalProperties,
+		"assignment": a.AdditionalProperties, "assigned_to": a.AssignedTo.AdditionalProperties,
+	} {
+		if m != nil {
+			t.Errorf("%s: an empty map was kept", name)
+		}
+	}
+	if !reflect.DeepEqual(r.Facility.AdditionalProperties, extra) || !reflect.DeepEqual(a.Metro.AdditionalProperties, extra) {
+		t.Errorf("a map with members lost them: %v, %v", r.Facility.AdditionalProperties, a.Metro.AdditionalProperties)
+	}
+	if a.AssignedTo.Href != "/devices/d" {
+		t.Errorf("assigned_to is %q", a.AssignedTo.Href)
+	}
+}
+
 func TestReservationListingTrimKeepsWhatIsRead(t *testing.T) {
 	body := emulatorReservations(t, 3)
-	read := func(body []byte) []string {
+	// read reads what the CCM reads; compacted, as the cache keeps it.
+	read := func(body []byte, compact bool) []string {
 		var list metalv1.IPReservationList
 		if err := json.Unmarshal(body, &list); err != nil {
 			t.Fatal(err)
@@ -205,6 +249,9 @@ func TestReservationListingTrimKeepsWhatIsRead(t *testing.T) {
 			r := it.IPReservation
 			if r == nil {
 				t.Fatalf("an item did not decode as a reservation")
+			}
+			if compact {
+				dropEmptyMaps(r)
 			}
 			metro, facility := r.GetMetro(), r.GetFacility()
 			s := fmt.Sprint(r.GetId(), r.GetHref(), r.GetType(), r.GetState(), r.Tags, r.GetDetails(), r.GetCreatedAt(),
@@ -226,7 +273,7 @@ func TestReservationListingTrimKeepsWhatIsRead(t *testing.T) {
 	if len(trimmed) >= len(body)*2/3 {
 		t.Errorf("the trim kept %d of %d bytes", len(trimmed), len(body))
 	}
-	want, got := read(body), read(trimmed)
+	want, got := read(body, false), read(trimmed, true)
 	if len(want) < 3 || !strings.Contains(want[0], "/devices/") {
 		t.Fatalf("the emulator's listing is not what this test expects: %v", want)
 	}
@@ -261,5 +308,33 @@ func BenchmarkRefreshReservations1000(b *testing.B) {
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "retained-B")
 	if rs, _ := c.Reservations(ctx); len(rs) != 1000 {
 		b.Fatalf("%d reservations cached", len(rs))
+	}
+}
+
+// BenchmarkRefreshDevices1000 is one listing of 1,000 devices as the
+// emulator renders them; retained-B is the cache it leaves.
+func BenchmarkRefreshDevices1000(b *testing.B) {
+	body := emulatorDevices(b, 1000)
+	f := newFakeAPI(b)
+	f.handle("GET /projects/"+projectID+"/devices", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})
+	c := f.client(func(o *Options) { o.PageSize = 10000 })
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.RefreshDevices(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "retained-B")
+	if n := len(c.devices.idx.ListKeys()); n != 1000 {
+		b.Fatalf("%d devices cached", n)
 	}
 }
