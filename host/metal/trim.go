@@ -261,9 +261,10 @@ func copyValue(dec *jsontext.Decoder, enc *jsontext.Encoder) error {
 // pointer to a decoded SDK value) to nil, before a cache keeps the value
 // for hours. The SDK decodes each object into a map and deletes the
 // members it knows, which leaves AdditionalProperties empty but with all
-// its buckets (a Go map never shrinks): at 10,000 reservations and 1,000
-// devices, about 15 MB of the heap held nothing. A nil map reads exactly as
-// an empty one; nothing writes to these.
+// its buckets (a Go map never shrinks): a cached device kept about 15 KB of
+// empty maps, and the caches' share of the heap in the scale bench (10,000
+// reservations, 1,000 devices) fell from 41 to 25 MB without them. A nil
+// map reads exactly as an empty one; nothing writes to these.
 func dropEmptyMaps(v any) {
 	dropEmptyMapsIn(reflect.ValueOf(v))
 }

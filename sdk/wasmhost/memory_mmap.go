@@ -26,8 +26,9 @@ type mmapMemory struct {
 // clearBelow is how much touched memory a reset clears in place rather than
 // hands back to the kernel. Handing pages back makes the next call fault
 // every page it touches in again, freshly zeroed: for the MetalLB module at
-// 1,000 Services that was about a tenth of a call (BenchmarkGenerateMetalLB
-// 36 -> 34 ms), so an idle instance keeps up to this much resident. Beyond
+// 1,000 Services (3 MiB touched) that was 1-2 ms of a 35 ms call
+// (BenchmarkGenerateMetalLB1000x100, interleaved A/B runs), so an idle
+// instance keeps up to this much resident. Beyond
 // it (a large cluster's calls), the pages go back: the RSS matters more there
 // than a few milliseconds.
 const clearBelow = 16 << 20
