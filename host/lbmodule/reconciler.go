@@ -541,6 +541,12 @@ func (r *Reconciler) listMeta(ctx context.Context, m *meta.RESTMapping, ns, sele
 		}
 		return res.List(ctx, opts)
 	}
+	return listLive(ctx, page, selector)
+}
+
+// listLive pages through a list and keeps what liveObject holds of each
+// item: a page at a time is all that is ever decoded at once.
+func listLive(ctx context.Context, page pager.ListPageFunc, selector string) ([]liveObject, error) {
 	p := pager.New(page)
 	p.PageSize, p.PageBufferSize = listPageSize, 1
 	var out []liveObject
@@ -564,20 +570,9 @@ func (r *Reconciler) listNodes(ctx context.Context) ([]liveObject, error) {
 	if r.cfg.Metadata != nil {
 		return r.listMeta(ctx, nodesMapping, "", "")
 	}
-	var out []liveObject
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	return listLive(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return r.cfg.Kube.CoreV1().Nodes().List(ctx, opts)
-	})
-	p.PageSize, p.PageBufferSize = listPageSize, 1
-	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		mo, err := meta.Accessor(o)
-		if err != nil {
-			return err
-		}
-		out = append(out, newLiveObject(mo))
-		return nil
-	})
-	return out, err
+	}, "")
 }
 
 // applyNodeAnnotations applies each node's module annotations under

@@ -286,37 +286,25 @@ func TestReservationListingTrimKeepsWhatIsRead(t *testing.T) {
 // reservations as the emulator renders them; B/op is the decoding's
 // garbage, retained-B the cache it leaves.
 func BenchmarkRefreshReservations1000(b *testing.B) {
-	body := emulatorReservations(b, 1000)
-	f := newFakeAPI(b)
-	f.handle("GET /projects/"+projectID+"/ips", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
+	benchmarkRefresh(b, "/ips", emulatorReservations(b, 1000), (*Client).RefreshReservations, func(c *Client) int {
+		rs, _ := c.Reservations(context.Background())
+		return len(rs)
 	})
-	c := f.client(func(o *Options) { o.PageSize = 10000 })
-	ctx := context.Background()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := c.RefreshReservations(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "retained-B")
-	if rs, _ := c.Reservations(ctx); len(rs) != 1000 {
-		b.Fatalf("%d reservations cached", len(rs))
-	}
 }
 
 // BenchmarkRefreshDevices1000 is one listing of 1,000 devices as the
 // emulator renders them; retained-B is the cache it leaves.
 func BenchmarkRefreshDevices1000(b *testing.B) {
-	body := emulatorDevices(b, 1000)
+	benchmarkRefresh(b, "/devices", emulatorDevices(b, 1000), (*Client).RefreshDevices, func(c *Client) int {
+		return len(c.devices.idx.ListKeys())
+	})
+}
+
+// benchmarkRefresh serves body for the project's path and runs refresh;
+// cached must count the 1,000 objects in the cache afterwards.
+func benchmarkRefresh(b *testing.B, path string, body []byte, refresh func(*Client, context.Context) error, cached func(*Client) int) {
 	f := newFakeAPI(b)
-	f.handle("GET /projects/"+projectID+"/devices", func(w http.ResponseWriter, r *http.Request) {
+	f.handle("GET /projects/"+projectID+path, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
 	})
@@ -327,14 +315,14 @@ func BenchmarkRefreshDevices1000(b *testing.B) {
 	runtime.ReadMemStats(&before)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.RefreshDevices(ctx); err != nil {
+		if err := refresh(c, ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "retained-B")
-	if n := len(c.devices.idx.ListKeys()); n != 1000 {
-		b.Fatalf("%d devices cached", n)
+	if n := cached(c); n != 1000 {
+		b.Fatalf("%d objects cached, want 1000", n)
 	}
 }
