@@ -56,7 +56,7 @@ func (r *Reconciler) Plan(ctx context.Context) ([]Change, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	writes, desired, mergeTargets, err := r.desiredWrites(desc, resp)
+	targets, desired, mergeTargets, err := r.resolveTargets(desc, resp.Objects)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -65,11 +65,15 @@ func (r *Reconciler) Plan(ctx context.Context) ([]Change, []string, error) {
 		return nil, nil, r.applyErr("%v", err)
 	}
 	var changes []Change
-	if c, ok := recordChange(record, ownedKinds(writes, mergeTargets)); ok {
+	if c, ok := recordChange(record, ownedKinds(targets, mergeTargets)); ok {
 		changes = append(changes, c)
 	}
-	for _, w := range writes {
-		c, err := r.planWrite(ctx, w)
+	for _, t := range targets {
+		body, err := r.encode(t, mergeTargets)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := r.planWrite(ctx, t, body)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -106,7 +110,7 @@ func recordChange(record, owned map[kindKey]bool) (Change, bool) {
 }
 
 // planWrite compares one object to apply with the live one.
-func (r *Reconciler) planWrite(ctx context.Context, w write) (*Change, error) {
+func (r *Reconciler) planWrite(ctx context.Context, w target, body []byte) (*Change, error) {
 	c := &Change{Kind: w.kind, Namespace: w.key.namespace, Name: w.key.name}
 	live, err := r.resource(w.m, w.key.namespace).Get(ctx, w.key.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -117,7 +121,7 @@ func (r *Reconciler) planWrite(ctx context.Context, w write) (*Change, error) {
 		return nil, r.applyErr("reading %s %s: %s", w.kind, qualified(w.key.namespace, w.key.name), wasmhost.OneLine(err.Error()))
 	}
 	var want, have any
-	if err := json.Unmarshal(w.body, &want); err != nil {
+	if err := json.Unmarshal(body, &want); err != nil {
 		return nil, err
 	}
 	b, err := json.Marshal(live.Object)

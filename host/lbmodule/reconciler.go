@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -359,12 +360,16 @@ type objectKey struct {
 // is not applied again: at 10,000 Services a new Service then costs one
 // write instead of 12,000. Anything else (a changed body, an object edited
 // or deleted by someone else, a restart) is applied as before.
+//
+// apply consumes resp.Objects: each object is encoded only when its turn
+// comes and dropped once encoded, so that at 10,000 Services the module's
+// output is never held twice (as objects and as bodies) at once.
 func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse) error {
-	writes, desired, mergeTargets, err := r.desiredWrites(d, resp)
+	targets, desired, mergeTargets, err := r.resolveTargets(d, resp.Objects)
 	if err != nil {
 		return err
 	}
-	owned := ownedKinds(writes, mergeTargets)
+	owned := ownedKinds(targets, mergeTargets)
 	if err := r.recordKinds(ctx, owned); err != nil {
 		return r.applyErr("%v", err)
 	}
@@ -377,23 +382,29 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	r.mu.Lock()
 	last := r.applied
 	r.mu.Unlock()
-	next := make(map[objectKey]appliedObject, len(writes))
+	next := make(map[objectKey]appliedObject, len(targets))
 	force := true
-	for _, w := range writes {
-		sum := sha256.Sum256(w.body)
-		if prev, ok := last[w.key]; ok && prev.body == sum {
-			if rv, ok := live[w.key]; ok && rv == prev.rv {
-				next[w.key] = prev
+	for i, t := range targets {
+		body, err := r.encode(t, mergeTargets)
+		resp.Objects[i] = nil
+		if err != nil {
+			r.rememberApplied(last, next)
+			return err
+		}
+		sum := sha256.Sum256(body)
+		if prev, ok := last[t.key]; ok && prev.body == sum {
+			if rv, ok := live[t.key]; ok && rv == prev.rv {
+				next[t.key] = prev
 				continue
 			}
 		}
-		out, err := r.resource(w.m, w.key.namespace).Patch(ctx, w.key.name, types.ApplyPatchType, w.body, metav1.PatchOptions{FieldManager: fieldmanager.CCM, Force: &force, FieldValidation: "Strict"})
+		out, err := r.resource(t.m, t.key.namespace).Patch(ctx, t.key.name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldmanager.CCM, Force: &force, FieldValidation: "Strict"})
 		if err != nil {
 			r.rememberApplied(last, next)
-			return r.applyErr("applying %s %s: %s", w.kind, qualified(w.key.namespace, w.key.name), wasmhost.OneLine(err.Error()))
+			return r.applyErr("applying %s %s: %s", t.kind, qualified(t.key.namespace, t.key.name), wasmhost.OneLine(err.Error()))
 		}
-		if !mergeTargets[w.key] {
-			next[w.key] = appliedObject{body: sum, rv: out.GetResourceVersion()}
+		if !mergeTargets[t.key] {
+			next[t.key] = appliedObject{body: sum, rv: out.GetResourceVersion()}
 		}
 		objectsApplied.Inc()
 	}
@@ -404,27 +415,30 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	return r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
 }
 
-// write is one object to apply: its mapping, key, kind and encoded body.
-type write struct {
+// target is one object to apply: its mapping, key and kind, and the
+// object as the module gave it.
+type target struct {
 	m    *meta.RESTMapping
 	key  objectKey
 	kind string
-	body []byte
+	obj  sdk.Object
 }
 
-// desiredWrites resolves and encodes everything the module wants, with the
-// owned label, so that a kind the cluster lacks or a wrong scope fails
+// resolveTargets resolves everything the module wants (targets[i] is
+// objects[i]), so that a kind the cluster lacks or a wrong scope fails
 // before the first write, not halfway. mergeTargets are the objects the
-// module reads by name and merges into (not owned). Apply and Plan share it.
-func (r *Reconciler) desiredWrites(d sdk.Description, resp sdk.GenerateResponse) (writes []write, desired, mergeTargets map[objectKey]bool, err error) {
+// module reads by name and merges into (not owned). Apply and Plan share
+// it.
+func (r *Reconciler) resolveTargets(d sdk.Description, objects []sdk.Object) (targets []target, desired, mergeTargets map[objectKey]bool, err error) {
 	mergeTargets = map[objectKey]bool{}
 	for _, rd := range d.Reads {
 		if rd.Name != "" {
 			mergeTargets[objectKey{schema.FromAPIVersionAndKind(rd.APIVersion, rd.Kind), rd.Namespace, rd.Name}] = true
 		}
 	}
-	desired = map[objectKey]bool{}
-	for _, o := range resp.Objects {
+	desired = make(map[objectKey]bool, len(objects))
+	targets = make([]target, 0, len(objects))
+	for _, o := range objects {
 		gvk := schema.FromAPIVersionAndKind(o.APIVersion(), o.Kind())
 		key := objectKey{gvk, o.Namespace(), o.Name()}
 		desired[key] = true
@@ -435,31 +449,55 @@ func (r *Reconciler) desiredWrites(d sdk.Description, resp sdk.GenerateResponse)
 		if namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace; namespaced != (key.namespace != "") {
 			return nil, nil, nil, r.applyErr("declares %s %s with the wrong scope: the cluster has it %s; declare a namespace in describe exactly for namespaced kinds", o.APIVersion(), o.Kind(), map[bool]string{true: "namespaced", false: "cluster-scoped"}[namespaced])
 		}
-		obj := copyObject(o)
-		if !mergeTargets[key] {
-			md := obj["metadata"].(map[string]any)
-			labels, _ := md["labels"].(map[string]any)
-			if labels == nil {
-				labels = map[string]any{}
-			}
-			labels[sdk.OwnedLabel] = sdk.OwnedValue
-			md["labels"] = labels
-		}
-		body, err := json.Marshal(obj)
-		if err != nil {
-			return nil, nil, nil, r.applyErr("encoding %s %s: %v", o.Kind(), key.name, err)
-		}
-		writes = append(writes, write{m, key, o.Kind(), body})
+		targets = append(targets, target{m, key, o.Kind(), o})
 	}
-	return writes, desired, mergeTargets, nil
+	return targets, desired, mergeTargets, nil
 }
 
-// ownedKinds are the kinds (and namespaces) of the owned objects in writes.
-func ownedKinds(writes []write, mergeTargets map[objectKey]bool) map[kindKey]bool {
+// encode is the body to apply for t: the object with the owned label
+// (unless the module merges into an object it does not own). The label
+// goes into copies of the three maps on its path, never into the module's
+// object, and nothing else is copied.
+func (r *Reconciler) encode(t target, mergeTargets map[objectKey]bool) ([]byte, error) {
+	obj := map[string]any(t.obj)
+	if !mergeTargets[t.key] {
+		obj = withOwnedLabel(obj)
+	}
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return nil, r.applyErr("encoding %s %s: %v", t.kind, t.key.name, err)
+	}
+	return body, nil
+}
+
+// withOwnedLabel returns obj with sdk.OwnedLabel set in its labels, sharing
+// everything but the object's, its metadata's and its labels' maps.
+// Validation has made sure metadata is an object and labels, if any, an
+// object of strings.
+func withOwnedLabel(obj map[string]any) map[string]any {
+	md, _ := obj["metadata"].(map[string]any)
+	labels, _ := md["labels"].(map[string]any)
+	out := maps.Clone(obj)
+	md = maps.Clone(md)
+	if md == nil {
+		md = map[string]any{}
+	}
+	labels = maps.Clone(labels)
+	if labels == nil {
+		labels = map[string]any{}
+	}
+	labels[sdk.OwnedLabel] = sdk.OwnedValue
+	md["labels"] = labels
+	out["metadata"] = md
+	return out
+}
+
+// ownedKinds are the kinds (and namespaces) of the owned objects in targets.
+func ownedKinds(targets []target, mergeTargets map[objectKey]bool) map[kindKey]bool {
 	owned := map[kindKey]bool{}
-	for _, w := range writes {
-		if !mergeTargets[w.key] {
-			owned[kindKey{w.key.gvk.GroupVersion().String(), w.key.gvk.Kind, w.key.namespace}] = true
+	for _, t := range targets {
+		if !mergeTargets[t.key] {
+			owned[kindKey{t.key.gvk.GroupVersion().String(), t.key.gvk.Kind, t.key.namespace}] = true
 		}
 	}
 	return owned
@@ -648,10 +686,6 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 	r.annotated = next
 	r.mu.Unlock()
 	return nil
-}
-
-func copyObject(o sdk.Object) map[string]any {
-	return runtime.DeepCopyJSON(map[string]any(o))
 }
 
 func ptr[T any](v T) *T { return &v }
