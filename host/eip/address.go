@@ -1,7 +1,6 @@
 package eip
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -59,20 +58,7 @@ func checkRequestedIP(ip string) error {
 // CCM, that is whether it is the address of a reservation the CCM made for
 // this Service.
 func writtenByCCM(svc *v1.Service) bool {
-	for _, mf := range svc.ManagedFields {
-		if mf.Manager != fieldmanager.CCM || mf.FieldsV1 == nil {
-			continue
-		}
-		var fields struct {
-			Spec map[string]json.RawMessage `json:"f:spec"`
-		}
-		if json.Unmarshal(mf.FieldsV1.Raw, &fields) == nil {
-			if _, ok := fields.Spec["f:loadBalancerIP"]; ok {
-				return true
-			}
-		}
-	}
-	return false
+	return fieldmanager.WroteLoadBalancerIP(svc.ManagedFields)
 }
 
 var (

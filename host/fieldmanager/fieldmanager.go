@@ -3,10 +3,16 @@
 // that managedFields tell a cluster operator which fields are ours and so
 // that a later apply by the same manager removes what it stops sending.
 //
-// It is a package of its own, importing nothing, so every writer (bgp, eip,
-// controlplane, lbmodule, provider) can use the one name without an import
-// cycle.
+// It is a package of its own, importing only the API types, so every
+// writer (bgp, eip, controlplane, lbmodule, provider) can use the one name
+// without an import cycle.
 package fieldmanager
+
+import (
+	"encoding/json"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 const (
 	// CCM owns every object and field this CCM writes, and is the user
@@ -21,3 +27,23 @@ const (
 	// other's.
 	ModuleNodeAnnotations = CCM + "-lbmodule"
 )
+
+// WroteLoadBalancerIP reports whether CCM owns spec.loadBalancerIP among
+// a Service's managedFields: whether the address there is one the CCM
+// reserved and wrote, rather than one the user asked for.
+func WroteLoadBalancerIP(entries []metav1.ManagedFieldsEntry) bool {
+	for _, mf := range entries {
+		if mf.Manager != CCM || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if json.Unmarshal(mf.FieldsV1.Raw, &fields) == nil {
+			if _, ok := fields.Spec["f:loadBalancerIP"]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
