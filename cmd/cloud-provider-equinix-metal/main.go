@@ -112,8 +112,12 @@ func run() int {
 			klog.Warning(w)
 		}
 		klog.V(1).InfoS("Equinix Metal configuration", "config", cfg, "loadbalancer", cfg.LB.String())
+		var moduleMemory int64 // a load-balancer module's memory is outside the Go heap
+		if cfg.LB.Kind != config.LBNone {
+			moduleMemory = int64(cfg.ModuleMemoryLimitMiB) << 20
+		}
 		klog.InfoS("Starting cloud-provider-equinix-metal", "version", version.Get().GitVersion, "revision", version.Get().GitCommit,
-			"goMemoryLimit", memlimit.Set())
+			"goMemoryLimit", memlimit.Set(moduleMemory))
 		return standard(c, args)
 	}
 	return cli.Run(cmd)

@@ -4,6 +4,13 @@
 // garbage (a module call's output at 10,000 Services, a relist) can push
 // the process past its limit into an OOM kill. With it, the collector
 // works harder as the heap nears the limit instead.
+//
+// A load-balancer module's memory is not the Go heap: wazero maps it
+// outside, and the runtime's limit does not see it. A module call at
+// 10,000 Services fills much of its memory (its own collector runs only
+// near its limit) while the host holds the call's input and output, so the
+// module's limit is taken off the container's before the share is given
+// to the runtime.
 package memlimit
 
 import (
@@ -14,18 +21,24 @@ import (
 	"strings"
 )
 
-// Fraction of the container's memory limit given to the Go runtime: the
-// rest is for what the runtime does not count (thread stacks, the module's
-// compiled code) and for headroom.
+// Fraction of the container's memory limit (less the module's) given to
+// the Go runtime: the rest is for what the runtime does not count (thread
+// stacks, the module's compiled code) and for headroom.
 const Fraction = 0.9
+
+// minSoft is the smallest limit worth giving the runtime: below it the
+// collector would run all the time. When the module's limit leaves less,
+// the module's memory is not reserved and the start-up log says so.
+const minSoft = 64 << 20
 
 // cgroup files that hold the container's memory limit: v2, then v1.
 var limitFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
 
-// Set sets the runtime's soft memory limit to Fraction of the container's
-// memory limit, unless GOMEMLIMIT is set (the runtime has read it) or
-// there is no limit. It returns what it did, for the start-up log.
-func Set() string {
+// Set sets the runtime's soft memory limit from the container's memory
+// limit (see Soft), unless GOMEMLIMIT is set (the runtime has read it) or
+// there is no limit. reserved is the memory a load-balancer module may
+// use (0 without one). It returns what it did, for the start-up log.
+func Set(reserved int64) string {
 	if v := os.Getenv("GOMEMLIMIT"); v != "" {
 		return "GOMEMLIMIT=" + v + " (from the environment)"
 	}
@@ -38,11 +51,28 @@ func Set() string {
 		if !ok {
 			return "none (the container has no memory limit)"
 		}
-		soft := int64(float64(limit) * Fraction)
+		soft, note := Soft(limit, reserved)
 		debug.SetMemoryLimit(soft)
-		return fmt.Sprintf("%d MiB (%.0f%% of the container's %d MiB)", soft>>20, Fraction*100, limit>>20)
+		return fmt.Sprintf("%d MiB (%s)", soft>>20, note)
 	}
 	return "none (no cgroup memory limit found)"
+}
+
+// Soft is the runtime's share of a container memory limit when a module
+// may use reserved bytes of it: Fraction of what the module leaves. If
+// that is under 64 MiB, it is Fraction of the whole limit instead, and the
+// note says to lower the module's limit or raise the container's.
+func Soft(limit, reserved int64) (int64, string) {
+	if reserved > 0 {
+		if soft := int64(float64(limit-reserved) * Fraction); soft >= minSoft {
+			return soft, fmt.Sprintf("%.0f%% of the container's %d MiB less the load-balancer module's %d MiB", Fraction*100, limit>>20, reserved>>20)
+		}
+	}
+	soft := int64(float64(limit) * Fraction)
+	if reserved > 0 {
+		return soft, fmt.Sprintf("%.0f%% of the container's %d MiB, which leaves too little beside the load-balancer module's %d MiB: a module call may push the pod past its limit; lower moduleMemoryLimitMiB or raise the container's memory limit", Fraction*100, limit>>20, reserved>>20)
+	}
+	return soft, fmt.Sprintf("%.0f%% of the container's %d MiB", Fraction*100, limit>>20)
 }
 
 // Parse reads a cgroup memory limit: a byte count, or "max" (v2) or a

@@ -1,6 +1,7 @@
 package memlimit_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
@@ -23,5 +24,27 @@ func TestParse(t *testing.T) {
 		if got != c.want || ok != c.ok {
 			t.Errorf("Parse(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+func TestSoft(t *testing.T) {
+	const mib = 1 << 20
+	cases := []struct {
+		name            string
+		limit, reserved int64
+		want            int64
+		note            string
+	}{
+		{"no module", 512 * mib, 0, 483183820, "90% of the container's 512 MiB"},
+		{"the module's limit is taken off first", 512 * mib, 96 * mib, 392586854, "90% of the container's 512 MiB less the load-balancer module's 96 MiB"},
+		{"too little left: the whole limit, and how to fix it", 128 * mib, 96 * mib, 120795955, "lower moduleMemoryLimitMiB or raise the container's memory limit"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, note := memlimit.Soft(c.limit, c.reserved)
+			if got != c.want || !strings.Contains(note, c.note) {
+				t.Errorf("Soft(%d MiB, %d MiB) = %d, %q; want %d and a note with %q", c.limit/mib, c.reserved/mib, got, note, c.want, c.note)
+			}
+		})
 	}
 }

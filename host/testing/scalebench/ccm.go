@@ -29,6 +29,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // ccmProcess is the CCM binary running against the bench's cluster.
@@ -42,6 +43,14 @@ type ccmProcess struct {
 
 // startCCM runs the binary with the flags a deployment uses, its own user
 // and a metrics endpoint on loopback.
+// goMemoryLimit is the soft limit host/memlimit gives the CCM's runtime in
+// a container with this memory limit, the CCM running a module with the
+// default memory limit, as the bench's does.
+func goMemoryLimit(container int64) int64 {
+	soft, _ := memlimit.Soft(container, wasmhost.DefaultMemoryLimitMiB<<20)
+	return soft
+}
+
 func startCCM(bin, dir string, env *testenv.Env, metalURL string, memoryLimit int64) (*ccmProcess, error) {
 	kubeconfig, err := writeUserKubeconfig(env, ccmUser, filepath.Join(dir, "ccm-kubeconfig"))
 	if err != nil {
@@ -79,7 +88,7 @@ func startCCM(bin, dir string, env *testenv.Env, metalURL string, memoryLimit in
 	if memoryLimit > 0 {
 		// What host/memlimit sets from the container's cgroup limit in a
 		// pod; here there is no cgroup, so the environment says it.
-		p.cmd.Env = append(p.cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(memoryLimit)*memlimit.Fraction)))
+		p.cmd.Env = append(p.cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", goMemoryLimit(memoryLimit)))
 	}
 	if err := p.cmd.Start(); err != nil {
 		return nil, err

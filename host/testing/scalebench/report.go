@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
@@ -96,7 +95,7 @@ func (r *report) String() string {
 	r.writePhase(&b, r.fill, o.services)
 	limit := "no memory limit (GOMEMLIMIT unset)"
 	if o.memoryLimit > 0 {
-		limit = fmt.Sprintf("as under a %d MiB container limit (GOMEMLIMIT %d MiB)", o.memoryLimit>>20, int64(float64(o.memoryLimit)*memlimit.Fraction)>>20)
+		limit = fmt.Sprintf("as under a %d MiB container limit (GOMEMLIMIT %d MiB)", o.memoryLimit>>20, goMemoryLimit(o.memoryLimit)>>20)
 	}
 	fmt.Fprintf(&b, "\nCCM memory, %s: peak RSS (VmHWM) %.1f MiB, of which anonymous at most %.1f MiB (sampled every second; the rest is mostly the binary's own pages); RSS right after the fill %.1f MiB\n",
 		limit, float64(r.peakRSSKiB)/1024, float64(r.peakAnonKiB)/1024, float64(r.rssAfterFillKiB)/1024)
