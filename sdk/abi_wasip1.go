@@ -30,7 +30,7 @@ func ccmABIVersion() int32 { return ABIVersion }
 func ccmLBDescribe() int32 { return call(Module.HandleDescribe) }
 
 //go:wasmexport ccm_lb_generate
-func ccmLBGenerate() int32 { return call(Module.HandleGenerateBinary) }
+func ccmLBGenerate() int32 { return call(Module.HandleGenerateWire) }
 
 func call(handle func(Module, []byte) ([]byte, error)) int32 {
 	if registered == nil {

@@ -74,8 +74,9 @@ func (m Module) HandleGenerate(input []byte) (out []byte, err error) {
 }
 
 // HandleGenerateBinary is HandleGenerate for a request in the binary
-// layout of EncodeGenerateRequest, which is what the host sends a module of
-// ABI version 2: the glue calls it.
+// layout of EncodeGenerateRequest, which the host sends a module of ABI
+// version 2 and later. The glue of version 2 called it; that of version 3
+// calls HandleGenerateWire.
 func (m Module) HandleGenerateBinary(input []byte) (out []byte, err error) {
 	defer recoverInto(&err)
 	req, err := DecodeGenerateRequest(input)
@@ -85,21 +86,46 @@ func (m Module) HandleGenerateBinary(input []byte) (out []byte, err error) {
 	return m.generate(req)
 }
 
-func (m Module) generate(req GenerateRequest) ([]byte, error) {
-	if err := checkEnvelope(req.APIVersion, req.Kind, KindGenerateRequest); err != nil {
+// HandleGenerateWire is HandleGenerateBinary answering in the binary
+// layout of EncodeGenerateResponse: what the glue of ABI version 3 calls.
+func (m Module) HandleGenerateWire(input []byte) (out []byte, err error) {
+	defer recoverInto(&err)
+	req, err := DecodeGenerateRequest(input)
+	if err != nil {
 		return nil, err
+	}
+	resp, err := m.response(req)
+	if err != nil {
+		return nil, err
+	}
+	return EncodeGenerateResponse(resp)
+}
+
+func (m Module) generate(req GenerateRequest) ([]byte, error) {
+	resp, err := m.response(req)
+	if err != nil {
+		return nil, err
+	}
+	return marshalResponse(resp)
+}
+
+// response runs the module's Generate on req and completes what it
+// returns: the envelope, and the objects sorted.
+func (m Module) response(req GenerateRequest) (GenerateResponse, error) {
+	if err := checkEnvelope(req.APIVersion, req.Kind, KindGenerateRequest); err != nil {
+		return GenerateResponse{}, err
 	}
 	tuneGC(req.MemoryLimitBytes)
 	resp, err := m.Generate(req)
 	if err != nil {
-		return nil, err
+		return GenerateResponse{}, err
 	}
 	resp.APIVersion, resp.Kind = APIVersion, KindGenerateResponse
 	if resp.Objects == nil {
 		resp.Objects = []Object{}
 	}
 	SortObjects(resp.Objects)
-	return marshalResponse(resp)
+	return resp, nil
 }
 
 // SortObjects sorts objects by apiVersion, kind, namespace and name.

@@ -25,11 +25,12 @@ import (
 // one.
 const APIVersion = "lb.metal.equinix.com/v1alpha1"
 
-// ABIVersion is what ccm_abi_version returns. Version 2 receives the
-// GenerateRequest in the binary layout of EncodeGenerateRequest; version 1
-// (modules built with an older SDK) receives it as JSON, and the host still
-// speaks it. The host refuses any other.
-const ABIVersion = 2
+// ABIVersion is what ccm_abi_version returns. Version 3 receives the
+// GenerateRequest in the binary layout of EncodeGenerateRequest and answers
+// in that of EncodeGenerateResponse. Version 2 receives the binary request
+// and answers in JSON; version 1 speaks JSON both ways. Modules built with
+// an older SDK speak those, and the host still does. It refuses any other.
+const ABIVersion = 3
 
 // MinABIVersion is the oldest ABI version the host still speaks.
 const MinABIVersion = 1

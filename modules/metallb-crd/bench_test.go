@@ -58,3 +58,22 @@ func BenchmarkNativeGenerateBinary1000x100(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNativeGenerateWire1000x100 is the handler compiled natively
+// through the path a module of ABI version 3 takes in Wasm: the binary
+// request in, the binary response out.
+func BenchmarkNativeGenerateWire1000x100(b *testing.B) {
+	req := sdktest.Snapshot(1000, 100)
+	req.APIVersion, req.Kind = sdk.APIVersion, sdk.KindGenerateRequest
+	in, err := sdk.EncodeGenerateRequest(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(in)))
+	cpuPerOp(b)
+	for b.Loop() {
+		if _, err := Module.HandleGenerateWire(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

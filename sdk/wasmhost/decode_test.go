@@ -93,7 +93,7 @@ func FuzzDecodeResponse(f *testing.F) {
 
 // BenchmarkDecodeResponse1000 decodes the metallb-crd module's output for
 // 1,000 Services (objects of the shape the module writes), with the
-// decoder of each kind.
+// decoder of each kind: the binary response of ABI version 3 and JSON.
 func BenchmarkDecodeResponse1000(b *testing.B) {
 	var buf bytes.Buffer
 	buf.WriteString(`{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"GenerateResponse","objects":[`)
@@ -113,11 +113,21 @@ func BenchmarkDecodeResponse1000(b *testing.B) {
 		buf.Write(o)
 	}
 	buf.WriteString(`]}`)
-	in := buf.Bytes()
+	js := buf.Bytes()
+	resp, err := decodeResponse(js)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wire, err := sdk.EncodeGenerateResponse(resp)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, d := range []struct {
 		name string
 		fn   func([]byte) (sdk.GenerateResponse, error)
-	}{{"jsontext", decodeResponse}, {"encoding-json", stdDecode}} {
+		in   []byte
+	}{{"wire", decodeWireResponse, wire}, {"jsontext", decodeResponse, js}, {"encoding-json", stdDecode, js}} {
+		in := d.in
 		b.Run(d.name, func(b *testing.B) {
 			b.SetBytes(int64(len(in)))
 			b.ReportAllocs()

@@ -85,7 +85,8 @@ type Module struct {
 	cm      wazero.CompiledModule
 	desc    sdk.Description
 	// abi is the ABI version the module speaks: 1 gets the generate
-	// request as JSON, 2 in the SDK's binary layout.
+	// request as JSON, 2 in the SDK's binary layout, and 3 also answers in
+	// the SDK's binary layout instead of JSON.
 	abi uint32
 	// pool serves calls from reused instances when the module can be
 	// instrumented (see rewrite.go and pool.go); nil means a fresh
@@ -286,8 +287,12 @@ func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.Gen
 			return sdk.GenerateResponse{}, err
 		}
 	}
-	resp, err := decodeResponse(out)
-	if err != nil {
+	var resp sdk.GenerateResponse
+	if m.abi >= 3 {
+		if resp, err = decodeWireResponse(out); err != nil {
+			return sdk.GenerateResponse{}, m.errorf(ReasonInvalidOutput, "generate returned an invalid binary response: %s; return the output of sdk.Module.HandleGenerateWire", red.clean(err.Error()))
+		}
+	} else if resp, err = decodeResponse(out); err != nil {
 		return sdk.GenerateResponse{}, m.errorf(ReasonInvalidOutput, "generate returned invalid JSON: %s; return the output of sdk.Module.HandleGenerate", red.clean(err.Error()))
 	}
 	if err := ValidateOutput(m.desc, req, resp); err != nil {

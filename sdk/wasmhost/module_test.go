@@ -169,8 +169,8 @@ func TestLoadRejects(t *testing.T) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "initloop"}}, loopOpts())
 		}, "load-balancer module hostile did not finish within 1s"},
 		{"other ABI version", func() (*wasmhost.Module, error) {
-			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi3"}}, opts())
-		}, "load-balancer module hostile speaks ABI version 3, this CCM speaks 1 to 2; rebuild the module"},
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi4"}}, opts())
+		}, "load-balancer module hostile speaks ABI version 4, this CCM speaks 1 to 3; rebuild the module"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := tc.load()

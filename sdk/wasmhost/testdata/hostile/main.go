@@ -78,8 +78,8 @@ func write(f func(unsafe.Pointer, int32), s string) {
 //
 //go:wasmexport ccm_abi_version
 func abiVersion() int32 {
-	if read().Options.Params["mode"] == "abi3" {
-		return 3
+	if read().Options.Params["mode"] == "abi4" {
+		return 4
 	}
 	return 1
 }

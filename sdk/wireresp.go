@@ -1,0 +1,218 @@
+package sdk
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The binary GenerateResponse (ABI version 3). Encoding the response as
+// JSON was half of the MetalLB built-in's time in the Wasm guest (quoting
+// every string, sorting every map's keys) and decoding it the host's
+// largest cost per call. In this layout a string is its length and its
+// bytes, and a map's members go out in the map's own order: the host
+// builds maps, so order carries nothing. The host decodes it to exactly
+// the tree it decodes from the JSON HandleGenerate returns
+// (TestWireResponseMatchesJSON).
+//
+// Layout: the magic "CCMR"; apiVersion and kind as strings; the objects as
+// a list (uvarint count plus one, 0 for null) of values; the node
+// annotations as a uvarint count of nodes, each a name and a map (count
+// plus one, 0 for null) of strings; the warnings as a list of strings. A
+// value is one tag byte and what the tag says:
+//
+//	wireNull, wireFalse, wireTrue  nothing more
+//	wireNumber                     a string: the number as JSON writes it
+//	wireString                     a string
+//	wireArray                      a uvarint count, then as many values
+//	wireObject                     a uvarint count, then as many names (strings) each followed by a value
+//	wireJSON                       a string: any other value, as JSON (json.Marshal's encoding)
+//
+// A string is a uvarint byte count and its bytes, valid UTF-8: the encoder
+// replaces invalid bytes with U+FFFD, as JSON encoding does.
+const wireRespMagic = "CCMR"
+
+// Value tags of the binary response.
+const (
+	wireNull byte = iota
+	wireFalse
+	wireTrue
+	wireNumber
+	wireString
+	wireArray
+	wireObject
+	wireJSON
+)
+
+// EncodeGenerateResponse encodes resp (objects already sorted) in the
+// binary layout the host reads from a module of ABI version 3.
+func EncodeGenerateResponse(resp GenerateResponse) ([]byte, error) {
+	// Sized as marshalResponse sizes its buffer, for the same reason.
+	w := wireWriter{b: make([]byte, 0, 4<<10+384*len(resp.Objects))}
+	w.b = append(w.b, wireRespMagic...)
+	w.text(resp.APIVersion)
+	w.text(resp.Kind)
+	w.list(len(resp.Objects), resp.Objects == nil)
+	var err error
+	for _, o := range resp.Objects {
+		if o == nil {
+			w.b = append(w.b, wireNull)
+			continue
+		}
+		if err = w.value(map[string]any(o)); err != nil {
+			return nil, err
+		}
+	}
+	w.uint(uint64(len(resp.NodeAnnotations)))
+	for node, anns := range resp.NodeAnnotations {
+		w.text(node)
+		w.list(len(anns), anns == nil)
+		for k, v := range anns {
+			w.text(k)
+			w.text(v)
+		}
+	}
+	w.list(len(resp.Warnings), len(resp.Warnings) == 0)
+	for _, s := range resp.Warnings {
+		w.text(s)
+	}
+	return w.b, nil
+}
+
+// text writes a string the host decodes as a JSON string would be: valid
+// UTF-8, invalid bytes replaced as encoding/json replaces them.
+func (w *wireWriter) text(s string) {
+	if !utf8.ValidString(s) {
+		s = toValidUTF8(s)
+	}
+	w.str(s)
+}
+
+// toValidUTF8 replaces each invalid byte with U+FFFD, as encoding/json
+// does (strings.ToValidUTF8 would replace a run of them with one).
+func toValidUTF8(s string) string {
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = utf8.AppendRune(b, utf8.RuneError)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return string(b)
+}
+
+func (w *wireWriter) number(b []byte) {
+	w.uint(uint64(len(b)))
+	w.b = append(w.b, b...)
+}
+
+// value writes v: the types objects are usually made of directly, anything
+// else as JSON.
+func (w *wireWriter) value(v any) error {
+	var num [24]byte
+	switch v := v.(type) {
+	case nil:
+		w.b = append(w.b, wireNull)
+	case string:
+		w.b = append(w.b, wireString)
+		w.text(v)
+	case bool:
+		if v {
+			w.b = append(w.b, wireTrue)
+		} else {
+			w.b = append(w.b, wireFalse)
+		}
+	case int:
+		w.b = append(w.b, wireNumber)
+		w.number(strconv.AppendInt(num[:0], int64(v), 10))
+	case int32:
+		w.b = append(w.b, wireNumber)
+		w.number(strconv.AppendInt(num[:0], int64(v), 10))
+	case int64:
+		w.b = append(w.b, wireNumber)
+		w.number(strconv.AppendInt(num[:0], v, 10))
+	case uint32:
+		w.b = append(w.b, wireNumber)
+		w.number(strconv.AppendUint(num[:0], uint64(v), 10))
+	case uint64:
+		w.b = append(w.b, wireNumber)
+		w.number(strconv.AppendUint(num[:0], v, 10))
+	case map[string]any:
+		if v == nil {
+			w.b = append(w.b, wireNull)
+			return nil
+		}
+		w.b = append(w.b, wireObject)
+		w.uint(uint64(len(v)))
+		for k, e := range v {
+			w.text(k)
+			if err := w.value(e); err != nil {
+				return err
+			}
+		}
+	case Object:
+		return w.value(map[string]any(v))
+	case Fields:
+		if v == nil {
+			w.b = append(w.b, wireNull)
+			return nil
+		}
+		w.b = append(w.b, wireObject)
+		w.uint(uint64(len(v)))
+		for _, f := range v {
+			w.text(f.Name)
+			if err := w.value(f.Value); err != nil {
+				return err
+			}
+		}
+	case map[string]string:
+		if v == nil {
+			w.b = append(w.b, wireNull)
+			return nil
+		}
+		w.b = append(w.b, wireObject)
+		w.uint(uint64(len(v)))
+		for k, e := range v {
+			w.text(k)
+			w.b = append(w.b, wireString)
+			w.text(e)
+		}
+	case []any:
+		if v == nil {
+			w.b = append(w.b, wireNull)
+			return nil
+		}
+		w.b = append(w.b, wireArray)
+		w.uint(uint64(len(v)))
+		for _, e := range v {
+			if err := w.value(e); err != nil {
+				return err
+			}
+		}
+	case []string:
+		if v == nil {
+			w.b = append(w.b, wireNull)
+			return nil
+		}
+		w.b = append(w.b, wireArray)
+		w.uint(uint64(len(v)))
+		for _, e := range v {
+			w.b = append(w.b, wireString)
+			w.text(e)
+		}
+	default:
+		// Everything else, json.Number and float64 included: JSON's
+		// encoding of them is the contract.
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		w.b = append(w.b, wireJSON)
+		w.uint(uint64(len(enc)))
+		w.b = append(w.b, enc...)
+	}
+	return nil
+}
