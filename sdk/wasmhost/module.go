@@ -147,6 +147,9 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 		return nil, fail("%v", err)
 	}
 	if pooled {
+		// The pool needs what instrument found, not the rewritten module:
+		// compiled, its bytes (4 MB for a built-in) are garbage.
+		ins.wasm = nil
 		m.pool = newPool(m, m.cm, ins)
 	}
 	if err := verify(m.cm); err != nil {
