@@ -267,6 +267,12 @@ func watch(ctx context.Context, o Options, v *Viewer, health *dataplane.HealthSe
 		v.Draw(ctx)
 		select {
 		case <-ctx.Done():
+			// A draw under way when ctx ended was cut short, and a view of
+			// failed reads would be the last one shown: draw the end state
+			// once more, with a little time of its own.
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			v.Draw(final)
+			cancel()
 			fmt.Printf("\n==> stopping; the cluster's files stay in %s\n", dir)
 			return nil
 		case <-ccm.Done():
