@@ -116,8 +116,12 @@ func run() int {
 		if cfg.LB.Kind != config.LBNone {
 			moduleMemory = int64(cfg.ModuleMemoryLimitMiB) << 20
 		}
+		goLimit, warning := memlimit.Set(moduleMemory)
 		klog.InfoS("Starting cloud-provider-equinix-metal", "version", version.Get().GitVersion, "revision", version.Get().GitCommit,
-			"goMemoryLimit", memlimit.Set(moduleMemory))
+			"goMemoryLimit", goLimit)
+		if warning != "" {
+			klog.Warning(warning)
+		}
 		return standard(c, args)
 	}
 	return cli.Run(cmd)

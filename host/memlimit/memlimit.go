@@ -37,10 +37,11 @@ var limitFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/me
 // Set sets the runtime's soft memory limit from the container's memory
 // limit (see Soft), unless GOMEMLIMIT is set (the runtime has read it) or
 // there is no limit. reserved is the memory a load-balancer module may
-// use (0 without one). It returns what it did, for the start-up log.
-func Set(reserved int64) string {
+// use (0 without one). It returns what it did, for the start-up log, and a
+// warning when the module's limit leaves the runtime too little.
+func Set(reserved int64) (did, warning string) {
 	if v := os.Getenv("GOMEMLIMIT"); v != "" {
-		return "GOMEMLIMIT=" + v + " (from the environment)"
+		return "GOMEMLIMIT=" + v + " (from the environment)", ""
 	}
 	for _, f := range limitFiles {
 		b, err := os.ReadFile(f)
@@ -49,30 +50,30 @@ func Set(reserved int64) string {
 		}
 		limit, ok := Parse(string(b))
 		if !ok {
-			return "none (the container has no memory limit)"
+			return "none (the container has no memory limit)", ""
 		}
-		soft, note := Soft(limit, reserved)
+		soft, note, ok := Soft(limit, reserved)
 		debug.SetMemoryLimit(soft)
-		return fmt.Sprintf("%d MiB (%s)", soft>>20, note)
+		if !ok {
+			warning = fmt.Sprintf("the load-balancer module's memory limit (%d MiB) leaves too little of the container's (%d MiB): a module call may push the pod past its limit; lower moduleMemoryLimitMiB or raise the container's memory limit", reserved>>20, limit>>20)
+		}
+		return fmt.Sprintf("%d MiB (%s)", soft>>20, note), warning
 	}
-	return "none (no cgroup memory limit found)"
+	return "none (no cgroup memory limit found)", ""
 }
 
 // Soft is the runtime's share of a container memory limit when a module
 // may use reserved bytes of it: Fraction of what the module leaves. If
-// that is under 64 MiB, it is Fraction of the whole limit instead, and the
-// note says to lower the module's limit or raise the container's.
-func Soft(limit, reserved int64) (int64, string) {
+// that is under 64 MiB, it is Fraction of the whole limit instead, and ok
+// is false.
+func Soft(limit, reserved int64) (soft int64, note string, ok bool) {
 	if reserved > 0 {
 		if soft := int64(float64(limit-reserved) * Fraction); soft >= minSoft {
-			return soft, fmt.Sprintf("%.0f%% of the container's %d MiB less the load-balancer module's %d MiB", Fraction*100, limit>>20, reserved>>20)
+			return soft, fmt.Sprintf("%.0f%% of the container's %d MiB less the load-balancer module's %d MiB", Fraction*100, limit>>20, reserved>>20), true
 		}
 	}
-	soft := int64(float64(limit) * Fraction)
-	if reserved > 0 {
-		return soft, fmt.Sprintf("%.0f%% of the container's %d MiB, which leaves too little beside the load-balancer module's %d MiB: a module call may push the pod past its limit; lower moduleMemoryLimitMiB or raise the container's memory limit", Fraction*100, limit>>20, reserved>>20)
-	}
-	return soft, fmt.Sprintf("%.0f%% of the container's %d MiB", Fraction*100, limit>>20)
+	soft = int64(float64(limit) * Fraction)
+	return soft, fmt.Sprintf("%.0f%% of the container's %d MiB", Fraction*100, limit>>20), reserved == 0
 }
 
 // Parse reads a cgroup memory limit: a byte count, or "max" (v2) or a

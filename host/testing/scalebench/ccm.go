@@ -47,7 +47,7 @@ type ccmProcess struct {
 // a container with this memory limit, the CCM running a module with the
 // default memory limit, as the bench's does.
 func goMemoryLimit(container int64) int64 {
-	soft, _ := memlimit.Soft(container, wasmhost.DefaultMemoryLimitMiB<<20)
+	soft, _, _ := memlimit.Soft(container, wasmhost.DefaultMemoryLimitMiB<<20)
 	return soft
 }
 
