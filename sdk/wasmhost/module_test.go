@@ -81,6 +81,7 @@ func TestHostileModules(t *testing.T) {
 		{"loop", wasmhost.ReasonDeadline, "did not finish within 1s", 0},
 		{"membomb", wasmhost.ReasonMemory, "ran out of memory (limit 32 MiB)", 0},
 		{"badjson", wasmhost.ReasonInvalidOutput, "invalid JSON", 0},
+		{"abi3-badwire", wasmhost.ReasonInvalidOutput, "generate returned an invalid binary response: truncated", 0},
 		{"undeclared", wasmhost.ReasonForbiddenOutput, "emitted Secret hostile/stolen (v1), a kind it did not declare", 0},
 		{"othernamespace", wasmhost.ReasonForbiddenOutput, `emitted ConfigMap kube-system/evil outside its declared namespace "hostile"`, 0},
 		{"ownlabel", wasmhost.ReasonForbiddenOutput, "which only the host sets", 0},
@@ -123,6 +124,19 @@ func TestHostileModules(t *testing.T) {
 				t.Fatalf("a good call after a failed one: %v", err)
 			}
 		})
+	}
+}
+
+// TestABIVersion2StillSpoken: a module built with the SDK of ABI version
+// 2 gets the binary request and answers in JSON, as it did.
+func TestABIVersion2StillSpoken(t *testing.T) {
+	m := load(t, hostile(t), "abi2")
+	resp, err := m.Generate(context.Background(), request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Objects) != 1 || resp.Objects[0].Name() != "fine" {
+		t.Fatalf("objects = %v", resp.Objects)
 	}
 }
 

@@ -59,13 +59,29 @@ type request struct {
 }
 
 func read() request {
+	var r request
+	_ = json.Unmarshal(input(), &r)
+	return r
+}
+
+func input() []byte {
 	in := make([]byte, inputLen())
 	if len(in) > 0 {
 		inputRead(unsafe.Pointer(&in[0]), int32(len(in)))
 	}
-	var r request
-	_ = json.Unmarshal(in, &r)
-	return r
+	return in
+}
+
+// binaryMode is the mode of a generate request in the SDK's binary layout
+// (what the host sends from ABI version 2 on), which this module does not
+// decode: the two modes that speak those versions are found by their bytes.
+func binaryMode(in []byte) string {
+	for _, mode := range []string{"abi2", "abi3-badwire"} {
+		if bytes.Contains(in, []byte("\x04mode"+string(rune(len(mode)))+mode)) {
+			return mode
+		}
+	}
+	return ""
 }
 
 func write(f func(unsafe.Pointer, int32), s string) {
@@ -78,7 +94,12 @@ func write(f func(unsafe.Pointer, int32), s string) {
 //
 //go:wasmexport ccm_abi_version
 func abiVersion() int32 {
-	if read().Options.Params["mode"] == "abi4" {
+	switch read().Options.Params["mode"] {
+	case "abi2":
+		return 2 // a module built with the SDK before version 3
+	case "abi3-badwire":
+		return 3
+	case "abi4":
 		return 4
 	}
 	return 1
@@ -154,6 +175,18 @@ func recurse(n int) int { return recurse(n+1) + 1 }
 
 //go:wasmexport ccm_lb_generate
 func generate() int32 {
+	if in := input(); bytes.HasPrefix(in, []byte("CCMQ")) {
+		switch binaryMode(in) {
+		case "abi2": // binary request, JSON answer
+			write(outputWrite, `{"apiVersion":"lb.metal.equinix.com/v1alpha1","kind":"GenerateResponse","objects":[`+okObject+`]}`)
+			return 0
+		case "abi3-badwire": // a binary answer cut short
+			write(outputWrite, "CCMR\x00\x00\x02\x06\x05")
+			return 0
+		}
+		write(errorWrite, "a binary request in no binary mode")
+		return 1
+	}
 	r := read()
 	password := ""
 	if len(r.Nodes) > 0 && len(r.Nodes[0].Peers) > 0 {
