@@ -386,7 +386,8 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	force := true
 	for i, t := range targets {
 		body, err := r.encode(t, mergeTargets)
-		resp.Objects[i] = nil
+		// Both references to the object go, so it can be collected.
+		targets[i].obj, resp.Objects[i] = nil, nil
 		if err != nil {
 			r.rememberApplied(last, next)
 			return err
