@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/internal/wiretag"
 )
 
 // The binary GenerateResponse (ABI version 3). Encoding the response as
@@ -15,48 +17,36 @@ import (
 // the tree it decodes from the JSON HandleGenerate returns
 // (TestWireResponseMatchesJSON).
 //
-// Layout: the magic "CCMR"; apiVersion and kind as strings; the objects as
-// a list (uvarint count plus one, 0 for null) of values; the node
-// annotations as a uvarint count of nodes, each a name and a map (count
-// plus one, 0 for null) of strings; the warnings as a list of strings. A
-// value is one tag byte and what the tag says:
+// Layout: the magic (wiretag.Magic); apiVersion and kind as strings; the
+// objects as a list (uvarint count plus one, 0 for null) of values; the
+// node annotations as a uvarint count of nodes, each a name and a map
+// (count plus one, 0 for null) of strings; the warnings as a list of
+// strings. A value is one tag byte (package wiretag) and what the tag
+// says:
 //
-//	wireNull, wireFalse, wireTrue  nothing more
-//	wireNumber                     a string: the number as JSON writes it
-//	wireString                     a string
-//	wireArray                      a uvarint count, then as many values
-//	wireObject                     a uvarint count, then as many names (strings) each followed by a value
-//	wireJSON                       a string: any other value, as JSON (json.Marshal's encoding)
+//	Null, False, True  nothing more
+//	Number             a string: the number as JSON writes it
+//	String             a string
+//	Array              a uvarint count, then as many values
+//	Object             a uvarint count, then as many names (strings) each followed by a value
+//	JSON               a string: any other value, as JSON (json.Marshal's encoding)
 //
 // A string is a uvarint byte count and its bytes, valid UTF-8: the encoder
 // replaces invalid bytes with U+FFFD, as JSON encoding does.
-const wireRespMagic = "CCMR"
-
-// Value tags of the binary response.
-const (
-	wireNull byte = iota
-	wireFalse
-	wireTrue
-	wireNumber
-	wireString
-	wireArray
-	wireObject
-	wireJSON
-)
 
 // EncodeGenerateResponse encodes resp (objects already sorted) in the
 // binary layout the host reads from a module of ABI version 3.
 func EncodeGenerateResponse(resp GenerateResponse) ([]byte, error) {
 	// Sized as marshalResponse sizes its buffer, for the same reason.
 	w := wireWriter{b: make([]byte, 0, 4<<10+384*len(resp.Objects))}
-	w.b = append(w.b, wireRespMagic...)
+	w.b = append(w.b, wiretag.Magic...)
 	w.text(resp.APIVersion)
 	w.text(resp.Kind)
 	w.list(len(resp.Objects), resp.Objects == nil)
 	var err error
 	for _, o := range resp.Objects {
 		if o == nil {
-			w.b = append(w.b, wireNull)
+			w.b = append(w.b, wiretag.Null)
 			continue
 		}
 		if err = w.value(map[string]any(o)); err != nil {
@@ -104,6 +94,18 @@ func toValidUTF8(s string) string {
 	return string(b)
 }
 
+// open writes the tag and count of an object or array, or null for a nil
+// one (and then reports false: there is nothing more to write).
+func (w *wireWriter) open(tag byte, n int, isNil bool) bool {
+	if isNil {
+		w.b = append(w.b, wiretag.Null)
+		return false
+	}
+	w.b = append(w.b, tag)
+	w.uint(uint64(n))
+	return true
+}
+
 func (w *wireWriter) number(b []byte) {
 	w.uint(uint64(len(b)))
 	w.b = append(w.b, b...)
@@ -115,38 +117,35 @@ func (w *wireWriter) value(v any) error {
 	var num [24]byte
 	switch v := v.(type) {
 	case nil:
-		w.b = append(w.b, wireNull)
+		w.b = append(w.b, wiretag.Null)
 	case string:
-		w.b = append(w.b, wireString)
+		w.b = append(w.b, wiretag.String)
 		w.text(v)
 	case bool:
 		if v {
-			w.b = append(w.b, wireTrue)
+			w.b = append(w.b, wiretag.True)
 		} else {
-			w.b = append(w.b, wireFalse)
+			w.b = append(w.b, wiretag.False)
 		}
 	case int:
-		w.b = append(w.b, wireNumber)
+		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendInt(num[:0], int64(v), 10))
 	case int32:
-		w.b = append(w.b, wireNumber)
+		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendInt(num[:0], int64(v), 10))
 	case int64:
-		w.b = append(w.b, wireNumber)
+		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendInt(num[:0], v, 10))
 	case uint32:
-		w.b = append(w.b, wireNumber)
+		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendUint(num[:0], uint64(v), 10))
 	case uint64:
-		w.b = append(w.b, wireNumber)
+		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendUint(num[:0], v, 10))
 	case map[string]any:
-		if v == nil {
-			w.b = append(w.b, wireNull)
+		if !w.open(wiretag.Object, len(v), v == nil) {
 			return nil
 		}
-		w.b = append(w.b, wireObject)
-		w.uint(uint64(len(v)))
 		for k, e := range v {
 			w.text(k)
 			if err := w.value(e); err != nil {
@@ -156,12 +155,9 @@ func (w *wireWriter) value(v any) error {
 	case Object:
 		return w.value(map[string]any(v))
 	case Fields:
-		if v == nil {
-			w.b = append(w.b, wireNull)
+		if !w.open(wiretag.Object, len(v), v == nil) {
 			return nil
 		}
-		w.b = append(w.b, wireObject)
-		w.uint(uint64(len(v)))
 		for _, f := range v {
 			w.text(f.Name)
 			if err := w.value(f.Value); err != nil {
@@ -169,38 +165,29 @@ func (w *wireWriter) value(v any) error {
 			}
 		}
 	case map[string]string:
-		if v == nil {
-			w.b = append(w.b, wireNull)
+		if !w.open(wiretag.Object, len(v), v == nil) {
 			return nil
 		}
-		w.b = append(w.b, wireObject)
-		w.uint(uint64(len(v)))
 		for k, e := range v {
 			w.text(k)
-			w.b = append(w.b, wireString)
+			w.b = append(w.b, wiretag.String)
 			w.text(e)
 		}
 	case []any:
-		if v == nil {
-			w.b = append(w.b, wireNull)
+		if !w.open(wiretag.Array, len(v), v == nil) {
 			return nil
 		}
-		w.b = append(w.b, wireArray)
-		w.uint(uint64(len(v)))
 		for _, e := range v {
 			if err := w.value(e); err != nil {
 				return err
 			}
 		}
 	case []string:
-		if v == nil {
-			w.b = append(w.b, wireNull)
+		if !w.open(wiretag.Array, len(v), v == nil) {
 			return nil
 		}
-		w.b = append(w.b, wireArray)
-		w.uint(uint64(len(v)))
 		for _, e := range v {
-			w.b = append(w.b, wireString)
+			w.b = append(w.b, wiretag.String)
 			w.text(e)
 		}
 	default:
@@ -210,7 +197,7 @@ func (w *wireWriter) value(v any) error {
 		if err != nil {
 			return err
 		}
-		w.b = append(w.b, wireJSON)
+		w.b = append(w.b, wiretag.JSON)
 		w.uint(uint64(len(enc)))
 		w.b = append(w.b, enc...)
 	}

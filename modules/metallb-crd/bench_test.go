@@ -44,25 +44,17 @@ func cpuPerOp(b *testing.B) {
 // through the path a module of ABI version 2 takes in Wasm: the binary
 // request in, JSON out.
 func BenchmarkNativeGenerateBinary1000x100(b *testing.B) {
-	req := sdktest.Snapshot(1000, 100)
-	req.APIVersion, req.Kind = sdk.APIVersion, sdk.KindGenerateRequest
-	in, err := sdk.EncodeGenerateRequest(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(in)))
-	cpuPerOp(b)
-	for b.Loop() {
-		if _, err := Module.HandleGenerateBinary(in); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchmarkBinaryRequest(b, Module.HandleGenerateBinary)
 }
 
 // BenchmarkNativeGenerateWire1000x100 is the handler compiled natively
 // through the path a module of ABI version 3 takes in Wasm: the binary
 // request in, the binary response out.
 func BenchmarkNativeGenerateWire1000x100(b *testing.B) {
+	benchmarkBinaryRequest(b, Module.HandleGenerateWire)
+}
+
+func benchmarkBinaryRequest(b *testing.B, handle func([]byte) ([]byte, error)) {
 	req := sdktest.Snapshot(1000, 100)
 	req.APIVersion, req.Kind = sdk.APIVersion, sdk.KindGenerateRequest
 	in, err := sdk.EncodeGenerateRequest(req)
@@ -72,7 +64,7 @@ func BenchmarkNativeGenerateWire1000x100(b *testing.B) {
 	b.SetBytes(int64(len(in)))
 	cpuPerOp(b)
 	for b.Loop() {
-		if _, err := Module.HandleGenerateWire(in); err != nil {
+		if _, err := handle(in); err != nil {
 			b.Fatal(err)
 		}
 	}

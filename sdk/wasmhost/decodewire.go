@@ -12,21 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
-)
-
-// The magic and value tags of the binary response, as sdk/wireresp.go
-// writes them.
-const wireRespMagic = "CCMR"
-
-const (
-	wireNull byte = iota
-	wireFalse
-	wireTrue
-	wireNumber
-	wireString
-	wireArray
-	wireObject
-	wireJSON
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/internal/wiretag"
 )
 
 // maxWireDepth bounds nesting as the JSON decoder bounds it, so that a
@@ -43,19 +29,19 @@ var errWireTruncated = errors.New("truncated")
 // object, and nothing may follow the response.
 func decodeWireResponse(b []byte) (sdk.GenerateResponse, error) {
 	var resp sdk.GenerateResponse
-	if !bytes.HasPrefix(b, []byte(wireRespMagic)) {
+	if !bytes.HasPrefix(b, []byte(wiretag.Magic)) {
 		return resp, errors.New("not a binary response (no magic)")
 	}
-	r := &wireTree{b: b[len(wireRespMagic):], keys: make(map[string]string, 64)}
+	r := &wireTree{b: b[len(wiretag.Magic):], keys: make(map[string]string, 64)}
 	resp.APIVersion = r.text("apiVersion")
 	resp.Kind = r.text("kind")
 	if n, ok := r.list(); ok && r.err == nil {
 		resp.Objects = make([]sdk.Object, 0, n)
 		for i := 0; i < n && r.err == nil; i++ {
 			switch tag := r.byte(); tag {
-			case wireNull:
+			case wiretag.Null:
 				resp.Objects = append(resp.Objects, nil)
-			case wireObject:
+			case wiretag.Object:
 				resp.Objects = append(resp.Objects, r.object(1))
 			default:
 				r.fail(fmt.Errorf("objects[%d] is %s, want an object", i, tagName(tag)))
@@ -187,22 +173,22 @@ func (r *wireTree) object(depth int) map[string]any {
 
 func (r *wireTree) value(depth int) any {
 	switch tag := r.byte(); tag {
-	case wireNull:
+	case wiretag.Null:
 		return nil
-	case wireFalse:
+	case wiretag.False:
 		return false
-	case wireTrue:
+	case wiretag.True:
 		return true
-	case wireNumber:
+	case wiretag.Number:
 		s := r.bytes()
 		if !isJSONInteger(s) {
 			r.fail(fmt.Errorf("the number %q is not a JSON integer", s))
 			return nil
 		}
 		return json.Number(s)
-	case wireString:
+	case wiretag.String:
 		return r.text("a string")
-	case wireArray:
+	case wiretag.Array:
 		if depth > maxWireDepth {
 			r.fail(fmt.Errorf("nested deeper than %d", maxWireDepth))
 			return nil
@@ -213,9 +199,9 @@ func (r *wireTree) value(depth int) any {
 			s = append(s, r.value(depth+1))
 		}
 		return s
-	case wireObject:
+	case wiretag.Object:
 		return r.object(depth)
-	case wireJSON:
+	case wiretag.JSON:
 		return r.json(r.bytes())
 	default:
 		if r.err == nil {
@@ -260,15 +246,15 @@ func isJSONInteger(s []byte) bool {
 
 func tagName(tag byte) string {
 	switch tag {
-	case wireFalse, wireTrue:
+	case wiretag.False, wiretag.True:
 		return "a boolean"
-	case wireNumber:
+	case wiretag.Number:
 		return "a number"
-	case wireString:
+	case wiretag.String:
 		return "a string"
-	case wireArray:
+	case wiretag.Array:
 		return "an array"
-	case wireJSON:
+	case wiretag.JSON:
 		return "a JSON value"
 	}
 	return fmt.Sprintf("tag %d", tag)
