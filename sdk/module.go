@@ -79,6 +79,7 @@ func (m Module) HandleGenerate(input []byte) (out []byte, err error) {
 // calls HandleGenerateWire.
 func (m Module) HandleGenerateBinary(input []byte) (out []byte, err error) {
 	defer recoverInto(&err)
+	tuneGC(requestMemoryLimit(input))
 	req, err := DecodeGenerateRequest(input)
 	if err != nil {
 		return nil, err
@@ -90,6 +91,7 @@ func (m Module) HandleGenerateBinary(input []byte) (out []byte, err error) {
 // layout of EncodeGenerateResponse: what the glue of ABI version 3 calls.
 func (m Module) HandleGenerateWire(input []byte) (out []byte, err error) {
 	defer recoverInto(&err)
+	tuneGC(requestMemoryLimit(input))
 	req, err := DecodeGenerateRequest(input)
 	if err != nil {
 		return nil, err

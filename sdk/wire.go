@@ -81,6 +81,27 @@ func EncodeGenerateRequest(req GenerateRequest) ([]byte, error) {
 	return w.b, nil
 }
 
+// requestMemoryLimit reads the memory limit from the header of a binary
+// request without decoding the rest, or 0 if the header is not readable.
+// The guest tunes its collector with it before decoding (see tuneGC):
+// decoding is the first large burst of allocations, and with the default
+// pacing a 10,000-Service request set off a collection in the guest, which
+// is single-threaded and marks slowly.
+func requestMemoryLimit(b []byte) int64 {
+	if len(b) < len(wireMagic) || string(b[:len(wireMagic)]) != wireMagic {
+		return 0
+	}
+	// The header is two short strings and a number; 256 bytes hold it
+	// unless the strings are not what they should be, and then it is 0.
+	r := wireReader{s: string(b[len(wireMagic):min(len(b), len(wireMagic)+256)])}
+	_, _ = r.str(), r.str()
+	limit := r.uint()
+	if r.err != nil {
+		return 0
+	}
+	return int64(min(limit, math.MaxInt64))
+}
+
 // DecodeGenerateRequest decodes what EncodeGenerateRequest encoded.
 func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 	var req GenerateRequest

@@ -120,3 +120,38 @@ func FuzzAppendStringMatchesJSON(f *testing.F) {
 		}
 	})
 }
+
+// requestMemoryLimit reads the limit from the header alone, and gives 0
+// (no tuning) for anything it cannot read.
+func TestRequestMemoryLimit(t *testing.T) {
+	enc := func(req GenerateRequest) []byte {
+		t.Helper()
+		b, err := EncodeGenerateRequest(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	full := enc(GenerateRequest{APIVersion: APIVersion, Kind: KindGenerateRequest, MemoryLimitBytes: 96 << 20,
+		Services: []Service{{Namespace: "default", Name: "web", IPs: []string{"145.40.1.5"}}}})
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want int64
+	}{
+		{"full request", full, 96 << 20},
+		{"header only", full[:len(wireMagic)+1+len(APIVersion)+1+len(KindGenerateRequest)+4], 96 << 20},
+		{"no limit", enc(GenerateRequest{APIVersion: APIVersion, Kind: KindGenerateRequest}), 0},
+		{"cut inside the limit", full[:len(wireMagic)+1+len(APIVersion)+1+len(KindGenerateRequest)+1], 0},
+		{"JSON", []byte(`{"memoryLimitBytes":1}`), 0},
+		{"empty", nil, 0},
+		{"a kind longer than the header window", enc(GenerateRequest{Kind: strings.Repeat("k", 300), MemoryLimitBytes: 1}), 0},
+		{"over int64", append([]byte(wireMagic+"\x00\x00"), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01), 1<<63 - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := requestMemoryLimit(tc.in); got != tc.want {
+				t.Errorf("requestMemoryLimit = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

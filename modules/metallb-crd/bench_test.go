@@ -54,8 +54,18 @@ func BenchmarkNativeGenerateWire1000x100(b *testing.B) {
 	benchmarkBinaryRequest(b, Module.HandleGenerateWire)
 }
 
+// BenchmarkNativeGenerateWire10000x1000 is the ABI version 3 path at the
+// scale bench's size, next to BenchmarkGenerateMetalLB10000x1000.
+func BenchmarkNativeGenerateWire10000x1000(b *testing.B) {
+	benchmarkBinaryRequestSize(b, Module.HandleGenerateWire, 10000, 1000)
+}
+
 func benchmarkBinaryRequest(b *testing.B, handle func([]byte) ([]byte, error)) {
-	req := sdktest.Snapshot(1000, 100)
+	benchmarkBinaryRequestSize(b, handle, 1000, 100)
+}
+
+func benchmarkBinaryRequestSize(b *testing.B, handle func([]byte) ([]byte, error), services, nodes int) {
+	req := sdktest.Snapshot(services, nodes)
 	req.APIVersion, req.Kind = sdk.APIVersion, sdk.KindGenerateRequest
 	in, err := sdk.EncodeGenerateRequest(req)
 	if err != nil {
