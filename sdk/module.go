@@ -79,8 +79,7 @@ func (m Module) HandleGenerate(input []byte) (out []byte, err error) {
 // calls HandleGenerateWire.
 func (m Module) HandleGenerateBinary(input []byte) (out []byte, err error) {
 	defer recoverInto(&err)
-	tuneGC(requestMemoryLimit(input))
-	req, err := DecodeGenerateRequest(input)
+	req, err := decodeBinaryRequest(input)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +90,7 @@ func (m Module) HandleGenerateBinary(input []byte) (out []byte, err error) {
 // layout of EncodeGenerateResponse: what the glue of ABI version 3 calls.
 func (m Module) HandleGenerateWire(input []byte) (out []byte, err error) {
 	defer recoverInto(&err)
-	tuneGC(requestMemoryLimit(input))
-	req, err := DecodeGenerateRequest(input)
+	req, err := decodeBinaryRequest(input)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +99,13 @@ func (m Module) HandleGenerateWire(input []byte) (out []byte, err error) {
 		return nil, err
 	}
 	return EncodeGenerateResponse(resp)
+}
+
+// decodeBinaryRequest decodes a binary request once the guest's collector
+// is set from its header (see requestMemoryLimit).
+func decodeBinaryRequest(input []byte) (GenerateRequest, error) {
+	tuneGC(requestMemoryLimit(input))
+	return DecodeGenerateRequest(input)
 }
 
 func (m Module) generate(req GenerateRequest) ([]byte, error) {
