@@ -106,7 +106,9 @@ func (w *wireWriter) open(tag byte, n int, isNil bool) bool {
 	return true
 }
 
+// number writes a tagged number from its decimal text.
 func (w *wireWriter) number(b []byte) {
+	w.b = append(w.b, wiretag.Number)
 	w.uint(uint64(len(b)))
 	w.b = append(w.b, b...)
 }
@@ -128,19 +130,14 @@ func (w *wireWriter) value(v any) error {
 			w.b = append(w.b, wiretag.False)
 		}
 	case int:
-		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendInt(num[:0], int64(v), 10))
 	case int32:
-		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendInt(num[:0], int64(v), 10))
 	case int64:
-		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendInt(num[:0], v, 10))
 	case uint32:
-		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendUint(num[:0], uint64(v), 10))
 	case uint64:
-		w.b = append(w.b, wiretag.Number)
 		w.number(strconv.AppendUint(num[:0], v, 10))
 	case map[string]any:
 		if !w.open(wiretag.Object, len(v), v == nil) {
