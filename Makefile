@@ -10,8 +10,8 @@ BIN_DIR := bin
 CCM_BIN := $(BIN_DIR)/cloud-provider-equinix-metal
 
 # Kubernetes test binaries: built from the Go module proxy by the nested
-# module in host/testing/testenv/k8sbins, at the same minor as the k8s.io/* libraries.
-K8S_VERSION := $(shell sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' host/testing/testenv/k8sbins/go.mod)
+# module in test/testenv/k8sbins, at the same minor as the k8s.io/* libraries.
+K8S_VERSION := $(shell sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' test/testenv/k8sbins/go.mod)
 K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION)))
 CACHE_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 K8S_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/k8s/$(K8S_VERSION)
@@ -204,7 +204,7 @@ E2E_BINS += $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speak
 #   make run SANDBOX_ARGS="--loadbalancer=wasm://$(CURDIR)/$(EXAMPLE_WASM)?namespace=bird"
 SANDBOX_ARGS ?=
 run: build examples k8s-bins $(K8S_BIN_DIR)/kubectl $(DATAPLANE_BINS)
-	@$(GO) build -o $(BIN_DIR)/sandbox ./cmd/sandbox
+	@$(GO) build -o $(BIN_DIR)/sandbox ./test/cmd/sandbox
 	@echo ">> kubectl for the sandbox: $(K8S_BIN_DIR)/kubectl"
 	@PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/sandbox --ccm $(CCM_BIN) --metallb $(METALLB_BIN_DIR) --gobgp $(GOBGP_BIN_DIR) $(SANDBOX_ARGS)
 
@@ -216,10 +216,10 @@ run: build examples k8s-bins $(K8S_BIN_DIR)/kubectl $(DATAPLANE_BINS)
 #   make bench-scale SCALE_ARGS="-services 1000 -nodes 100"
 SCALE_ARGS ?=
 bench-scale: build k8s-bins
-	@$(GO) build -o $(BIN_DIR)/scalebench ./host/testing/scalebench
+	@$(GO) build -o $(BIN_DIR)/scalebench ./test/scalebench
 	$(BIN_DIR)/scalebench --ccm $(CCM_BIN) $(SCALE_ARGS)
 
-# The long fault-injection run (host/testing/faults): two CCM replicas
+# The long fault-injection run (test/faults): two CCM replicas
 # with leader election, the emulator failing a share of Equinix API
 # requests (429, 500, 503, resets, answers lost for 35 s), kill -9 of the
 # CCM (the leader too) and Service churn; then the faults stop and it checks
@@ -229,7 +229,7 @@ bench-scale: build k8s-bins
 #   make soak SOAK_ARGS="-cycles 1000 -fault-rate 0.2 -kills 20"
 SOAK_ARGS ?=
 soak: build k8s-bins
-	@$(GO) build -o $(BIN_DIR)/soak ./host/testing/faults/soak
+	@$(GO) build -o $(BIN_DIR)/soak ./test/faults/soak
 	$(BIN_DIR)/soak --ccm $(CCM_BIN) $(SOAK_ARGS)
 
 # Builds only what is missing: no file prerequisites, so a fresh clone (with
@@ -241,22 +241,22 @@ $(K8S_BIN_DIR)/kube-apiserver:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building kube-apiserver $(K8S_VERSION) into $(K8S_BIN_DIR) (once; about 4 minutes on 2 cores)"
 	@start=$$(date +%s); \
-	$(GO) build -C host/testing/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver; \
+	$(GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver; \
 	mv $@.tmp $@; echo ">> kube-apiserver built in $$(( $$(date +%s) - start ))s"
 
 $(K8S_BIN_DIR)/etcd:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building etcd into $(K8S_BIN_DIR) (once)"
-	@$(GO) build -C host/testing/testenv/k8sbins -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3
+	@$(GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3
 	@mv $@.tmp $@
 
 $(K8S_BIN_DIR)/kubectl:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building kubectl $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
-	@$(GO) build -C host/testing/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl
+	@$(GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl
 	@mv $@.tmp $@
 
-# --- the data-plane end-to-end test (host/testing/e2e) ---
+# --- the data-plane end-to-end test (test/e2e) ---
 # The build rules of MetalLB and GoBGP (versions and directories above).
 # module@version package [env] -> $@, built in the module's download directory.
 define build-in-module
@@ -291,11 +291,11 @@ $(GOBGP_BIN_DIR)/gobgp:
 E2E_WRONG_ASN := $(BIN_DIR)/e2e/wrongasn.wasm
 e2e: build k8s-bins e2e-bins
 	@mkdir -p $(dir $(E2E_WRONG_ASN))
-	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(E2E_WRONG_ASN) ./host/testing/e2e/wrongasn
-	@$(GO) build -o $(BIN_DIR)/sandbox ./cmd/sandbox
+	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(E2E_WRONG_ASN) ./test/e2e/wrongasn
+	@$(GO) build -o $(BIN_DIR)/sandbox ./test/cmd/sandbox
 	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
 	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) METAL_CCM_E2E_SANDBOX=$(CURDIR)/$(BIN_DIR)/sandbox \
-	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./host/testing/e2e/
+	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./test/e2e/
 
 clean:
 	rm -rf $(BIN_DIR)

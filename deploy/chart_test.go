@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/deploycheck"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/policies"
 )
 

@@ -6,7 +6,7 @@
 // CCM's ServiceAccount may make each of a list of API calls.
 //
 // Integration tests use CheckAllowed with the calls read back from
-// host/testing/testenv's audit log, so every request the CCM makes in a test is
+// test/testenv's audit log, so every request the CCM makes in a test is
 // proven to be allowed by these manifests, and the manifests cannot grant
 // less than the code needs without a test failing.
 package deploy

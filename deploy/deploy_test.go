@@ -3,7 +3,7 @@ package deploy_test
 import (
 	"context"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/deploycheck"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 	"io/fs"
 	"maps"
 	"slices"
@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/policies"
 )
 

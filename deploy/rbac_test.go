@@ -3,7 +3,7 @@ package deploy_test
 import (
 	"context"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/deploycheck"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 // call writes an API call compactly: "verb resource[.group][/sub] [ns/]name"

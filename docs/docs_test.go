@@ -30,7 +30,7 @@ type pkgFiles struct {
 	consts map[string]string
 }
 
-// parsePackages parses every non-test Go file outside host/testing, by directory.
+// parsePackages parses every non-test Go file outside test, by directory.
 func parsePackages(t *testing.T) map[string]*pkgFiles {
 	t.Helper()
 	fset := token.NewFileSet()

@@ -18,9 +18,7 @@ import (
 // machinery lists the folders of test and development machinery (relative
 // to the module): everything else is product, which ARCHITECTURE.md maps.
 var machinery = []string{
-	"host/testing",
-	"cmd/sandbox",
-	"cmd/metal-emulator",
+	"test",
 	"sdk/sdktest",
 	"modules/internal/golden",
 }
@@ -138,7 +136,7 @@ func TestProductImportsNoMachinery(t *testing.T) {
 		}
 		for _, to := range imports {
 			if isMachinery(to) {
-				t.Errorf("product package %s imports the machinery package %s; move what it needs into the product or move the package under host/testing", from, to)
+				t.Errorf("product package %s imports the machinery package %s; move what it needs into the product or move the package under test", from, to)
 			}
 		}
 	}

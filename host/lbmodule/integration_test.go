@@ -30,10 +30,10 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 var (

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 // The performance goals are measured here against the emulator, and

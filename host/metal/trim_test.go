@@ -13,7 +13,7 @@ import (
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 func TestDropNeighbourRoutes(t *testing.T) {

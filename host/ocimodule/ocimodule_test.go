@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/ociregistry"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/ociregistry"
 )
 
 func emptyModule(t *testing.T) []byte {

@@ -13,7 +13,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 // serviceEvents returns the Service's Events with the given reason.

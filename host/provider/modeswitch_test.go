@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 var metallbKinds = []schema.GroupVersionResource{ipAddressPools, bgpPeers, bgpAdvertisements}

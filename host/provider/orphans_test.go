@@ -11,7 +11,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 // orphanCluster is a running CCM with two Services that have their Elastic

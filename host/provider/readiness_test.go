@@ -14,7 +14,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/readiness"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 func check(checks []readiness.Check, name string) readiness.Check {

@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/upstreamfixture"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/upstreamfixture"
 )
 
 // The take-over tests start from what the real upstream CCM v3.8.1 left

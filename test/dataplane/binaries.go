@@ -18,7 +18,7 @@ const (
 	EnvMetalLBLegacy = "METAL_CCM_E2E_METALLB_LEGACY"
 	// EnvWrongASNModule is the test-only module wrongasn, built for wasip1.
 	EnvWrongASNModule = "METAL_CCM_E2E_WRONG_ASN_MODULE"
-	// EnvSandbox is the sandbox binary (cmd/sandbox), which make e2e runs
+	// EnvSandbox is the sandbox binary (test/cmd/sandbox), which make e2e runs
 	// with the data plane.
 	EnvSandbox = "METAL_CCM_E2E_SANDBOX"
 )

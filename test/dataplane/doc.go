@@ -1,5 +1,5 @@
 // Package dataplane is test machinery shared by the data-plane end-to-end
-// test (host/testing/e2e, `make e2e`) and the sandbox (host/testing/sandbox,
+// test (test/e2e, `make e2e`) and the sandbox (test/sandbox,
 // `make run`): everything needed to run a real data plane out of cluster,
 // without root — a private user and network namespace (unshare --user
 // --map-root-user --net) with addresses on its loopback, child processes

@@ -1,7 +1,7 @@
 package e2e
 
 import (
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
 
 	"context"
 	"fmt"

@@ -5,7 +5,7 @@
 // namespace that an unprivileged user can create (unshare --user
 // --map-root-user --net). Every address lives on that namespace's loopback,
 // so nothing leaves the machine and no root is needed. The processes and
-// the namespace come from host/testing/dataplane, which the sandbox (`make
+// the namespace come from test/dataplane, which the sandbox (`make
 // run`) uses too; this package adds the cluster of a test run, the policy
 // mount and the router assertions.
 //

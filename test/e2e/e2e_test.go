@@ -3,7 +3,7 @@
 package e2e
 
 import (
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
 
 	"context"
 	"fmt"
@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 // TestMain moves the whole test into a private user and network namespace
@@ -55,7 +55,7 @@ func TestDataPlane(t *testing.T) {
 	began := time.Now()
 	dir := t.TempDir()
 	policyDir := filepath.Join(dir, "policies")
-	mount, err := NewPolicyMount(policyDir, "../../../policies")
+	mount, err := NewPolicyMount(policyDir, "../../policies")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,12 +115,12 @@ func TestDataPlane(t *testing.T) {
 	// update does: the control-plane node's next hops, peers and
 	// annotations go; swapping back (a plain file replace) restores them.
 	swapped := time.Now()
-	must(t, mount.Update(map[string]string{"bgp.rego": readFile(t, "../../../examples/policies/bgp-no-control-plane/bgp.rego")}))
+	must(t, mount.Update(map[string]string{"bgp.rego": readFile(t, "../../examples/policies/bgp-no-control-plane/bgp.rego")}))
 	h.wantAllRoutes(ips, h.ips(workers...), "after the no-control-plane policy")
 	tm.reselected = append(tm.reselected, time.Since(swapped))
 	h.wantBGPNodes(workers)
 	swapped = time.Now()
-	must(t, mount.ReplaceFile("bgp.rego", readFile(t, "../../../policies/bgp.rego")))
+	must(t, mount.ReplaceFile("bgp.rego", readFile(t, "../../policies/bgp.rego")))
 	h.wantAllRoutes(ips, h.ips(allNodes...), "after the default policy came back")
 	tm.reselected = append(tm.reselected, time.Since(swapped))
 	h.wantBGPNodes(allNodes)
@@ -128,7 +128,7 @@ func TestDataPlane(t *testing.T) {
 	// A placement policy swap applies to the next Service: with the
 	// default placement a Service without a location is refused; with
 	// eip-majority-metro it goes where most BGP nodes are (da).
-	must(t, mount.Update(map[string]string{"eip.rego": readFile(t, "../../../examples/policies/eip-majority-metro/eip.rego")}))
+	must(t, mount.Update(map[string]string{"eip.rego": readFile(t, "../../examples/policies/eip-majority-metro/eip.rego")}))
 	h.eventually("the placement policy reloaded", 30*time.Second, func() (bool, string) {
 		log, _ := os.ReadFile(c.CCM.Log)
 		n := strings.Count(string(log), "Policies reloaded")

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
 )
 
 // TestSandboxDataPlane runs the sandbox (`make run`) as make run does, with
@@ -18,7 +18,7 @@ import (
 // every node's session up at both routers, and each sample Service's /32 at
 // the routers with one next hop per node (the CCM's policies give all eight
 // nodes BGP), the same at both. (Its failover is TestSandbox's, in
-// cmd/sandbox.) The sandbox makes a namespace of its own inside this test's,
+// test/cmd/sandbox.) The sandbox makes a namespace of its own inside this test's,
 // as it does on a host, so it runs alongside TestWrongPeerASNFailsAtRouters,
 // which mostly waits.
 func TestSandboxDataPlane(t *testing.T) {

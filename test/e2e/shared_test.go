@@ -13,8 +13,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 // TestSharedElasticIP: two Services with one sharing key (DNS over TCP and

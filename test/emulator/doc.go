@@ -105,6 +105,6 @@
 //	DELETE /_emulator/devices/{id}
 //	POST   /_emulator/reservations/{id}/approve
 //
-// The command cmd/metal-emulator serves an emulator on an address from a
+// The command test/cmd/metal-emulator serves an emulator on an address from a
 // seed file.
 package emulator

@@ -10,7 +10,7 @@ import (
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 func reserveReq(metro string) metalv1.RequestIPReservationRequest {

@@ -22,7 +22,7 @@ func TestFaultsShort(t *testing.T) {
 	if ccm == "" {
 		ccm = filepath.Join(t.TempDir(), "ccm")
 		cmd := exec.Command("go", "build", "-o", ccm, "./cmd/cloud-provider-equinix-metal")
-		cmd.Dir = "../../.."
+		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}

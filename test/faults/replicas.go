@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 // acquiredLease is what client-go's leader election logs (at every

@@ -2,7 +2,7 @@
 
 // Package faults is the fault-injection run of the CCM: the binary as it
 // ships, two replicas with leader election against a real kube-apiserver
-// (host/testing/testenv) and the Equinix Metal emulator answering a share
+// (test/testenv) and the Equinix Metal emulator answering a share
 // of requests with 429, 500, 503, a reset connection or an answer lost for
 // a long time, while Services are created and deleted and the CCM is
 // killed with SIGKILL (the leader too). It then stops the faults and checks
@@ -29,9 +29,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/sandbox"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/sandbox"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 // Options configure Run. Zero values take the defaults in brackets.

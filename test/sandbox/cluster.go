@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 // Device is one machine of the sandbox project.

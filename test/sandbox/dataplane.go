@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 // The environment the sandbox passes to itself inside the namespace.

@@ -1,4 +1,4 @@
-// Package sandbox is what `make run` starts (through cmd/sandbox): the
+// Package sandbox is what `make run` starts (through test/cmd/sandbox): the
 // Equinix Metal API emulator with a realistic project, a real
 // kube-apiserver, and the CCM binary against both; then it registers the
 // nodes, creates sample Services and shows, live, what the CCM does —
@@ -6,7 +6,7 @@
 // a control-plane failover.
 //
 // Where the machine allows unprivileged user namespaces, it also runs the
-// data plane as `make e2e` does (host/testing/dataplane): the whole sandbox
+// data plane as `make e2e` does (test/dataplane): the whole sandbox
 // moves into a private network namespace, with MetalLB's controller, one
 // speaker per node and two GoBGP routers standing in for Equinix's, and the
 // view adds the routers' table, so each Service's /32 is seen arriving
@@ -33,9 +33,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 // cpTag is the tag of the sandbox's control-plane EIP.

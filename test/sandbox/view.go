@@ -19,9 +19,9 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/dataplane"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 // Viewer draws the live view: Services with their Elastic IPs, nodes with

@@ -6,7 +6,7 @@
 // Service and of one node joining at that size.
 //
 //	make bench-scale                 # 10,000 Services on 1,000 nodes, 50 ms latency
-//	go run ./host/testing/scalebench -ccm bin/cloud-provider-equinix-metal -services 100 -nodes 10
+//	go run ./test/scalebench -ccm bin/cloud-provider-equinix-metal -services 100 -nodes 10
 //
 // It reports wall times, Equinix calls by operation (the emulator's
 // counters), the CCM's peak RSS (VmHWM), the module's generate time (the

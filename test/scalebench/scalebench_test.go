@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 // TestSmoke runs the scale bench at a tiny size, so that `make test` keeps
@@ -20,7 +20,7 @@ func TestSmoke(t *testing.T) {
 	dir := t.TempDir()
 	ccm := filepath.Join(dir, "ccm")
 	cmd := exec.Command("go", "build", "-o", ccm, "./cmd/cloud-provider-equinix-metal")
-	cmd.Dir = "../../.."
+	cmd.Dir = "../.."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

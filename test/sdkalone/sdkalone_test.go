@@ -85,7 +85,7 @@ func TestModuleAuthorNeedsTheSDKAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module outside the repository with go mod tidy and go test; run without -short")
 	}
-	sdkDir, err := filepath.Abs(filepath.Join("..", "..", "..", "sdk"))
+	sdkDir, err := filepath.Abs(filepath.Join("..", "..", "sdk"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestKubernetesVersionIsWhatMakeBuilds(t *testing.T) {
 }
 
 func TestKubernetesMinorMatchesClientLibraries(t *testing.T) {
-	client := requiredVersion(t, filepath.Join("..", "..", "..", "go.mod"), "k8s.io/client-go")
+	client := requiredVersion(t, filepath.Join("..", "..", "go.mod"), "k8s.io/client-go")
 	// Staging libraries are v0.MINOR.PATCH for Kubernetes v1.MINOR.PATCH.
 	want := strings.Replace(minorOf(client), "v0.", "v1.", 1)
 	if got := minorOf(KubernetesVersion); got != want {

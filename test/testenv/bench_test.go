@@ -10,7 +10,7 @@ import (
 // integration test package pays once; ns/op covers Start only, and
 // stop-ms/op the teardown. Goal: under 5 s with warm caches.
 //
-//	go test -run '^$' -bench BenchmarkStart -benchtime 5x ./host/testing/testenv
+//	go test -run '^$' -bench BenchmarkStart -benchtime 5x ./test/testenv
 func BenchmarkStart(b *testing.B) {
 	var stop time.Duration
 	for b.Loop() {

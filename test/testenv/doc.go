@@ -7,7 +7,7 @@
 //
 // kube-apiserver and etcd are not downloaded (nothing but the Go module proxy
 // is reachable where this project is built): `make k8s-bins` compiles them
-// from the nested module in host/testing/testenv/k8sbins, at KubernetesVersion, into
+// from the nested module in test/testenv/k8sbins, at KubernetesVersion, into
 //
 //	$XDG_CACHE_HOME (or ~/.cache)/cloud-provider-equinix-metal/k8s/<KubernetesVersion>
 //

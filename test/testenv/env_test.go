@@ -49,7 +49,7 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		client := requiredVersion(t, filepath.Join("..", "..", "..", "go.mod"), "k8s.io/client-go")
+		client := requiredVersion(t, filepath.Join("..", "..", "go.mod"), "k8s.io/client-go")
 		if v.GitVersion != KubernetesVersion || "v0."+v.Minor != minorOf(client) {
 			t.Fatalf("server %s (minor %s), KubernetesVersion %s, client-go %s: must agree", v.GitVersion, v.Minor, KubernetesVersion, client)
 		}

@@ -1,5 +1,5 @@
 // Command metal-emulator serves an in-memory Equinix Metal API (package
-// host/testing/emulator) for the sandbox, manual tests and benchmarks.
+// test/emulator) for the sandbox, manual tests and benchmarks.
 //
 //	metal-emulator -addr 127.0.0.1:8080 -seed seed.yaml -v
 //
@@ -22,7 +22,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
 func main() {

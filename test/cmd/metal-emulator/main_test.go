@@ -15,8 +15,8 @@ import (
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator/specvalidate"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator/specvalidate"
 )
 
 const seedYAML = `

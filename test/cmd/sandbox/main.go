@@ -1,7 +1,7 @@
 // Command sandbox is what `make run` starts: the Equinix Metal API emulator
 // with a realistic project, a real kube-apiserver, and the CCM binary
 // against both, with a live view of what the CCM does (see
-// host/testing/sandbox, which does the work).
+// test/sandbox, which does the work).
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/sandbox"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/sandbox"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 // work, including a control-plane failover, and checks the live view. It
 // gives no MetalLB or GoBGP, so it also checks the one line that says the
 // data plane is off and why; the data plane itself is checked by make e2e
-// (host/testing/e2e, TestSandboxDataPlane).
+// (test/e2e, TestSandboxDataPlane).
 func TestSandbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and the CCM for a minute; run without -short")
@@ -21,7 +21,7 @@ func TestSandbox(t *testing.T) {
 	build := func(out, pkg string) string {
 		bin := filepath.Join(dir, out)
 		cmd := exec.Command("go", "build", "-o", bin, pkg)
-		cmd.Dir = "../.."
+		cmd.Dir = "../../.."
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 		}

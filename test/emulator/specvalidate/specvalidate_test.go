@@ -10,8 +10,8 @@ import (
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/emulator/specvalidate"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator/specvalidate"
 )
 
 const dev = "d0000000-0000-4000-8000-000000000001"

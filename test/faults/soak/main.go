@@ -1,7 +1,7 @@
 //go:build linux
 
 // Command soak is `make soak`: the long fault-injection run of
-// host/testing/faults, printing its figures. For example
+// test/faults, printing its figures. For example
 //
 //	make soak SOAK_ARGS="-cycles 300 -fault-rate 0.1 -kills 7"
 package main
@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/faults"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/faults"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-module github.com/metal-ccm/cloud-provider-equinix-metal/host/testing/testenv/k8sbins
+module github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv/k8sbins
 
 go 1.26.0
 
