@@ -46,15 +46,20 @@ func makeTarget(t *testing.T, args ...string) string {
 // Go build cache holds the packages) but links both binaries and assembles
 // the image again from them; with -trimpath, -buildvcs=false and the commit
 // time as the only timestamp, the same commit gives the same bytes.
+//
+// make test builds the two images before `go test` starts (target
+// image-check) and names their bin directories in $METAL_CCM_IMAGE_BUILDS:
+// cross-compiling two platforms on an empty build cache takes longer on two
+// cores than go test's default 10-minute limit per package, and a limit
+// that depends on how warm the cache is would fail only on fresh machines.
+// Run alone (`go test ./hack/image`), the test builds them itself.
 func TestMakeImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CCM for two platforms; run without -short")
 	}
 	version := strings.TrimSpace(makeTarget(t, "version"))
 	revision := strings.TrimSpace(gitOut(t, "rev-parse", "HEAD"))
-	tmp := t.TempDir()
-	bin1, bin2 := filepath.Join(tmp, "bin1"), filepath.Join(tmp, "bin2")
-	makeTarget(t, "image", "REGISTRY="+readmeRegistry, "BIN_DIR="+bin1)
+	bin1, bin2 := imageBuilds(t)
 
 	idx, err := layout.ImageIndexFromPath(filepath.Join(bin1, "image"))
 	if err != nil {
@@ -88,7 +93,6 @@ func TestMakeImage(t *testing.T) {
 		checkStamped(t, filepath.Join(bin1, "deploy"), version, readmeRegistry+"/cloud-provider-equinix-metal")
 	})
 
-	makeTarget(t, "image", "REGISTRY="+readmeRegistry, "BIN_DIR="+bin2)
 	idx2, err := layout.ImageIndexFromPath(filepath.Join(bin2, "image"))
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +108,25 @@ func TestMakeImage(t *testing.T) {
 	t.Logf("image %s: index %s (both builds)", version, d1)
 
 	t.Run("README install", func(t *testing.T) { checkReadmeInstall(t, filepath.Join(bin1, "deploy"), version) })
+}
+
+// imageBuilds returns the bin directories of two `make image` runs with the
+// README's REGISTRY: the ones make test built ($METAL_CCM_IMAGE_BUILDS,
+// two paths separated by the list separator), or two built here.
+func imageBuilds(t *testing.T) (string, string) {
+	t.Helper()
+	if env := os.Getenv("METAL_CCM_IMAGE_BUILDS"); env != "" {
+		dirs := filepath.SplitList(env)
+		if len(dirs) != 2 {
+			t.Fatalf("METAL_CCM_IMAGE_BUILDS=%q names %d directories; it takes two bin directories of make image, separated by %q", env, len(dirs), string(os.PathListSeparator))
+		}
+		return dirs[0], dirs[1]
+	}
+	tmp := t.TempDir()
+	bin1, bin2 := filepath.Join(tmp, "bin1"), filepath.Join(tmp, "bin2")
+	makeTarget(t, "image", "REGISTRY="+readmeRegistry, "BIN_DIR="+bin1)
+	makeTarget(t, "image", "REGISTRY="+readmeRegistry, "BIN_DIR="+bin2)
+	return bin1, bin2
 }
 
 var numericUser = regexp.MustCompile(`^[1-9][0-9]*(:[0-9]+)?$`)
