@@ -49,7 +49,7 @@ IMAGE_DIR ?= $(BIN_DIR)/image
 SOURCE_URL ?= https://github.com/metal-ccm/cloud-provider-equinix-metal
 
 .PHONY: all build test unit lint vet fmt-check run k8s-bins modules examples policy-test clean help \
-  version image image-check image-push manifests module-image bench-scale e2e-bins e2e soak
+  version sync-policies image image-check image-push manifests module-image bench-scale e2e-bins e2e soak
 
 all: build
 
@@ -65,9 +65,17 @@ help:
 	@echo "make image-push REGISTRY=registry.example/team - push the image as \$$(REGISTRY)/cloud-provider-equinix-metal:\$$(VERSION)"
 	@echo "make module-image WASM=mine.wasm - a load-balancer module as an OCI artifact in $(BIN_DIR)/modules/<name> (add MODULE_REF=... to push)"
 	@echo "make version - the version stamped everywhere ($(VERSION))"
+	@echo "make sync-policies - copy policies/*.rego into deploy/ (kustomize and the chart carry copies; a test fails when they differ)"
 
 version:
 	@echo $(VERSION)
+
+# kustomize reads no file outside a kustomization's folder, and Helm none
+# outside the chart, so deploy/base/policies and deploy/chart/files/policies
+# carry copies of policies/*.rego; this writes them (and the kustomization
+# that makes the ConfigMap). deploy's tests fail when a copy differs.
+sync-policies:
+	sh deploy/hack/sync-policies.sh
 
 build: modules
 	$(GO_BUILD_CCM) -o $(CCM_BIN) ./cmd/cloud-provider-equinix-metal

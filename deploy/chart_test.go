@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/policies"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/policies"
 )
 
 // required are the two values the chart cannot default (its Secret needs them).
@@ -209,7 +209,7 @@ func TestChartSchema(t *testing.T) {
 }
 
 // TestChartPoliciesMatchPolicies: the chart's copy of the built-in
-// policies equals policies/ (deploy/hack/sync-policies.sh writes both).
+// policies equals policies/ (make sync-policies writes both).
 func TestChartPoliciesMatchPolicies(t *testing.T) {
 	cm := find(renderChart(t, required()), "ConfigMap", deploy.Namespace, deploy.PoliciesConfigMap)
 	if cm == nil {
@@ -228,7 +228,7 @@ func TestChartPoliciesMatchPolicies(t *testing.T) {
 		n++
 		want, _ := fs.ReadFile(policies.FS, e.Name())
 		if got[e.Name()] != string(want) {
-			t.Errorf("chart policy %s differs from policies/: run deploy/hack/sync-policies.sh", e.Name())
+			t.Errorf("chart policy %s differs from policies/: run make sync-policies", e.Name())
 		}
 	}
 	if len(got) != n {

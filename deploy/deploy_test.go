@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/policies"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 // wantKustomizations pins the set of installable directories, so adding or
@@ -212,7 +212,7 @@ func TestPoliciesConfigMapMatchesPolicies(t *testing.T) {
 		}
 	}
 	if len(differ) > 0 {
-		t.Errorf("ConfigMap %s differs from policies/ in %v: run deploy/hack/sync-policies.sh", deploy.PoliciesConfigMap, differ)
+		t.Errorf("ConfigMap %s differs from policies/ in %v: run make sync-policies", deploy.PoliciesConfigMap, differ)
 	}
 }
 
