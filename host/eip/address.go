@@ -3,6 +3,7 @@ package eip
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,6 +60,21 @@ func checkRequestedIP(ip string) error {
 // this Service.
 func writtenByCCM(svc *v1.Service) bool {
 	return fieldmanager.WroteLoadBalancerIP(svc.ManagedFields)
+}
+
+// previous are the addresses the Service has: its status, and
+// spec.loadBalancerIP where the CCM wrote it.
+func previous(svc *v1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" && !slices.Contains(out, in.IP) {
+			out = append(out, in.IP)
+		}
+	}
+	if ip := svc.Spec.LoadBalancerIP; ip != "" && writtenByCCM(svc) && !slices.Contains(out, ip) {
+		out = append(out, ip)
+	}
+	return out
 }
 
 var (

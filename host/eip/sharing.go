@@ -7,10 +7,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The rules of a shared Elastic IP, pure: which Services of a sharing key
-// may have the address. They are MetalLB's own (its allocator's, which is
+// compete for the address (keyGroup), which of them may have it (Group),
+// and which keep the key's reservation when one lets go (keepersOf). Who
+// may have it is MetalLB's own rule (its allocator's, which is
 // stricter than its documentation): Services may share an address when they
 // have the same sharing key, no port+protocol in common, and the same
 // "backend key" — empty for externalTrafficPolicy Cluster, the pod selector
@@ -52,6 +55,23 @@ func Clash(a, b *v1.Service) string {
 	return ""
 }
 
+// keyGroup is svc and the other Services of the key that would share addr:
+// load balancers of this provider (WantsLoadBalancer), not being deleted,
+// and not bringing another address of their own.
+func keyGroup(all []*v1.Service, svc *v1.Service, key, addr string) []*v1.Service {
+	group := []*v1.Service{svc}
+	for _, s := range all {
+		if s.UID == svc.UID || s.DeletionTimestamp != nil || !WantsLoadBalancer(s) || SharingKey(s) != key {
+			continue
+		}
+		if ip := s.Spec.LoadBalancerIP; ip != "" && !writtenByCCM(s) && ip != addr {
+			continue
+		}
+		group = append(group, s)
+	}
+	return group
+}
+
 // Group decides which Services of one sharing key get its address. Those
 // that already have it (address among their status ingress) come first,
 // then the older, then by namespace and name, so that a newcomer never
@@ -83,6 +103,19 @@ next:
 		admitted = append(admitted, s)
 	}
 	return admitted, refused
+}
+
+// keepersOf are the Services, other than the one with UID self and those
+// being deleted, that own the reservations with the owner tag tag, sorted.
+func keepersOf(services []*v1.Service, tag string, self types.UID) []string {
+	var out []string
+	for _, s := range services {
+		if s.UID != self && s.DeletionTimestamp == nil && slices.Contains(OwnerTags(s), tag) {
+			out = append(out, id(s))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // holds reports whether the Service's status already has address.

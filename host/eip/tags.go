@@ -62,6 +62,17 @@ func SharingKey(svc *v1.Service) string {
 	return svc.Annotations[LegacySharingAnnotation]
 }
 
+// WantsLoadBalancer is the one rule of which Services this provider
+// load-balances: exactly those k8s.io/cloud-provider's service controller
+// hands to EnsureLoadBalancer, the Services of type LoadBalancer without a
+// spec.loadBalancerClass (a class names another load balancer, and the
+// controller leaves such a Service to it). The callers that need a
+// narrower or wider set build it from this rule (OwnerTags, keyGroup,
+// lbsnapshot's Services for the module).
+func WantsLoadBalancer(svc *v1.Service) bool {
+	return svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
+}
+
 // sharingTagPrefix starts the tag of a shared reservation. Upstream has no
 // such tag, so upstream never takes a shared reservation for a Service's own.
 const sharingTagPrefix = "sharing-key="
@@ -102,6 +113,9 @@ func OwnerTag(tags []string) string {
 // (ports clash, say) still counts, as it takes the address once the
 // Service in its way is gone. Only Services of type LoadBalancer own
 // anything: a Service turned ClusterIP has had its reservation released.
+// One with a loadBalancerClass still accounts for its own tag, but a
+// sharing key's tag only counts for a Service this provider load-balances
+// (WantsLoadBalancer).
 //
 // Release applies the same rule to the Services other than the one being
 // deleted, and also leaves out those being deleted, whose own release is
@@ -111,7 +125,7 @@ func OwnerTags(svc *v1.Service) []string {
 		return nil
 	}
 	tags := []string{ServiceTag(svc.Namespace, svc.Name)}
-	if key := SharingKey(svc); key != "" && svc.Spec.LoadBalancerClass == nil {
+	if key := SharingKey(svc); key != "" && WantsLoadBalancer(svc) {
 		tags = append(tags, SharingTag(key))
 	}
 	return tags
