@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // decode splits a multi-document YAML file and decodes every document
@@ -129,7 +129,7 @@ func TestSamples(t *testing.T) {
 				// What a load-balancer module will see once the Service
 				// has its address: the bring-your-own ones have it from
 				// the manifest, the plain one once the CCM reserved it.
-				s, ok := lbmodule.ServiceFromK8s(&svc)
+				s, ok := lbsnapshot.ServiceFromK8s(&svc)
 				if ok != (w.ip != "") {
 					t.Fatalf("%s: in the module snapshot before the CCM assigns anything = %v, want %v", w.name, ok, w.ip != "")
 				}

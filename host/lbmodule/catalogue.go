@@ -1,8 +1,13 @@
 // Package lbmodule is the CCM's side of load-balancer modules: it picks the
 // module the loadbalancer setting names (a built-in embedded in the binary,
-// or a pinned file), turns Services into the module's input, and keeps the
-// cluster at what the module generates (server-side apply, prune, node
-// annotations), with metrics and events.
+// or a pinned file) and keeps the cluster at what the module generates
+// (server-side apply, prune, node annotations), with metrics and events.
+//
+// Its input is host/lbsnapshot's, a pure function of the cluster; this
+// package does the I/O around the module call: the work queue (loop.go),
+// one sync (sync.go), applying and skipping what is unchanged (apply.go),
+// pruning (prune.go), node annotations (nodeannotations.go), listing
+// (list.go), and its own errors for failures around the call (errors.go).
 //
 // Running a module — loading, verifying, calling it in a sandbox with limits
 // and validating its output — is sdk/wasmhost's job, which a module author's
@@ -22,21 +27,16 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
-// Failures around the module call, next to the runtime's own reasons.
-const (
-	ReasonApply    wasmhost.Reason = "apply"
-	ReasonSnapshot wasmhost.Reason = "snapshot"
-)
-
 // SourceFor maps the parsed loadbalancer setting to a module source: the
 // built-in's name or the file, and the options the module receives.
 func SourceFor(lb config.LoadBalancer) (builtin, path string, o sdk.Options, err error) {
-	o = ModuleOptions(lb)
+	o = lbsnapshot.ModuleOptions(lb)
 	switch lb.Kind {
 	case config.LBMetalLBCRD:
 		return modules.MetalLBCRD, "", o, nil
@@ -93,6 +93,11 @@ func unwrapPathError(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// OptionsFromConfig are the module limits the CCM's configuration sets.
+func OptionsFromConfig(c *config.Config) wasmhost.Options {
+	return wasmhost.Options{CacheDir: c.ModuleCacheDir, MemoryLimitMiB: c.ModuleMemoryLimitMiB, Timeout: c.ModuleTimeout, Logger: KlogLogger()}
 }
 
 // KlogLogger is a slog.Logger writing to klog, for module log lines: klog

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,34 @@ func TestLoadBuiltin(t *testing.T) {
 			defer m.Close(context.Background())
 			if _, err := m.Generate(context.Background(), sdktest.Snapshot(2, 2)); err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestSourceFor(t *testing.T) {
+	for _, tc := range []struct {
+		url     string
+		builtin string
+		path    string
+		opts    sdk.Options
+	}{
+		{"metallb:///", "metallb-crd", "", sdk.Options{Namespace: "metallb-system"}},
+		{"metallb:///lb?crdConfiguration=true&x=y", "metallb-crd", "", sdk.Options{Namespace: "lb", Params: map[string]string{"x": "y"}}},
+		{"metallb:///lb/cfg", "metallb-configmap", "", sdk.Options{Namespace: "lb", ConfigMap: "cfg"}},
+		{"metallb:///lb?crdConfiguration=false", "metallb-configmap", "", sdk.Options{Namespace: "lb", ConfigMap: "config"}},
+		{"kube-vip://", "kube-vip", "", sdk.Options{}},
+		{"empty://", "empty", "", sdk.Options{}},
+		{"wasm:///m/mine.wasm?sha256=" + strings.Repeat("a", 64) + "&k=v", "", "/m/mine.wasm", sdk.Options{Params: map[string]string{"k": "v"}}},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			lb, err := config.ParseLoadBalancer(tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			builtin, path, o, err := lbmodule.SourceFor(lb)
+			if err != nil || builtin != tc.builtin || path != tc.path || !reflect.DeepEqual(o, tc.opts) {
+				t.Errorf("got %q %q %+v %v, want %q %q %+v", builtin, path, o, err, tc.builtin, tc.path, tc.opts)
 			}
 		})
 	}

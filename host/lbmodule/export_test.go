@@ -7,3 +7,6 @@ func SetListPageSize(n int64) (restore func()) {
 	listPageSize = n
 	return func() { listPageSize = old }
 }
+
+// FailureReason is the syncs_total result label of a failed sync's error.
+func FailureReason(err error) string { return string(failureReason(err)) }

@@ -1,12 +1,9 @@
 package lbmodule
 
 import (
-	"errors"
-
 	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/clusterevent"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // RecoveredReason is the reason of the Normal Event recorded when a sync
@@ -46,13 +43,4 @@ func (f *failureReporter) succeeded() {
 	if f.events.Succeeded() {
 		f.log.Info("Load-balancer config sync succeeded again after a failure")
 	}
-}
-
-// failureReason is the metric label of a failed sync.
-func failureReason(err error) wasmhost.Reason {
-	var me *wasmhost.Error
-	if errors.As(err, &me) {
-		return me.Reason
-	}
-	return ReasonApply
 }

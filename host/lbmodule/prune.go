@@ -255,3 +255,5 @@ func sortedKeys(m map[kindKey]bool) []kindKey {
 	})
 	return out
 }
+
+func ptr[T any](v T) *T { return &v }

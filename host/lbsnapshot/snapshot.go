@@ -1,29 +1,35 @@
-// Package lbsnapshot builds the load-balancer module's input, the
-// sdk.GenerateRequest, from a plain description of the cluster: the
-// Services, the BGP nodes with their peers, and the configuration that
-// shapes the request.
+// Package lbsnapshot is the pure compile step of the load-balancer module's
+// input: it turns a plain description of the cluster (the Services, the BGP
+// nodes with their peers, and the configuration that shapes the request)
+// into the sdk.GenerateRequest, and holds every pure part of that: the
+// module's options (ModuleOptions, also for its describe call), a Service's
+// view for the module (ServiceFromK8s), which Services reach the module,
+// and the order (SortSnapshot).
 //
 // Build is a pure function of its Input, so the module's input is tested
 // with golden files (go test -update rewrites them) and an unchanged
 // cluster always gives byte-identical request bytes, which is what lets the
 // host skip a generate call whose input did not change. Reading the
-// informers and the BGP controller into an Input is the caller's (thin) job.
+// informers and the BGP controller into an Input is the caller's (thin) job;
+// nothing here reads or writes anything.
 package lbsnapshot
 
 import (
+	"sort"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/controlplane"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
 // Input is everything the module's input depends on.
 type Input struct {
 	// LB is the parsed loadbalancer setting; the module's options come
-	// from it (lbmodule.ModuleOptions), as they do for its describe call.
+	// from it (ModuleOptions), as they do for its describe call.
 	LB config.LoadBalancer
 	// Templates name the BGP peer annotations the module is told about.
 	Templates bgp.Templates
@@ -40,7 +46,7 @@ type Input struct {
 func Build(in Input) sdk.GenerateRequest {
 	req := sdk.GenerateRequest{
 		APIVersion: sdk.APIVersion, Kind: sdk.KindGenerateRequest,
-		Options:  lbmodule.ModuleOptions(in.LB),
+		Options:  ModuleOptions(in.LB),
 		Services: []sdk.Service{}, Nodes: []sdk.Node{},
 		Annotations: in.Templates.SDK(),
 	}
@@ -48,21 +54,45 @@ func Build(in Input) sdk.GenerateRequest {
 		if !ourLoadBalancer(s) {
 			continue
 		}
-		if out, ok := lbmodule.ServiceFromK8s(s); ok {
+		if out, ok := ServiceFromK8s(s); ok {
 			req.Services = append(req.Services, out)
 		}
 	}
 	for _, n := range in.Nodes {
 		req.Nodes = append(req.Nodes, n.SDK())
 	}
-	lbmodule.SortSnapshot(&req)
+	SortSnapshot(&req)
 	return req
 }
 
-// ourLoadBalancer: a Service the service controller hands this provider.
-// A Service with a loadBalancerClass belongs to another load balancer, and
-// the control-plane Service has its own EIP: neither may reach a module.
+// ModuleOptions are the module's settings from the loadbalancer URL, the
+// same in its describe and every generate request: the one place they are
+// made. No parameters is nil, not an empty map.
+func ModuleOptions(lb config.LoadBalancer) sdk.Options {
+	o := sdk.Options{Namespace: lb.Namespace, ConfigMap: lb.ConfigMap, Params: lb.Options}
+	if len(o.Params) == 0 {
+		o.Params = nil
+	}
+	return o
+}
+
+// ourLoadBalancer: a Service the service controller hands this provider
+// (eip.WantsLoadBalancer: a Service with a loadBalancerClass belongs to
+// another load balancer), other than the control-plane Service, which has
+// its own EIP: no other Service may reach a module.
 func ourLoadBalancer(s *v1.Service) bool {
-	return s.Spec.Type == v1.ServiceTypeLoadBalancer && s.Spec.LoadBalancerClass == nil &&
-		!controlplane.IsControlPlaneService(s.Namespace, s.Name)
+	return eip.WantsLoadBalancer(s) && !controlplane.IsControlPlaneService(s.Namespace, s.Name)
+}
+
+// SortSnapshot sorts Services by namespace and name and nodes by name, so
+// that the same cluster always gives the same request bytes.
+func SortSnapshot(req *sdk.GenerateRequest) {
+	sort.Slice(req.Services, func(i, j int) bool {
+		a, b := req.Services[i], req.Services[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	sort.Slice(req.Nodes, func(i, j int) bool { return req.Nodes[i].Name < req.Nodes[j].Name })
 }

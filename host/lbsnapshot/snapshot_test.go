@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -111,7 +114,37 @@ func cases(t *testing.T) []struct {
 			service("kube-system", "cloud-provider-equinix-metal-kubernetes-external", "145.40.1.100"),
 			with(service("default", "kubernetes", "10.96.0.1"), func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeClusterIP }),
 		}}},
+		// MetalLB's two annotation forms: the metallb.io/ one wins, even
+		// empty (no sharing); every annotation reaches the module as it is.
+		{"sharing-annotation-forms", Input{LB: crd, Templates: templates, Nodes: workers, Services: []*v1.Service{
+			with(service("default", "current", "145.40.1.7"), annotated(map[string]string{eip.SharingAnnotation: "web"})),
+			with(service("default", "legacy", "145.40.1.7"), annotated(map[string]string{eip.LegacySharingAnnotation: "web"})),
+			with(service("default", "both", "145.40.1.8"), annotated(map[string]string{eip.SharingAnnotation: "a", eip.LegacySharingAnnotation: "b"})),
+			with(service("default", "empty-current", "145.40.1.9"), annotated(map[string]string{eip.SharingAnnotation: "", eip.LegacySharingAnnotation: "b"})),
+			with(service("default", "other-annotations", "145.40.1.10"), annotated(map[string]string{"metal.equinix.com/eip-metro": "da", "example.com/team": "web"})),
+		}}},
+		// A user's module gets its query parameters; the legacy ConfigMap
+		// mode its ConfigMap. Ports keep their order and protocols.
+		{"wasm-module-params", Input{LB: mustLB(t, "wasm:///modules/mine.wasm?pool=public&mode=bgp"), Templates: templates, Nodes: workers[:1], Services: []*v1.Service{
+			with(service("default", "dns", "145.40.1.5"), func(s *v1.Service) {
+				s.Spec.Ports = []v1.ServicePort{{Name: "dns-udp", Protocol: v1.ProtocolUDP, Port: 53}, {Name: "dns-tcp", Protocol: v1.ProtocolTCP, Port: 53}}
+			}),
+		}}},
+		{"legacy-configmap", Input{LB: mustLB(t, "metallb:///metallb-system/config"), Templates: templates, Nodes: workers,
+			Services: []*v1.Service{service("default", "web", "145.40.1.5")}}},
+		// Services of many namespaces, given in no order: sorted by
+		// namespace, then name.
+		{"namespaces-sorted", Input{LB: crd, Templates: templates, Nodes: workers, Services: []*v1.Service{
+			service("zeta", "a", "145.40.1.20"),
+			service("default", "web-2", "145.40.1.6"),
+			service("alpha", "z", "145.40.1.21"),
+			service("default", "web-10", "145.40.1.5"),
+		}}},
 	}
+}
+
+func annotated(a map[string]string) func(*v1.Service) {
+	return func(s *v1.Service) { s.Annotations = a }
 }
 
 func TestBuildGolden(t *testing.T) {
@@ -162,5 +195,80 @@ func TestBuildIgnoresInputOrder(t *testing.T) {
 				t.Fatalf("request depends on input order:\n%s\n%s", a, b)
 			}
 		})
+	}
+}
+
+func TestModuleOptions(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want sdk.Options
+	}{
+		{"metallb:///", sdk.Options{Namespace: "metallb-system"}},
+		{"metallb:///lb?crdConfiguration=true&x=y", sdk.Options{Namespace: "lb", Params: map[string]string{"x": "y"}}},
+		{"metallb:///lb/cfg", sdk.Options{Namespace: "lb", ConfigMap: "cfg"}},
+		{"kube-vip://", sdk.Options{}},
+		{"empty://", sdk.Options{}},
+		{"wasm:///m/mine.wasm?k=v", sdk.Options{Params: map[string]string{"k": "v"}}},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			if got := ModuleOptions(mustLB(t, tc.url)); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ModuleOptions = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	// No parameters is nil, not an empty map: the describe and generate
+	// requests encode the same way whatever the parser returned.
+	if got := ModuleOptions(config.LoadBalancer{Kind: config.LBKubeVIP, Options: map[string]string{}}); got.Params != nil {
+		t.Errorf("ModuleOptions of no parameters has Params %#v, want nil", got.Params)
+	}
+}
+
+// TestOurLoadBalancer: the Services that reach a module are the service
+// controller's (eip.WantsLoadBalancer) but the control-plane Service.
+func TestOurLoadBalancer(t *testing.T) {
+	class := "other.io/lb"
+	for _, tc := range []struct {
+		name string
+		svc  *v1.Service
+		want bool
+	}{
+		{"LoadBalancer", service("default", "web"), true},
+		{"another load balancer's", with(service("default", "web"), func(s *v1.Service) { s.Spec.LoadBalancerClass = &class }), false},
+		{"ClusterIP", with(service("default", "web"), func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeClusterIP }), false},
+		{"NodePort", with(service("default", "web"), func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeNodePort }), false},
+		{"the control-plane Service", service("kube-system", "cloud-provider-equinix-metal-kubernetes-external"), false},
+		{"its name in another namespace", service("default", "cloud-provider-equinix-metal-kubernetes-external"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ourLoadBalancer(tc.svc); got != tc.want {
+				t.Errorf("ourLoadBalancer = %v, want %v", got, tc.want)
+			}
+			if tc.want && !eip.WantsLoadBalancer(tc.svc) {
+				t.Errorf("a Service the service controller never hands over reaches the module")
+			}
+		})
+	}
+}
+
+func TestSortSnapshot(t *testing.T) {
+	svc := func(ns, name string) sdk.Service { return sdk.Service{Namespace: ns, Name: name} }
+	req := sdk.GenerateRequest{
+		Services: []sdk.Service{svc("b", "a"), svc("a", "b"), svc("a", "a"), svc("a", "a-1")},
+		Nodes:    []sdk.Node{{Name: "worker-2"}, {Name: "worker-10"}, {Name: "worker-1"}},
+	}
+	SortSnapshot(&req)
+	var services, nodes []string
+	for _, s := range req.Services {
+		services = append(services, s.Namespace+"/"+s.Name)
+	}
+	for _, n := range req.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	// Byte order, not natural order: what matters is that it is one order.
+	if want := []string{"a/a", "a/a-1", "a/b", "b/a"}; !reflect.DeepEqual(services, want) {
+		t.Errorf("Services %v, want %v", services, want)
+	}
+	if want := []string{"worker-1", "worker-10", "worker-2"}; !reflect.DeepEqual(nodes, want) {
+		t.Errorf("nodes %v, want %v", nodes, want)
 	}
 }

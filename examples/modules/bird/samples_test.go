@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -46,7 +46,7 @@ func TestSampleServices(t *testing.T) {
 				}
 				svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}}
 			}
-			s, ok := lbmodule.ServiceFromK8s(&svc)
+			s, ok := lbsnapshot.ServiceFromK8s(&svc)
 			if !ok {
 				t.Fatalf("%s: %s/%s has no address", f, svc.Namespace, svc.Name)
 			}
@@ -54,7 +54,7 @@ func TestSampleServices(t *testing.T) {
 		}
 	}
 	req.Nodes = fixtureNodes()
-	lbmodule.SortSnapshot(&req)
+	lbsnapshot.SortSnapshot(&req)
 	req.Options = birdOptions
 	resp, err := generate(req)
 	if err != nil {

@@ -1,4 +1,4 @@
-package lbmodule
+package lbsnapshot
 
 import (
 	"net/netip"
@@ -6,27 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
-
-// OptionsFromConfig are the module limits the CCM's configuration sets.
-func OptionsFromConfig(c *config.Config) wasmhost.Options {
-	return wasmhost.Options{CacheDir: c.ModuleCacheDir, MemoryLimitMiB: c.ModuleMemoryLimitMiB, Timeout: c.ModuleTimeout, Logger: KlogLogger()}
-}
-
-// ModuleOptions are the module's settings from the loadbalancer URL, the
-// same in its describe and every generate request: the one place they are
-// made. No parameters is nil, not an empty map.
-func ModuleOptions(lb config.LoadBalancer) sdk.Options {
-	o := sdk.Options{Namespace: lb.Namespace, ConfigMap: lb.ConfigMap, Params: lb.Options}
-	if len(o.Params) == 0 {
-		o.Params = nil
-	}
-	return o
-}
 
 // ServiceFromK8s turns a Service of type LoadBalancer into the module's view
 // of it. Its addresses are the ingress IPs of its status, else
@@ -65,17 +47,4 @@ func ServiceFromK8s(svc *corev1.Service) (s sdk.Service, ok bool) {
 	}
 	s.SharingKey = eip.SharingKey(svc)
 	return s, true
-}
-
-// SortSnapshot sorts Services by namespace and name and nodes by name, so
-// that the same cluster always gives the same request bytes.
-func SortSnapshot(req *sdk.GenerateRequest) {
-	sort.Slice(req.Services, func(i, j int) bool {
-		a, b := req.Services[i], req.Services[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
-	sort.Slice(req.Nodes, func(i, j int) bool { return req.Nodes[i].Name < req.Nodes[j].Name })
 }

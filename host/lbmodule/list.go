@@ -1,0 +1,113 @@
+package lbmodule
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/pager"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
+)
+
+// listLive lists the owned objects of the kinds about to be applied, each
+// in the namespace it is written to (never across namespaces): their
+// resourceVersions.
+func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]string, error) {
+	out := map[objectKey]string{}
+	for _, k := range sortedKeys(kinds) {
+		gvk := k.gvk()
+		m, err := r.mapping(gvk)
+		if err != nil {
+			return nil, r.applyErr("listing owned %s: %v", k.Kind, err)
+		}
+		items, err := r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue)
+		if err != nil {
+			return nil, r.applyErr("listing owned %s: %s", k.Kind, wasmhost.OneLine(err.Error()))
+		}
+		for _, o := range items {
+			out[objectKey{gvk, o.Namespace, o.Name}] = o.ResourceVersion
+		}
+	}
+	return out, nil
+}
+
+// liveObject is what the reconciler reads of a listed object. Keeping
+// only this, and listing in pages, is what keeps a sync at 10,000
+// Services from holding every object's metadata at once: the whole list
+// with its managed fields was 50 MB of the CCM's heap.
+type liveObject struct {
+	Name, Namespace, ResourceVersion string
+	UID                              types.UID
+	// NodeAnnotations: the module's node-annotation field manager has
+	// fields in it.
+	NodeAnnotations bool
+}
+
+func newLiveObject(o metav1.Object) liveObject {
+	l := liveObject{Name: o.GetName(), Namespace: o.GetNamespace(), ResourceVersion: o.GetResourceVersion(), UID: o.GetUID()}
+	for _, mf := range o.GetManagedFields() {
+		if mf.Manager == fieldmanager.ModuleNodeAnnotations {
+			l.NodeAnnotations = true
+		}
+	}
+	return l
+}
+
+// listPageSize is the page size for listing owned objects and nodes (a
+// variable so that the integration test lists in pages of 2).
+var listPageSize int64 = 500
+
+// listMeta lists the objects of one kind in namespace ns ("" for a
+// cluster-scoped kind) that match selector, a page at a time (through
+// client-go's pager, which lists whole if a continue token expires).
+func (r *Reconciler) listMeta(ctx context.Context, m *meta.RESTMapping, ns, selector string) ([]liveObject, error) {
+	namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
+	page := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		if r.cfg.Metadata == nil {
+			return r.resource(m, ns).List(ctx, opts)
+		}
+		res := r.cfg.Metadata.Resource(m.Resource)
+		if namespaced {
+			return res.Namespace(ns).List(ctx, opts)
+		}
+		return res.List(ctx, opts)
+	}
+	return listLive(ctx, page, selector)
+}
+
+// listLive pages through a list and keeps what liveObject holds of each
+// item: a page at a time is all that is ever decoded at once.
+func listLive(ctx context.Context, page pager.ListPageFunc, selector string) ([]liveObject, error) {
+	p := pager.New(page)
+	p.PageSize, p.PageBufferSize = listPageSize, 1
+	var out []liveObject
+	err := p.EachListItem(ctx, metav1.ListOptions{LabelSelector: selector}, func(o runtime.Object) error {
+		mo, err := meta.Accessor(o)
+		if err != nil {
+			return err
+		}
+		out = append(out, newLiveObject(mo))
+		return nil
+	})
+	return out, err
+}
+
+// nodesMapping is how listMeta lists Nodes.
+var nodesMapping = &meta.RESTMapping{Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Scope: meta.RESTScopeRoot}
+
+// listNodes lists every Node (through Kube when there is no Metadata
+// client).
+func (r *Reconciler) listNodes(ctx context.Context) ([]liveObject, error) {
+	if r.cfg.Metadata != nil {
+		return r.listMeta(ctx, nodesMapping, "", "")
+	}
+	return listLive(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return r.cfg.Kube.CoreV1().Nodes().List(ctx, opts)
+	}, "")
+}

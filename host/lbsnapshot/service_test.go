@@ -1,0 +1,92 @@
+package lbsnapshot_test
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+)
+
+func TestServiceFromK8s(t *testing.T) {
+	lb := func(ip string, ingress ...string) *corev1.Service {
+		s := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u", Annotations: map[string]string{eip.LegacySharingAnnotation: "k"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: ip,
+				Ports: []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443}}},
+		}
+		for _, in := range ingress {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in})
+		}
+		return s
+	}
+	want := func(ips ...string) sdk.Service {
+		return sdk.Service{Namespace: "ns", Name: "web", UID: "u", IPs: ips, SharingKey: "k",
+			Ports: []sdk.Port{{Name: "https", Protocol: "TCP", Port: 443}}, Annotations: map[string]string{eip.LegacySharingAnnotation: "k"}}
+	}
+	with := func(s *corev1.Service, f func(*corev1.Service)) *corev1.Service { f(s); return s }
+	class := "other.io/lb"
+	for _, tc := range []struct {
+		name string
+		svc  *corev1.Service
+		want sdk.Service
+		ok   bool
+	}{
+		{"ingress wins", lb("145.40.1.9", "145.40.1.5"), want("145.40.1.5"), true},
+		{"loadBalancerIP", lb("145.40.1.9"), want("145.40.1.9"), true},
+		{"no address", lb(""), sdk.Service{}, false},
+		{"hostname ingress only", lb("", ""), sdk.Service{}, false},
+		{"not a LoadBalancer", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}}, sdk.Service{}, false},
+		// Addresses are parsed, written in their canonical form,
+		// deduplicated and sorted.
+		{"ingress deduplicated and sorted", lb("", "2604:1380:4641:0::5", "145.40.1.5", "145.40.1.5"), want("145.40.1.5", "2604:1380:4641::5"), true},
+		{"unparsable ingress falls back to loadBalancerIP", lb("145.40.1.9", "not-an-ip"), want("145.40.1.9"), true},
+		{"unparsable loadBalancerIP", lb("not-an-ip"), sdk.Service{}, false},
+		// Which Services reach the module is Build's rule; the view of one
+		// does not depend on its class.
+		{"another load balancer's", with(lb("", "145.40.1.5"), func(s *corev1.Service) { s.Spec.LoadBalancerClass = &class }), want("145.40.1.5"), true},
+		{"current sharing annotation wins", with(lb("", "145.40.1.5"), func(s *corev1.Service) { s.Annotations[eip.SharingAnnotation] = "dns" }),
+			func() sdk.Service {
+				w := want("145.40.1.5")
+				w.SharingKey, w.Annotations = "dns", map[string]string{eip.LegacySharingAnnotation: "k", eip.SharingAnnotation: "dns"}
+				return w
+			}(), true},
+		{"no annotations", with(lb("", "145.40.1.5"), func(s *corev1.Service) { s.Annotations = nil }),
+			func() sdk.Service { w := want("145.40.1.5"); w.SharingKey, w.Annotations = "", nil; return w }(), true},
+		{"ports in order, protocol as given", with(lb("", "145.40.1.5"), func(s *corev1.Service) {
+			s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}, {Port: 8080}}
+		}), func() sdk.Service {
+			w := want("145.40.1.5")
+			w.Ports = []sdk.Port{{Name: "dns", Protocol: "UDP", Port: 53}, {Port: 8080}}
+			return w
+		}(), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := lbsnapshot.ServiceFromK8s(tc.svc)
+			if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v %v, want %+v %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// The module's view holds a copy of the annotations: nothing the request
+// is encoded from aliases the informer's object.
+func TestServiceFromK8sCopiesAnnotations(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: map[string]string{"a": "1"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: "145.40.1.5"},
+	}
+	got, ok := lbsnapshot.ServiceFromK8s(svc)
+	if !ok {
+		t.Fatal("no view of a Service with an address")
+	}
+	got.Annotations["a"] = "changed"
+	if svc.Annotations["a"] != "1" {
+		t.Fatalf("the view shares the Service's annotations map")
+	}
+}
