@@ -42,20 +42,6 @@ type Selector interface {
 	SelectNodes(ctx context.Context, nodes []*v1.Node) (map[string]bool, error)
 }
 
-// LabelSelector is the documented default: the bgpNodeSelector setting.
-type LabelSelector struct{ Selector labels.Selector }
-
-// SelectNodes picks every node whose labels match.
-func (s LabelSelector) SelectNodes(_ context.Context, nodes []*v1.Node) (map[string]bool, error) {
-	out := map[string]bool{}
-	for _, n := range nodes {
-		if s.Selector.Matches(labels.Set(n.Labels)) {
-			out[n.Name] = true
-		}
-	}
-	return out, nil
-}
-
 // Options configure the controller.
 type Options struct {
 	Templates Templates
