@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,13 +142,6 @@ func TestParseSelector(t *testing.T) {
 	_, err = ParseSelector("a in (")
 	if err == nil || !strings.Contains(err.Error(), "bgpNodeSelector") {
 		t.Errorf("ParseSelector of a bad selector: %v", err)
-	}
-}
-
-func TestPlacementConfigFrom(t *testing.T) {
-	got := PlacementConfigFrom(&config.Config{Metro: "da", Facility: "da11", AnnotationEIPMetro: "m", AnnotationEIPFacility: "f"})
-	if got != (PlacementConfig{Metro: "da", Facility: "da11", AnnotationEIPMetro: "m", AnnotationEIPFacility: "f"}) {
-		t.Errorf("PlacementConfigFrom = %+v", got)
 	}
 }
 

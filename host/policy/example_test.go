@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
 )
 
@@ -33,13 +35,13 @@ func Example() {
 	var deny *policy.DenyError
 	fmt.Println(errors.As(err, &deny), len(deny.Messages))
 
-	selector, _ := policy.ParseSelector("bgp=yes")
+	selector, _ := labels.Parse("bgp=yes") // the bgpNodeSelector setting
 	nodes, err := engine.SelectNodes(ctx, policy.SelectionInput{
 		Nodes: []policy.Node{
 			{Name: "a", Labels: map[string]string{"bgp": "yes"}},
 			{Name: "b", Labels: map[string]string{"bgp": "no"}},
 		},
-		BGPNodeSelector: selector,
+		BGPNodeSelector: policy.SelectorRequirements(selector),
 	})
 	fmt.Println(nodes.UnsortedList(), err)
 	// Output:

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/metal-ccm/cloud-provider-equinix-metal/policies"
 )
 
@@ -123,6 +125,18 @@ func (c *configMapDir) update(files map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// ParseSelector parses a bgpNodeSelector setting with the Kubernetes
+// label-selector parser into the requirements a selection policy gets. An
+// empty setting has no requirements (every node). The CCM gets the setting
+// parsed (config.Config.NodeSelector) and calls SelectorRequirements.
+func ParseSelector(s string) ([]Requirement, error) {
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("bgpNodeSelector %q is not a label selector (%v); use for example key1=value1,key2 in (a,b),!key3", s, err)
+	}
+	return SelectorRequirements(sel), nil
 }
 
 func mustLoad(t testing.TB, dir string, opts Options) *Engine {

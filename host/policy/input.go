@@ -1,12 +1,10 @@
 package policy
 
 import (
-	"fmt"
 	"maps"
 	"sort"
 	"sync"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/open-policy-agent/opa/v1/ast"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -94,27 +92,6 @@ func NodeFromKubernetes(n *corev1.Node) Node {
 // ServiceFromKubernetes is the policy view of a Kubernetes Service.
 func ServiceFromKubernetes(s *corev1.Service) Service {
 	return Service{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations}
-}
-
-// PlacementConfigFrom is the placement view of the CCM configuration.
-func PlacementConfigFrom(c *config.Config) PlacementConfig {
-	return PlacementConfig{
-		Metro:                 c.Metro,
-		Facility:              c.Facility,
-		AnnotationEIPMetro:    c.AnnotationEIPMetro,
-		AnnotationEIPFacility: c.AnnotationEIPFacility,
-	}
-}
-
-// ParseSelector parses a bgpNodeSelector setting with the Kubernetes
-// label-selector parser into the requirements a selection policy gets. An
-// empty setting has no requirements (every node).
-func ParseSelector(s string) ([]Requirement, error) {
-	sel, err := labels.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("bgpNodeSelector %q is not a label selector (%v); use for example key1=value1,key2 in (a,b),!key3", s, err)
-	}
-	return SelectorRequirements(sel), nil
 }
 
 // SelectorRequirements lists the requirements of an already parsed selector
