@@ -75,9 +75,9 @@ func (s *store) isLoaded() bool {
 
 // listingFor says whether the store holds a listing that started less than
 // maxAge ago and, when it does not, the ticket for "the listing running now,
-// or the next one" (see joinTicket). One lock answers both: checked apart, a
-// listing could land between the two questions, and the caller would ask
-// for yet another one although a fresh one had just arrived.
+// or the next one" (see joinTicketLocked). One lock answers both: checked
+// apart, a listing could land between the two questions, and the caller
+// would ask for yet another one although a fresh one had just arrived.
 func (s *store) listingFor(maxAge time.Duration) (fresh bool, after uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -95,15 +95,10 @@ func (s *store) ticket() uint64 {
 	return s.flights
 }
 
-// joinTicket is the ticket for "the listing running now, or the next one":
-// it lets a caller share a listing already under way instead of waiting for
-// one that starts after it, when what it must see is older than that listing.
-func (s *store) joinTicket() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.joinTicketLocked()
-}
-
+// joinTicketLocked is the ticket for "the listing running now, or the next
+// one": it lets a caller share a listing already under way instead of
+// waiting for one that starts after it, when what it must see is older than
+// that listing. s.mu must be held.
 func (s *store) joinTicketLocked() uint64 {
 	if s.inFlight {
 		return s.flights - 1

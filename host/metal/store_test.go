@@ -208,6 +208,13 @@ func TestStoreCallerCancelDoesNotAbortSharedListing(t *testing.T) {
 	}
 }
 
+// joinTicket is joinTicketLocked under the store's lock.
+func (s *store) joinTicket() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.joinTicketLocked()
+}
+
 // joinTicket shares the listing under way; ticket waits for the next one.
 func TestStoreJoinTicketSharesTheRunningListing(t *testing.T) {
 	for _, tc := range []struct {
