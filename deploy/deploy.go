@@ -16,12 +16,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 )
 
 // The manifests, embedded so that tests in any package render the same files
@@ -47,33 +45,10 @@ const (
 	SecretTemplate = "template/secret.yaml"
 )
 
-// ServiceAccountUser returns the user name and groups the API server gives
-// the CCM's ServiceAccount, which RBAC subjects of kind ServiceAccount match.
-func ServiceAccountUser() (name string, groups []string) {
-	return "system:serviceaccount:" + Namespace + ":" + ServiceAccountName,
-		[]string{"system:serviceaccounts", "system:serviceaccounts:" + Namespace, "system:authenticated"}
-}
-
-// Kustomizations lists the directories that `kubectl apply -k` accepts: "."
-// (the default install) and every overlay, sorted.
-func Kustomizations() []string {
-	dirs := []string{"."}
-	entries, err := fs.ReadDir(manifests, "overlays")
-	if err != nil {
-		panic(err) // embedded at build time; cannot fail
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			dirs = append(dirs, path.Join("overlays", e.Name()))
-		}
-	}
-	sort.Strings(dirs)
-	return dirs
-}
-
-// Render builds the kustomization in dir (one of Kustomizations) with the
-// default options of `kubectl apply -k` (files only from inside the
-// kustomization root) and returns its objects in kustomize's order.
+// Render builds the kustomization in dir ("." for the default install, or
+// an overlay such as "overlays/metallb") with the default options of
+// `kubectl apply -k` (files only from inside the kustomization root) and
+// returns its objects in kustomize's order.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
 	return RenderWith(dir, nil)
 }
@@ -120,19 +95,6 @@ func RenderWith(dir string, extra map[string][]byte) ([]*unstructured.Unstructur
 		out = append(out, u)
 	}
 	return out, nil
-}
-
-// SecretTemplateObject returns the Secret template as an object.
-func SecretTemplateObject() (*unstructured.Unstructured, error) {
-	b, err := manifests.ReadFile(SecretTemplate)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("deploy: %s: %w", SecretTemplate, err)
-	}
-	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // RBACObjects keeps the ServiceAccount and the RBAC objects of objs: what a

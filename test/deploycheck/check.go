@@ -30,8 +30,18 @@ func (d Denied) String() string {
 	return s
 }
 
+// serviceAccountUser returns the user name and groups the API server gives
+// the CCM's ServiceAccount (deploy.ServiceAccountName in deploy.Namespace),
+// which RBAC subjects of kind ServiceAccount match. The server adds
+// system:authenticated to an authenticated request, not to the user a
+// SubjectAccessReview names, so it is listed here.
+func serviceAccountUser() (name string, groups []string) {
+	return "system:serviceaccount:" + deploy.Namespace + ":" + deploy.ServiceAccountName,
+		[]string{"system:serviceaccounts", "system:serviceaccounts:" + deploy.Namespace, "system:authenticated"}
+}
+
 // CheckAllowed asks the API server behind kube, with one SubjectAccessReview
-// per distinct call, whether the CCM's ServiceAccount (ServiceAccountUser,
+// per distinct call, whether the CCM's ServiceAccount (serviceAccountUser,
 // whatever User each call names) may make each call, and returns those it
 // may not, in the order given. The RBAC objects must already be in the
 // server (Install); asking the real authorizer rather than re-implementing
@@ -44,7 +54,7 @@ func (d Denied) String() string {
 // requests checked by Path. kube needs the right to create
 // SubjectAccessReviews (an admin has it).
 func CheckAllowed(ctx context.Context, kube kubernetes.Interface, calls []testenv.APICall) ([]Denied, error) {
-	user, groups := deploy.ServiceAccountUser()
+	user, groups := serviceAccountUser()
 	type key struct{ verb, group, resource, sub, ns, name, path string }
 	verdict := map[key]*Denied{}
 	var denied []Denied
