@@ -136,7 +136,7 @@ func events(r *record.FakeRecorder) []string {
 	}
 }
 
-var placer = DefaultPlacer{MetroAnnotation: "metal.equinix.com/eip-metro", FacilityAnnotation: "metal.equinix.com/eip-facility"}
+var placer = defaultPlacer{MetroAnnotation: "metal.equinix.com/eip-metro", FacilityAnnotation: "metal.equinix.com/eip-facility"}
 
 func setup(t *testing.T, s *v1.Service, api *fakeAPI) (*Manager, *record.FakeRecorder, *fake.Clientset) {
 	t.Helper()
@@ -222,13 +222,13 @@ func TestPlacementOrder(t *testing.T) {
 	ann := map[string]string{"metal.equinix.com/eip-metro": "sv", "metal.equinix.com/eip-facility": "sv15"}
 	cases := []struct {
 		name string
-		p    DefaultPlacer
+		p    defaultPlacer
 		ann  map[string]string
 		want location.Location
 		err  string
 	}{
-		{name: "global facility first", p: DefaultPlacer{Facility: "da11", Metro: "da"}, ann: ann, want: location.Location{Facility: "da11"}},
-		{name: "global metro over annotations", p: DefaultPlacer{Metro: "da"}, ann: ann, want: location.Location{Metro: "da"}},
+		{name: "global facility first", p: defaultPlacer{Facility: "da11", Metro: "da"}, ann: ann, want: location.Location{Facility: "da11"}},
+		{name: "global metro over annotations", p: defaultPlacer{Metro: "da"}, ann: ann, want: location.Location{Metro: "da"}},
 		{name: "facility annotation over metro annotation", ann: ann, want: location.Location{Facility: "sv15"}},
 		{name: "metro annotation", ann: map[string]string{"metal.equinix.com/eip-metro": "sv"}, want: location.Location{Metro: "sv"}},
 		{name: "nothing", err: "annotate the Service with metal.equinix.com/eip-metro"},
