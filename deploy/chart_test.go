@@ -54,11 +54,11 @@ func loadValues(t *testing.T, file string) map[string]any {
 
 func renderChart(t *testing.T, values map[string]any) []*unstructured.Unstructured {
 	t.Helper()
-	ch, err := deploy.LoadChart(deploy.ChartDir)
+	ch, err := deploycheck.LoadChart(deploy.ChartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := deploy.RenderChart(ch, values, deploy.Namespace)
+	objs, err := deploycheck.RenderChart(ch, values, deploy.Namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestChartUpstreamValues(t *testing.T) {
 
 // TestChartSchema: a wrong type is refused before rendering, naming the value.
 func TestChartSchema(t *testing.T) {
-	ch, err := deploy.LoadChart(deploy.ChartDir)
+	ch, err := deploycheck.LoadChart(deploy.ChartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,12 +197,12 @@ func TestChartSchema(t *testing.T) {
 		{`loadBalancer: {mode: module, module: {url: "https://example/x.wasm"}}`, "url"},
 		{`replicas: 3`, "replicas"},
 	} {
-		_, err := deploy.RenderChart(ch, with(tc.values), deploy.Namespace)
+		_, err := deploycheck.RenderChart(ch, with(tc.values), deploy.Namespace)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "schema") {
 			t.Errorf("%s: err = %v, want a schema error naming %s", tc.values, err, tc.want)
 		}
 	}
-	_, err = deploy.RenderChart(ch, map[string]any{}, deploy.Namespace)
+	_, err = deploycheck.RenderChart(ch, map[string]any{}, deploy.Namespace)
 	if err == nil || !strings.Contains(err.Error(), "config.apiKey is required") {
 		t.Errorf("without config.apiKey: %v", err)
 	}
@@ -250,7 +250,7 @@ func TestChartCheckAllowed(t *testing.T) {
 			if !ok {
 				t.Fatalf("no chart mode for %s", tc.dir)
 			}
-			rbac := deploy.RBACObjects(renderChart(t, with(`loadBalancer: {mode: "`+mode+`"}`)))
+			rbac := deploycheck.RBACObjects(renderChart(t, with(`loadBalancer: {mode: "`+mode+`"}`)))
 			if err := deploycheck.Install(ctx, env.Config, rbac); err != nil {
 				t.Fatal(err)
 			}

@@ -40,12 +40,12 @@ func allowedNamespace(o *unstructured.Unstructured) bool {
 
 func renderAll(t *testing.T) map[string][]*unstructured.Unstructured {
 	t.Helper()
-	if got := deploy.Kustomizations(); !slices.Equal(got, wantKustomizations) {
+	if got := deploycheck.Kustomizations(); !slices.Equal(got, wantKustomizations) {
 		t.Fatalf("Kustomizations() = %v, want %v", got, wantKustomizations)
 	}
 	out := map[string][]*unstructured.Unstructured{}
-	for _, dir := range deploy.Kustomizations() {
-		objs, err := deploy.Render(dir)
+	for _, dir := range deploycheck.Kustomizations() {
+		objs, err := deploycheck.Render(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestPoliciesConfigMapMatchesPolicies(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("policies.FS has no policies")
 	}
-	objs, err := deploy.Render(".")
+	objs, err := deploycheck.Render(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestPoliciesConfigMapMatchesPolicies(t *testing.T) {
 // TestSecretTemplate: the template has the name, namespace and key the
 // Deployment mounts, and the two fields cloud-sa.json needs.
 func TestSecretTemplate(t *testing.T) {
-	s, err := deploy.SecretTemplateObject()
+	s, err := deploycheck.SecretTemplateObject()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestSecretTemplate(t *testing.T) {
 func TestServerSideDryRun(t *testing.T) {
 	env := testenv.New(t)
 	ctx := context.Background()
-	secret, err := deploy.SecretTemplateObject()
+	secret, err := deploycheck.SecretTemplateObject()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestServerSideDryRun(t *testing.T) {
 	}
 	// The check has teeth: a misspelt field or a bad value is refused.
 	t.Run("a broken manifest fails", func(t *testing.T) {
-		objs, err := deploy.Render(".")
+		objs, err := deploycheck.Render(".")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 )
 
 // readmeSnippet is the custom-policy overlay snippet of README.md, as a
@@ -52,7 +53,7 @@ func TestCustomPolicySnippet(t *testing.T) {
 	}
 	render := func(snippet string) map[string]string {
 		t.Helper()
-		objs, err := deploy.RenderWith("overlays/my-policies", map[string][]byte{
+		objs, err := deploycheck.RenderWith("overlays/my-policies", map[string][]byte{
 			"overlays/my-policies/kustomization.yaml": []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../metallb]\n" + snippet),
 			"overlays/my-policies/eip.rego":           eip,
 			"overlays/my-policies/bgp.rego":           bgp,

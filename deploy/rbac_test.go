@@ -154,11 +154,11 @@ func TestCheckAllowed(t *testing.T) {
 
 	for _, tc := range rbacCases() {
 		t.Run(tc.dir, func(t *testing.T) {
-			objs, err := deploy.Render(tc.dir)
+			objs, err := deploycheck.Render(tc.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := deploycheck.Install(ctx, env.Config, deploy.RBACObjects(objs)); err != nil {
+			if err := deploycheck.Install(ctx, env.Config, deploycheck.RBACObjects(objs)); err != nil {
 				t.Fatal(err)
 			}
 			denied, err := deploycheck.CheckAllowed(ctx, kube, append(slices.Clone(tc.allowed), tc.denied...))
@@ -207,11 +207,11 @@ func TestCheckAllowedFromAuditLog(t *testing.T) {
 	env := testenv.New(t, testenv.Options{AuditLog: true, Users: []testenv.User{sa}})
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
-	objs, err := deploy.Render(".")
+	objs, err := deploycheck.Render(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := deploycheck.Install(ctx, env.Config, deploy.RBACObjects(objs)); err != nil {
+	if err := deploycheck.Install(ctx, env.Config, deploycheck.RBACObjects(objs)); err != nil {
 		t.Fatal(err)
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}

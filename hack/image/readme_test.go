@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
@@ -116,14 +115,14 @@ func checkReadmeInstall(t *testing.T, deployDir, version string) {
 			t.Fatalf("README's helm install has %q, which this test does not understand", args[i])
 		}
 	}
-	ch, err := deploy.LoadChart(filepath.Join(deployDir, chartDir))
+	ch, err := deploycheck.LoadChart(filepath.Join(deployDir, chartDir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ch.Metadata.AppVersion != version || "v"+ch.Metadata.Version != version {
 		t.Errorf("stamped chart: version %s, appVersion %s; want %s", ch.Metadata.Version, ch.Metadata.AppVersion, version)
 	}
-	objs, err := deploy.RenderChart(ch, values, ns)
+	objs, err := deploycheck.RenderChart(ch, values, ns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbhosts"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
@@ -243,11 +242,11 @@ func (h *harness) checkRBACOf(overlay string) {
 	if len(calls) == 0 {
 		h.t.Fatal("the audit log shows no call by the CCM")
 	}
-	objs, err := deploy.Render(overlay)
+	objs, err := deploycheck.Render(overlay)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := deploycheck.Install(context.Background(), h.env.Config, deploy.RBACObjects(objs)); err != nil {
+	if err := deploycheck.Install(context.Background(), h.env.Config, deploycheck.RBACObjects(objs)); err != nil {
 		h.t.Fatal(err)
 	}
 	denied, err := deploycheck.CheckAllowed(context.Background(), h.kube, calls)
