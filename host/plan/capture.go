@@ -30,12 +30,9 @@ import (
 type Metal struct {
 	*metal.Client
 
-	mu       sync.Mutex
-	requests []metal.ReservationRequest
-	deletes  []string
-	planned  map[string]*metalv1.IPReservation
-	sessions []string
-	project  *int64
+	mu      sync.Mutex
+	writes  MetalWrites
+	planned map[string]*metalv1.IPReservation
 }
 
 // NewMetal wraps a read-only client.
@@ -59,7 +56,7 @@ func (m *Metal) RequestReservation(ctx context.Context, r metal.ReservationReque
 			return &cp, nil
 		}
 	}
-	m.requests = append(m.requests, r)
+	m.writes.Requests = append(m.writes.Requests, r)
 	id := fmt.Sprintf("%s%d", plannedPrefix, len(m.planned)+1)
 	res := &metalv1.IPReservation{Id: metalv1.PtrString(id), State: metalv1.PtrString("pending"), Tags: r.Tags}
 	m.planned[id] = res
@@ -84,7 +81,7 @@ func (m *Metal) Reservation(ctx context.Context, id string) (*metalv1.IPReservat
 func (m *Metal) DeleteIP(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.deletes = append(m.deletes, id)
+	m.writes.Deletes = append(m.writes.Deletes, id)
 	return nil
 }
 
@@ -101,7 +98,7 @@ func (m *Metal) EnsureDeviceBGPSession(ctx context.Context, deviceID string) err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.sessions = append(m.sessions, deviceID)
+	m.writes.Sessions = append(m.writes.Sessions, deviceID)
 	return nil
 }
 
@@ -109,17 +106,31 @@ func (m *Metal) EnsureDeviceBGPSession(ctx context.Context, deviceID string) err
 func (m *Metal) EnableProjectBGP(_ context.Context, asn int64, _ config.Secret) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.project = &asn
+	m.writes.ProjectASN = &asn
 	return nil
 }
 
+// MetalWrites are the Equinix Metal writes Metal captured.
+type MetalWrites struct {
+	// Requests are the reservations requested (RequestReservation).
+	Requests []metal.ReservationRequest
+	// Deletes are the IDs of the reservations released (DeleteIP).
+	Deletes []string
+	// Sessions are the devices that get their IPv4 BGP session
+	// (EnsureDeviceBGPSession).
+	Sessions []string
+	// ProjectASN is the ASN BGP is enabled with on the project
+	// (EnableProjectBGP); nil if it is not.
+	ProjectASN *int64
+}
+
 // Take returns and forgets what was captured since the last Take.
-func (m *Metal) Take() (requests []metal.ReservationRequest, deletes, sessions []string, projectASN *int64) {
+func (m *Metal) Take() MetalWrites {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	requests, deletes, sessions, projectASN = m.requests, m.deletes, m.sessions, m.project
-	m.requests, m.deletes, m.sessions, m.project = nil, nil, nil, nil
-	return
+	w := m.writes
+	m.writes = MetalWrites{}
+	return w
 }
 
 func sameTags(a, b []string) bool {

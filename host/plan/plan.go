@@ -1,9 +1,12 @@
 // Package plan is what `cloud-provider-equinix-metal plan` reports: the
 // changes a sync of the CCM would make, found by running the CCM's own
-// decision code (host/provider's Plan) with every write captured instead of
-// sent. This package holds the result, its rendering for people and
-// machines, the exit code, and the capturing layers the CCM's code is run
-// over; it makes no call of its own.
+// decision code with every write captured instead of sent. This package
+// holds the planner that runs that code (Planner, which host/provider
+// fills in with the parts it built: Cloud.Plan), the capturing layers it
+// runs over, the result, its rendering for people and machines, and the
+// exit code. The planner reads through the read-only clients it is given
+// and writes nothing; Cleanup, for a cluster that is gone, is the one part
+// that releases.
 package plan
 
 import (
