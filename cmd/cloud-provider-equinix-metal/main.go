@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
@@ -38,19 +40,97 @@ import (
 )
 
 func main() {
-	os.Exit(run())
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run() int {
-	if len(os.Args) > 1 {
-		if sub, ok := subcommands[os.Args[1]]; ok {
-			return sub(context.Background(), os.Args[2:], os.Stdout, os.Stderr)
+// run executes one command line and returns the exit code: the standard
+// command runs the CCM, its subcommands are plan, cleanup and cobra's help
+// and completion. The tests run plan and cleanup through it, as the binary
+// does.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd, err := newCCMCommand()
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+	// plan's exit code says whether something would change, and cobra
+	// knows only success or an error: a subcommand sets it here and
+	// reports its own errors.
+	exit := 0
+	planCmd, _ := newPlanCommand(&exit)
+	cmd.AddCommand(planCmd, newCleanupCommand(&exit))
+
+	// The standard command's help and usage print the CCM's flag sections,
+	// and cobra gives a command without its own its parent's: they stay
+	// the root's, and every other command without its own (help,
+	// completion) gets cobra's.
+	ccmHelp, ccmUsage := cmd.HelpFunc(), cmd.UsageFunc()
+	var plain cobra.Command
+	cobraHelp, cobraUsage := plain.HelpFunc(), plain.UsageFunc()
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if c == cmd {
+			ccmHelp(c, args)
+			return
+		}
+		cobraHelp(c, args)
+	})
+	cmd.SetUsageFunc(func(c *cobra.Command) error {
+		if c == cmd {
+			return ccmUsage(c)
+		}
+		return cobraUsage(c)
+	})
+
+	// A --metal-* value that does not parse is a configuration error like
+	// any other: one line naming the option, no usage. Any other flag
+	// error is shown as cli.Run shows it, the usage and then the error;
+	// SilenceUsage tells cli.Run that this command handles flag errors.
+	cmd.SilenceUsage = true
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if cfgErr := config.FlagError(err); cfgErr != nil {
+			return exitError(cfgErr)
+		}
+		c.SilenceUsage = false
+		return err
+	})
+
+	// cli.Run gives the root klog's -v, --vmodule and --log-flush-frequency
+	// as persistent flags. The root shadows them with its own logging
+	// flags; plan and cleanup inherit them, where -v and --vmodule set what
+	// they log. klog writes their stderr unbuffered, so a flush period
+	// changes nothing there: it is not offered (cli.Run's AddFlags finds
+	// the flags already added).
+	logs.AddFlags(cmd.PersistentFlags())
+	if err := cmd.PersistentFlags().MarkHidden(logsapi.LogFlushFreqFlagName); err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+	// verflag's --version is on pflag.CommandLine, which cobra adds to the
+	// root's persistent flags: every subcommand accepts it, so it answers
+	// there as it does on the root (whose RunE answers it itself).
+	cmd.PersistentPreRun = func(c *cobra.Command, _ []string) {
+		if c != cmd {
+			printVersionIfRequested(c)
+			verflag.PrintAndExitIfRequested()
 		}
 	}
+
+	cmd.SetArgs(args) // never nil: cobra would read os.Args, the test binary's in tests
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetContext(ctx)
+	if code := cli.Run(cmd); code != 0 {
+		return code
+	}
+	return exit
+}
+
+// newCCMCommand is k8s.io/cloud-provider's command with the equinixmetal
+// provider and our flags: without a subcommand, it runs the CCM.
+func newCCMCommand() (*cobra.Command, error) {
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "error: %v\n", err)
-		return 1
+		return nil, err
 	}
 	// One provider lives in this binary, so --cloud-provider need not be given.
 	opts.KubeCloudShared.CloudProvider.Name = provider.ProviderName
@@ -86,7 +166,7 @@ func run() int {
 	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, initFuncConstructors(),
 		names.CCMControllerAliases(), fss, wait.NeverStop)
 	cmd.Use = "cloud-provider-equinix-metal"
-	cmd.Long += "\n\nOther commands: `cloud-provider-equinix-metal plan --help` (what a sync would change, changing nothing) and `cloud-provider-equinix-metal cleanup --help` (release a gone cluster's Elastic IPs)."
+	cmd.Long += "\n\nOther commands: `cloud-provider-equinix-metal plan` (what a sync would change, changing nothing) and `cloud-provider-equinix-metal cleanup` (release a gone cluster's Elastic IPs); `cloud-provider-equinix-metal help plan` shows a command's flags, and `cloud-provider-equinix-metal completion bash` (or zsh, fish, powershell) prints a shell completion script."
 
 	// Load and validate our configuration before the standard command builds
 	// clients and servers, so a bad setting fails fast with one message
@@ -124,7 +204,7 @@ func run() int {
 		}
 		return standard(c, args)
 	}
-	return cli.Run(cmd)
+	return cmd, nil
 }
 
 // printVersionIfRequested answers a plain --version with this binary's name

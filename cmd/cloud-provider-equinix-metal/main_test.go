@@ -64,6 +64,18 @@ func TestBinary(t *testing.T) {
 			want: []string{"cannot read the cloud-config file", "--cloud-config"},
 		},
 		{
+			// pflag refuses the value while parsing; the message is the
+			// one Load gives for a bad value in any layer.
+			name: "typed flag value that does not parse",
+			args: []string{"--metal-api-qps=abc"},
+			want: []string{`error: invalid configuration: apiQPS (flag --metal-api-qps): "abc" is not a number`},
+		},
+		{
+			name: "bool flag alone",
+			args: []string{"--metal-eip-health-check-use-host-ip"},
+			want: []string{"apiKey is required", "projectID is required"},
+		},
+		{
 			name: "another provider",
 			args: []string{"--cloud-provider=aws"},
 			want: []string{`--cloud-provider is "aws"`},

@@ -22,7 +22,7 @@ import (
 func runSub(t *testing.T, name string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := subcommands[name](context.Background(), args, &stdout, &stderr)
+	code := run(context.Background(), append([]string{name}, args...), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 

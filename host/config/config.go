@@ -80,7 +80,7 @@ type Config struct {
 
 // The values of orphanEIPs.
 const (
-	OrphanReport  = "report"
+	orphanReport  = "report"
 	OrphanRelease = "release"
 )
 
@@ -181,7 +181,7 @@ var options = []option{
 		usage: "prefixes a BGP session may announce before the CCM warns (Equinix's default session limit is 10)"},
 	{key: "readinessAddress", env: "METAL_READINESS_ADDRESS", flag: "metal-readiness-address",
 		usage: "address (host:port) of the /readyz endpoint over plain HTTP, for the Deployment's readiness probe; empty serves none"},
-	{key: "orphanEIPs", env: "METAL_ORPHAN_EIPS", flag: "metal-orphan-eips", def: OrphanReport,
+	{key: "orphanEIPs", env: "METAL_ORPHAN_EIPS", flag: "metal-orphan-eips", def: orphanReport,
 		usage: "what to do with this cluster's Service Elastic IPs whose Service no longer exists: report (a metric and a log line) or release (after orphanEIPGrace)"},
 	{key: "orphanEIPGrace", env: "METAL_ORPHAN_EIP_GRACE", flag: "metal-orphan-eip-grace", def: "30m",
 		usage: "how long a Service Elastic IP must stay orphaned before orphanEIPs=release releases it, so a Service being recreated keeps its address"},

@@ -24,7 +24,7 @@ func FuzzCloudConfig(f *testing.F) {
 		env := []string{"METAL_API_KEY=" + key, "METAL_BGP_PASS=" + pass}
 		cfg, err := Load(Sources{CloudConfig: b, Environ: env})
 		if err != nil {
-			if _, ok := err.(*ValidationError); !ok {
+			if _, ok := err.(*validationError); !ok {
 				t.Fatalf("error of type %T: %v", err, err)
 			}
 			if strings.Contains(err.Error(), key) || strings.Contains(err.Error(), pass) {

@@ -19,24 +19,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// FlagSetName is the section under which --help lists this CCM's own flags.
-const FlagSetName = "equinix metal"
-
-// AddFlags registers a flag for every non-secret option, with the option's
-// default, so --help shows what applies when nothing else is set.
-func AddFlags(fs *pflag.FlagSet) {
-	for _, o := range options {
-		if o.flag == "" {
-			continue
-		}
-		help := o.usage
-		if o.env != "" {
-			help += " (env " + o.env + ")"
-		}
-		fs.String(o.flag, o.def, help)
-	}
-}
-
 // Sources are the inputs of Load. Everything is explicit so that tests can
 // run in parallel without touching the process environment.
 type Sources struct {
@@ -91,7 +73,7 @@ func Load(src Sources) (*Config, error) {
 	cfg := l.decode()
 	problems := append(l.problems, validate(cfg, l.source, l.failed)...)
 	if len(problems) > 0 {
-		return nil, &ValidationError{Problems: problems}
+		return nil, &validationError{Problems: problems}
 	}
 	cfg.Warnings = l.warnings
 	return cfg, nil
@@ -325,13 +307,13 @@ func assign(f reflect.Value, raw any) error {
 	return nil
 }
 
-// ValidationError lists every problem found, so a user fixes them all in
+// validationError lists every problem found, so a user fixes them all in
 // one round instead of one restart per mistake.
-type ValidationError struct {
+type validationError struct {
 	Problems []string
 }
 
-func (e *ValidationError) Error() string {
+func (e *validationError) Error() string {
 	if len(e.Problems) == 1 {
 		return "invalid configuration: " + e.Problems[0]
 	}

@@ -12,27 +12,27 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 )
 
-// LBKind is the load-balancer integration picked by the loadbalancer setting.
-type LBKind string
+// lbKind is the load-balancer integration picked by the loadbalancer setting.
+type lbKind string
 
 const (
-	LBNone             LBKind = ""
-	LBMetalLBCRD       LBKind = "metallb-crd"       // MetalLB >= 0.13 custom resources
-	LBMetalLBConfigMap LBKind = "metallb-configmap" // MetalLB <= 0.12 ConfigMap
-	LBKubeVIP          LBKind = "kube-vip"
-	LBEmpty            LBKind = "empty"
-	LBWasm             LBKind = "wasm" // a user's module file
+	LBNone             lbKind = ""
+	LBMetalLBCRD       lbKind = "metallb-crd"       // MetalLB >= 0.13 custom resources
+	LBMetalLBConfigMap lbKind = "metallb-configmap" // MetalLB <= 0.12 ConfigMap
+	LBKubeVIP          lbKind = "kube-vip"
+	LBEmpty            lbKind = "empty"
+	LBWasm             lbKind = "wasm" // a user's module file
 )
 
 // Defaults of the MetalLB forms, as upstream documents them.
 const (
-	DefaultMetalLBNamespace = "metallb-system"
-	DefaultMetalLBConfigMap = "config"
+	defaultMetalLBNamespace = "metallb-system"
+	defaultMetalLBConfigMap = "config"
 )
 
 // LoadBalancer is the parsed loadbalancer URL.
 type LoadBalancer struct {
-	Kind      LBKind
+	Kind      lbKind
 	Namespace string // MetalLB modes
 	ConfigMap string // legacy MetalLB mode
 	Path      string // LBWasm: the module file
@@ -75,7 +75,7 @@ func ParseLoadBalancer(raw string) (LoadBalancer, error) {
 	case "metallb":
 		return parseMetalLB(u, opts)
 	case "kube-vip", "empty":
-		return LoadBalancer{Kind: LBKind(u.Scheme), Options: opts}, nil
+		return LoadBalancer{Kind: lbKind(u.Scheme), Options: opts}, nil
 	case "wasm":
 		return parseFileModule(u, opts)
 	case "wasm+oci":
@@ -111,7 +111,7 @@ func parseMetalLB(u *url.URL, opts map[string]string) (LoadBalancer, error) {
 	if u.Host != "" {
 		return LoadBalancer{}, fmt.Errorf("puts %q in the host part; MetalLB takes the namespace in the path, with three slashes: metallb:///%s", u.Host, strings.TrimPrefix(u.Host+u.Path, "/"))
 	}
-	lb := LoadBalancer{Kind: LBMetalLBCRD, Namespace: DefaultMetalLBNamespace}
+	lb := LoadBalancer{Kind: LBMetalLBCRD, Namespace: defaultMetalLBNamespace}
 	parts := splitPath(u.Path)
 	switch len(parts) {
 	case 0:
@@ -134,7 +134,7 @@ func parseMetalLB(u *url.URL, opts map[string]string) (LoadBalancer, error) {
 			// ModeChoice says so at start.
 			lb.Kind, lb.ConfigMap = LBMetalLBCRD, ""
 		case !crd && lb.Kind == LBMetalLBCRD:
-			lb.Kind, lb.ConfigMap = LBMetalLBConfigMap, DefaultMetalLBConfigMap
+			lb.Kind, lb.ConfigMap = LBMetalLBConfigMap, defaultMetalLBConfigMap
 		}
 	}
 	if errs := content.IsDNS1123Label(lb.Namespace); len(errs) > 0 {
@@ -190,9 +190,9 @@ func ModeChoice(raw string) string {
 	case lb.Kind == LBMetalLBCRD && given && named:
 		return fmt.Sprintf("MetalLB custom resources in namespace %s, because of crdConfiguration=%s; the ConfigMap name %q in the URL is ignored, as upstream ignores it. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s", ns, crd[0], splitPath(u.Path)[1], ns, splitPath(u.Path)[1])
 	case lb.Kind == LBMetalLBCRD && given:
-		return fmt.Sprintf("MetalLB custom resources in namespace %s, because of crdConfiguration=%s. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s", ns, crd[0], ns, DefaultMetalLBConfigMap)
+		return fmt.Sprintf("MetalLB custom resources in namespace %s, because of crdConfiguration=%s. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s", ns, crd[0], ns, defaultMetalLBConfigMap)
 	case lb.Kind == LBMetalLBCRD:
-		return fmt.Sprintf("MetalLB custom resources in namespace %s: the URL names no ConfigMap and has no crdConfiguration, and MetalLB <= 0.12 (the ConfigMap's only reader) is out of support; upstream v3.8.1 used the ConfigMap %s/%s for this URL. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s or metallb:///%s?crdConfiguration=false", ns, ns, DefaultMetalLBConfigMap, ns, DefaultMetalLBConfigMap, ns)
+		return fmt.Sprintf("MetalLB custom resources in namespace %s: the URL names no ConfigMap and has no crdConfiguration, and MetalLB <= 0.12 (the ConfigMap's only reader) is out of support; upstream v3.8.1 used the ConfigMap %s/%s for this URL. For the MetalLB <= 0.12 ConfigMap use metallb:///%s/%s or metallb:///%s?crdConfiguration=false", ns, ns, defaultMetalLBConfigMap, ns, defaultMetalLBConfigMap, ns)
 	case given:
 		return fmt.Sprintf("MetalLB <= 0.12 ConfigMap %s/%s, because of crdConfiguration=%s. For MetalLB custom resources use metallb:///%s?crdConfiguration=true", ns, lb.ConfigMap, crd[0], ns)
 	default:

@@ -12,9 +12,9 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
-// PeerIndex is the placeholder in annotation templates: the SDK's, since
+// peerIndex is the placeholder in annotation templates: the SDK's, since
 // the SDK renders and matches the annotations.
-const PeerIndex = sdk.Placeholder
+const peerIndex = sdk.Placeholder
 
 // validate checks cross-field rules and ranges and fills the parsed fields.
 // source names where an option's value came from; failed lists the options
@@ -91,11 +91,11 @@ func (v *validator) bgp(c *Config) {
 	}
 	seen := map[string]string{}
 	for _, t := range templates {
-		if !strings.Contains(t.value, PeerIndex) {
-			v.add(t.key, "%q lacks %s; a node has one annotation per BGP peer, so the name needs the peer index, for example %s", t.value, PeerIndex, defaultOf(t.key))
+		if !strings.Contains(t.value, peerIndex) {
+			v.add(t.key, "%q lacks %s; a node has one annotation per BGP peer, so the name needs the peer index, for example %s", t.value, peerIndex, defaultOf(t.key))
 			continue
 		}
-		if errs := content.IsQualifiedName(strings.ReplaceAll(t.value, PeerIndex, "0")); len(errs) > 0 {
+		if errs := content.IsQualifiedName(strings.ReplaceAll(t.value, peerIndex, "0")); len(errs) > 0 {
 			v.add(t.key, "%q is not a valid annotation name: %s", t.value, errs[0])
 			continue
 		}
@@ -157,8 +157,8 @@ func (v *validator) limits(c *Config) {
 	if c.HealthCheckFailures < 1 {
 		v.add("healthCheckFailures", "%d is too small; use at least 1", c.HealthCheckFailures)
 	}
-	if c.OrphanEIPs != OrphanReport && c.OrphanEIPs != OrphanRelease {
-		v.add("orphanEIPs", "%q is not an option; use %s or %s", c.OrphanEIPs, OrphanReport, OrphanRelease)
+	if c.OrphanEIPs != orphanReport && c.OrphanEIPs != OrphanRelease {
+		v.add("orphanEIPs", "%q is not an option; use %s or %s", c.OrphanEIPs, orphanReport, OrphanRelease)
 	}
 	if c.BGPMaxPrefixes < 1 {
 		v.add("bgpMaxPrefixes", "%d is too small; use at least 1", c.BGPMaxPrefixes)

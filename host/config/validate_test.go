@@ -67,7 +67,7 @@ func TestAllProblemsReportedAtOnce(t *testing.T) {
 	_, err := Load(Sources{Environ: []string{
 		"METAL_LOCAL_ASN=x", "METAL_LOAD_BALANCER=nope://", "METAL_API_SERVER_PORT=99999", "METAL_BGP_NODE_SELECTOR=(",
 	}})
-	ve, ok := err.(*ValidationError)
+	ve, ok := err.(*validationError)
 	if !ok {
 		t.Fatalf("want *ValidationError, got %T %v", err, err)
 	}
