@@ -28,7 +28,7 @@ func TestSandbox(t *testing.T) {
 		return bin
 	}
 	ccm := build("ccm", "./cmd/cloud-provider-equinix-metal")
-	sandbox := build("sandbox", "./cmd/sandbox")
+	sandbox := build("sandbox", "./test/cmd/sandbox")
 
 	cmd := exec.Command(sandbox, "--ccm", ccm, "--plain", "--duration", "60s", "--failover-after", "25s", "--refresh", "2s", "--dir", filepath.Join(dir, "work"))
 	cmd.Env = os.Environ()
