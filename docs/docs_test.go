@@ -232,12 +232,13 @@ var camel = regexp.MustCompile(`^[A-Z][A-Za-z]+$`)
 
 // codeEventReasons: the reason argument of every call that also passes
 // v1.EventTypeNormal or v1.EventTypeWarning (recorder.Eventf and the
-// packages' own event helpers), plus every Reason constant.
+// packages' own event helpers), plus every reason constant (Reason… or
+// reason…, exported or not, and …Reason).
 func codeEventReasons(t *testing.T, pkgs map[string]*pkgFiles) []string {
 	seen := map[string]bool{}
 	for dir, pkg := range pkgs {
 		for name, v := range pkg.consts {
-			if (strings.HasPrefix(name, "Reason") || strings.HasSuffix(name, "Reason")) && camel.MatchString(v) {
+			if (strings.HasPrefix(name, "Reason") || strings.HasPrefix(name, "reason") || strings.HasSuffix(name, "Reason")) && camel.MatchString(v) {
 				seen[v] = true
 			}
 		}

@@ -30,8 +30,8 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
 )
 
-// NodeAPI is what the per-node work needs from Equinix Metal.
-type NodeAPI interface {
+// nodeAPI is what the per-node work needs from Equinix Metal.
+type nodeAPI interface {
 	Device(ctx context.Context, id string) (*metalv1.Device, error)
 	EnsureDeviceBGPSession(ctx context.Context, deviceID string) error
 	DeviceBGPNeighbors(ctx context.Context, deviceID string) ([]metalv1.BgpNeighborData, error)
@@ -70,7 +70,7 @@ const selectionKey = "\x00selection"
 // Controller keeps BGP sessions, neighbour data and node annotations for the
 // selected nodes.
 type Controller struct {
-	api      NodeAPI
+	api      nodeAPI
 	kube     kubernetes.Interface
 	lister   corelisters.NodeLister
 	synced   cache.InformerSynced
@@ -92,7 +92,7 @@ type Controller struct {
 }
 
 // NewController watches nodes through the informer.
-func NewController(api NodeAPI, kube kubernetes.Interface, informer coreinformers.NodeInformer, selector Selector, recorder record.EventRecorder, opts Options) *Controller {
+func NewController(api nodeAPI, kube kubernetes.Interface, informer coreinformers.NodeInformer, selector Selector, recorder record.EventRecorder, opts Options) *Controller {
 	if opts.OnChange == nil {
 		opts.OnChange = func() {}
 	}

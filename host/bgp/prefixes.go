@@ -11,10 +11,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// ReasonPrefixLimit warns that every BGP node announces more Service
+// reasonPrefixLimit warns that every BGP node announces more Service
 // addresses than Equinix's per-session prefix limit (upstream issue #457):
 // past it, the routers drop the whole session, not just the extra prefixes.
-const ReasonPrefixLimit = "BGPPrefixLimitExceeded"
+const reasonPrefixLimit = "BGPPrefixLimitExceeded"
 
 var (
 	announcedPrefixes = metrics.NewGauge(&metrics.GaugeOpts{
@@ -64,7 +64,7 @@ func (b *PrefixBudget) Check(addresses int, nodes []string) {
 		}
 		b.exceeded[n] = true
 		ref := &v1.ObjectReference{Kind: "Node", Name: n, UID: types.UID(n)}
-		b.recorder.Eventf(ref, v1.EventTypeWarning, ReasonPrefixLimit,
+		b.recorder.Eventf(ref, v1.EventTypeWarning, reasonPrefixLimit,
 			"This node announces %d Service addresses over BGP, more than the session limit of %d; Equinix Metal drops sessions past the limit: ask Equinix to raise it and set bgpMaxPrefixes, or use fewer LoadBalancer Services", addresses, b.limit)
 	}
 	klog.InfoS("BGP prefix limit exceeded", "announced", addresses, "limit", b.limit)

@@ -30,7 +30,7 @@ func TestPrefixBudget(t *testing.T) {
 		got := len(rec.Events)
 		for range got {
 			e := <-rec.Events
-			if !strings.Contains(e, ReasonPrefixLimit) || !strings.Contains(e, "session limit of 2") {
+			if !strings.Contains(e, reasonPrefixLimit) || !strings.Contains(e, "session limit of 2") {
 				t.Errorf("step %d: Event %q lacks the reason or the limit", i, e)
 			}
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
 
-// ProjectAPI is what enabling BGP on the project needs.
-type ProjectAPI interface {
+// projectAPI is what enabling BGP on the project needs.
+type projectAPI interface {
 	ProjectBGPConfig(ctx context.Context) (*metalv1.BgpConfig, error)
 	EnableProjectBGP(ctx context.Context, asn int64, md5 config.Secret) error
 }
@@ -32,7 +32,7 @@ type ProjectState struct {
 // configured ASN and password. The API answers 404, or 200 with an empty
 // object, when BGP was never enabled; the client reports both as
 // metal.ErrBGPNotEnabled.
-func EnableProject(ctx context.Context, api ProjectAPI, asn uint32, password config.Secret) (ProjectState, error) {
+func EnableProject(ctx context.Context, api projectAPI, asn uint32, password config.Secret) (ProjectState, error) {
 	cur, err := api.ProjectBGPConfig(ctx)
 	if err != nil && !errors.Is(err, metal.ErrBGPNotEnabled) {
 		return ProjectState{}, fmt.Errorf("reading the project's BGP configuration: %w", err)

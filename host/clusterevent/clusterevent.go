@@ -29,18 +29,18 @@ var (
 	registerOnce sync.Once
 )
 
-// Object is what cluster-wide Events are recorded on: the kube-system
+// object is what cluster-wide Events are recorded on: the kube-system
 // Namespace, which every cluster has (`kubectl get events -A
 // --field-selector involvedObject.kind=Namespace` lists them).
-var Object = &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: metav1.NamespaceSystem}
+var object = &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: metav1.NamespaceSystem}
 
-// DefaultRepeat is how often a failure that keeps its cause is recorded
+// defaultRepeat is how often a failure that keeps its cause is recorded
 // again: the apiserver drops Events after an hour by default
 // (--event-ttl).
-const DefaultRepeat = 50 * time.Minute
+const defaultRepeat = 50 * time.Minute
 
-// EventRecorder is the part of client-go's record.EventRecorder used here.
-type EventRecorder interface {
+// eventRecorder is the part of client-go's record.EventRecorder used here.
+type eventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
 }
 
@@ -49,14 +49,14 @@ type EventRecorder interface {
 type Reporter struct {
 	// Recorder receives the Events; nil records none (Failed still
 	// deduplicates, for the caller's log line and metric).
-	Recorder EventRecorder
-	// Object is what the Events are on; nil is Object.
+	Recorder eventRecorder
+	// Object is what the Events are on; nil is object.
 	Object *corev1.ObjectReference
 	// Reason is the Warning's reason; RecoveredReason, if set, is that of
 	// the Normal Event recorded on the first success after a failure, with
 	// RecoveredMessage.
 	Reason, RecoveredReason, RecoveredMessage string
-	// Repeat defaults to DefaultRepeat; Clock to the real clock.
+	// Repeat defaults to defaultRepeat; Clock to the real clock.
 	Repeat time.Duration
 	Clock  clock.PassiveClock
 
@@ -72,7 +72,7 @@ func (r *Reporter) Failed(cause, message string) bool {
 	now := r.now()
 	repeat := r.Repeat
 	if repeat == 0 {
-		repeat = DefaultRepeat
+		repeat = defaultRepeat
 	}
 	r.mu.Lock()
 	if cause == r.last && now.Sub(r.lastTime) < repeat {
@@ -119,7 +119,7 @@ func (r *Reporter) object() *corev1.ObjectReference {
 	if r.Object != nil {
 		return r.Object
 	}
-	return Object
+	return object
 }
 
 func (r *Reporter) now() time.Time {

@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// Health is the probe history of one target, reduced to what the decision
+// health is the probe history of one target, reduced to what the decision
 // needs: how many probes in a row have passed or failed. Hysteresis lives
 // in these counters: one slow answer resets Successes but leaves Failures
 // at 1, far from the threshold.
-type Health struct {
+type health struct {
 	// Probed is false until the first probe of this target has finished.
 	Probed bool
 	// Successes and Failures are the lengths of the current run; at most one
@@ -21,7 +21,7 @@ type Health struct {
 }
 
 // Record returns h after one more probe result.
-func (h Health) Record(ok bool) Health {
+func (h health) Record(ok bool) health {
 	h.Probed = true
 	if ok {
 		h.Successes++
@@ -34,18 +34,18 @@ func (h Health) Record(ok bool) Health {
 }
 
 // Healthy reports whether the last probe passed.
-func (h Health) Healthy() bool { return h.Probed && h.Failures == 0 && h.Successes > 0 }
+func (h health) Healthy() bool { return h.Probed && h.Failures == 0 && h.Successes > 0 }
 
-// Assignment is one assignment of the control-plane EIP to a device.
-type Assignment struct {
+// assignment is one assignment of the control-plane EIP to a device.
+type assignment struct {
 	// ID is the assignment's UUID: DELETE /ips/{ID} unassigns it.
 	ID string
 	// DeviceID is the device the EIP is routed to.
 	DeviceID string
 }
 
-// NodeState is what the decision knows about one control-plane node.
-type NodeState struct {
+// nodeState is what the decision knows about one control-plane node.
+type nodeState struct {
 	Name string
 	// DeviceID comes from spec.providerID; "" while the node has none, and
 	// such a node can never receive the EIP.
@@ -61,11 +61,11 @@ type NodeState struct {
 	// Deleting is true once the node has a deletionTimestamp.
 	Deleting bool
 	// Health is the history of probes of the node's own addresses.
-	Health Health
+	Health health
 }
 
-// Policy holds the thresholds of the decision.
-type Policy struct {
+// policy holds the thresholds of the decision.
+type policy struct {
 	// Failures is how many consecutive failed probes of the holder move the
 	// EIP (healthCheckFailures).
 	Failures int
@@ -80,67 +80,67 @@ type Policy struct {
 	Grace time.Duration
 }
 
-// Input is everything the decision looks at, captured at one instant.
-type Input struct {
+// input is everything the decision looks at, captured at one instant.
+type input struct {
 	Now time.Time
 	// Assignments are the EIP's current assignments, as Equinix reports them.
-	Assignments []Assignment
+	Assignments []assignment
 	// HolderHealth is the probe history of the holder: of the EIP itself, or
 	// with eipHealthCheckUseHostIP of the holder node's own address. It is
 	// used only when there is exactly one assignment.
-	HolderHealth Health
+	HolderHealth health
 	// HolderSince is when the current holder was first seen.
 	HolderSince time.Time
 	// EIPMetro is the metro of the EIP's reservation ("" for an EIP that
 	// is bound to no metro, which may go to any node).
 	EIPMetro string
 	// Nodes are the cluster's control-plane nodes, in any order.
-	Nodes  []NodeState
-	Policy Policy
+	Nodes  []nodeState
+	Policy policy
 }
 
-// ActionKind says what the manager should do.
-type ActionKind int
+// actionKind says what the manager should do.
+type actionKind int
 
 const (
-	// Keep: the EIP stays where it is.
-	Keep ActionKind = iota
-	// Move: unassign Unassign, then assign to Target.
-	Move
-	// Assign: the EIP has no assignment (a move was interrupted, or someone
+	// keep: the EIP stays where it is.
+	keep actionKind = iota
+	// move: unassign Unassign, then assign to Target.
+	move
+	// assign: the EIP has no assignment (a move was interrupted, or someone
 	// unassigned it); assign it to Target.
-	Assign
-	// Trim: the EIP has more than one assignment; remove Unassign and keep
+	assign
+	// trim: the EIP has more than one assignment; remove Unassign and keep
 	// the rest.
-	Trim
-	// Stuck: the holder should be replaced but no control-plane node is
+	trim
+	// stuck: the holder should be replaced but no control-plane node is
 	// eligible; the EIP stays and Reason says why.
-	Stuck
+	stuck
 )
 
-func (k ActionKind) String() string {
+func (k actionKind) String() string {
 	switch k {
-	case Keep:
+	case keep:
 		return "keep"
-	case Move:
+	case move:
 		return "move"
-	case Assign:
+	case assign:
 		return "assign"
-	case Trim:
+	case trim:
 		return "trim"
-	case Stuck:
+	case stuck:
 		return "stuck"
 	}
 	return fmt.Sprintf("ActionKind(%d)", int(k))
 }
 
-// Decision is the outcome of Decide.
-type Decision struct {
-	Kind ActionKind
+// decision is the outcome of decide.
+type decision struct {
+	Kind actionKind
 	// Unassign lists the assignments to delete, before Target is assigned.
-	Unassign []Assignment
-	// Target is the node to assign the EIP to (Move and Assign).
-	Target NodeState
+	Unassign []assignment
+	// Target is the node to assign the EIP to (move and assign).
+	Target nodeState
 	// Reason is a short human sentence for logs and Events.
 	Reason string
 	// Cause is Reason as one of the Cause* constants, for metrics.
@@ -149,25 +149,25 @@ type Decision struct {
 
 // Causes of a change (Decision.Cause).
 const (
-	CauseUnhealthy  = "unhealthy"
-	CauseCordoned   = "cordoned"
-	CauseDeleting   = "deleting"
-	CauseNotANode   = "not-a-node"
-	CauseUnassigned = "unassigned"
-	CauseDuplicate  = "duplicate"
+	causeUnhealthy  = "unhealthy"
+	causeCordoned   = "cordoned"
+	causeDeleting   = "deleting"
+	causeNotANode   = "not-a-node"
+	causeUnassigned = "unassigned"
+	causeDuplicate  = "duplicate"
 )
 
-// Decide is the whole control-plane EIP policy as a pure function: the same
+// decide is the whole control-plane EIP policy as a pure function: the same
 // input always gives the same decision, so every case is a table test and
 // the I/O loop around it only gathers facts and carries the decision out.
 //
 // The EIP is moved only to a node that answers, and never left unassigned
 // when such a node exists. Candidates are taken in node-name order so that
 // two managers (or two rounds) looking at the same facts pick the same node.
-func Decide(in Input) Decision {
+func decide(in input) decision {
 	nodes := slices.Clone(in.Nodes)
-	slices.SortFunc(nodes, func(a, b NodeState) int { return strings.Compare(a.Name, b.Name) })
-	byDevice := make(map[string]NodeState, len(nodes))
+	slices.SortFunc(nodes, func(a, b nodeState) int { return strings.Compare(a.Name, b.Name) })
+	byDevice := make(map[string]nodeState, len(nodes))
 	for _, n := range nodes {
 		if n.DeviceID != "" {
 			byDevice[n.DeviceID] = n
@@ -186,13 +186,13 @@ func Decide(in Input) Decision {
 		// Anything that answers is better than no endpoint at all, so the
 		// rise requirement is waived here.
 		if t, ok := pick(nodes, "", 1, in.EIPMetro); ok {
-			return Decision{Kind: Assign, Target: t, Reason: "the EIP has no assignment", Cause: CauseUnassigned}
+			return decision{Kind: assign, Target: t, Reason: "the EIP has no assignment", Cause: causeUnassigned}
 		}
-		return Decision{Kind: Stuck, Reason: "the EIP has no assignment and " + noneEligible(nodes, "", in.EIPMetro), Cause: CauseUnassigned}
+		return decision{Kind: stuck, Reason: "the EIP has no assignment and " + noneEligible(nodes, "", in.EIPMetro), Cause: causeUnassigned}
 	case 1:
 		// handled below
 	default:
-		return trim(in.Assignments, byDevice)
+		return trimAssignments(in.Assignments, byDevice)
 	}
 
 	holder := in.Assignments[0]
@@ -203,27 +203,27 @@ func Decide(in Input) Decision {
 		// At start-up the cloud node controller has not yet given every
 		// node its provider ID: the holder may well be one of those, and
 		// healthy. Moving the EIP away from it would be a needless outage.
-		return Decision{Kind: Keep, Reason: fmt.Sprintf("holder device %s may be node %s, which has no provider ID yet", holder.DeviceID, uninitialized(nodes))}
+		return decision{Kind: keep, Reason: fmt.Sprintf("holder device %s may be node %s, which has no provider ID yet", holder.DeviceID, uninitialized(nodes))}
 	case !known:
 		why = fmt.Sprintf("holder device %s is not a control-plane node of this cluster (node deleted?)", holder.DeviceID)
-		cause = CauseNotANode
+		cause = causeNotANode
 	case hn.Deleting:
 		why = fmt.Sprintf("holder node %s is being deleted", hn.Name)
-		cause = CauseDeleting
+		cause = causeDeleting
 	case hn.Unschedulable:
 		why = fmt.Sprintf("holder node %s is cordoned", hn.Name)
-		cause = CauseCordoned
+		cause = causeCordoned
 	case in.HolderHealth.Failures >= pol.Failures && in.Now.Sub(in.HolderSince) >= pol.Grace:
 		why = fmt.Sprintf("holder node %s failed %d health checks in a row", hn.Name, in.HolderHealth.Failures)
-		cause = CauseUnhealthy
+		cause = causeUnhealthy
 	default:
-		return Decision{Kind: Keep, Reason: "holder is healthy"}
+		return decision{Kind: keep, Reason: "holder is healthy"}
 	}
-	unassign := []Assignment{holder}
+	unassign := []assignment{holder}
 	if t, ok := pick(nodes, holder.DeviceID, pol.Rise, in.EIPMetro); ok {
-		return Decision{Kind: Move, Unassign: unassign, Target: t, Reason: why, Cause: cause}
+		return decision{Kind: move, Unassign: unassign, Target: t, Reason: why, Cause: cause}
 	}
-	return Decision{Kind: Stuck, Reason: why + "; " + noneEligible(nodes, holder.DeviceID, in.EIPMetro) + ", so the EIP stays", Cause: cause}
+	return decision{Kind: stuck, Reason: why + "; " + noneEligible(nodes, holder.DeviceID, in.EIPMetro) + ", so the EIP stays", Cause: cause}
 }
 
 // pick returns the first node, in name order, that may receive the EIP:
@@ -233,7 +233,7 @@ func Decide(in Input) Decision {
 // because a cordoned apiserver still serves. A node in another metro is
 // never picked: Equinix would refuse the assignment, and a move unassigns
 // the holder first, so picking it would leave the EIP on nobody.
-func pick(sorted []NodeState, holderDevice string, rise int, metro string) (NodeState, bool) {
+func pick(sorted []nodeState, holderDevice string, rise int, metro string) (nodeState, bool) {
 	for _, cordonedToo := range []bool{false, true} {
 		for _, n := range sorted {
 			if n.DeviceID == "" || n.DeviceID == holderDevice || n.Deleting || !inMetro(n, metro) {
@@ -247,14 +247,14 @@ func pick(sorted []NodeState, holderDevice string, rise int, metro string) (Node
 			}
 		}
 	}
-	return NodeState{}, false
+	return nodeState{}, false
 }
 
-// trim keeps one of several assignments: the first, in node-name order,
+// trimAssignments keeps one of several assignments: the first, in node-name order,
 // whose node answers; else the first on a known node; else the first.
-func trim(as []Assignment, byDevice map[string]NodeState) Decision {
+func trimAssignments(as []assignment, byDevice map[string]nodeState) decision {
 	sorted := slices.Clone(as)
-	rank := func(a Assignment) (int, string) {
+	rank := func(a assignment) (int, string) {
 		n, ok := byDevice[a.DeviceID]
 		switch {
 		case ok && !n.Deleting && !n.Unschedulable && n.Health.Healthy():
@@ -266,7 +266,7 @@ func trim(as []Assignment, byDevice map[string]NodeState) Decision {
 		}
 		return 3, a.ID
 	}
-	slices.SortFunc(sorted, func(a, b Assignment) int {
+	slices.SortFunc(sorted, func(a, b assignment) int {
 		ra, na := rank(a)
 		rb, nb := rank(b)
 		if ra != rb {
@@ -274,18 +274,18 @@ func trim(as []Assignment, byDevice map[string]NodeState) Decision {
 		}
 		return strings.Compare(na, nb)
 	})
-	return Decision{
-		Kind:     Trim,
+	return decision{
+		Kind:     trim,
 		Unassign: sorted[1:],
 		Reason:   fmt.Sprintf("the EIP has %d assignments; keeping the one on device %s", len(as), sorted[0].DeviceID),
-		Cause:    CauseDuplicate,
+		Cause:    causeDuplicate,
 	}
 }
 
 // uninitialized names the first control-plane node (not being deleted)
 // without a provider ID, "" when there is none. A node with a provider ID
 // of another cloud is not one: it will never be given an Equinix device.
-func uninitialized(sorted []NodeState) string {
+func uninitialized(sorted []nodeState) string {
 	for _, n := range sorted {
 		if n.Uninitialized && !n.Deleting {
 			return n.Name
@@ -295,7 +295,7 @@ func uninitialized(sorted []NodeState) string {
 }
 
 // inMetro reports whether n may hold an EIP of metro ("" = any metro).
-func inMetro(n NodeState, metro string) bool {
+func inMetro(n nodeState, metro string) bool {
 	return metro == "" || strings.EqualFold(n.Metro, metro)
 }
 
@@ -303,7 +303,7 @@ func inMetro(n NodeState, metro string) bool {
 // Event. When healthy nodes exist only in other metros it names them, so
 // the reader sees at once that the cluster needs a control-plane node in
 // the EIP's metro (or an EIP in theirs).
-func noneEligible(nodes []NodeState, holderDevice, metro string) string {
+func noneEligible(nodes []nodeState, holderDevice, metro string) string {
 	if len(nodes) == 0 {
 		return "there are no control-plane nodes"
 	}

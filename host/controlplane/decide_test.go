@@ -6,179 +6,179 @@ import (
 	"time"
 )
 
-func healthy(n int) Health { return Health{Probed: true, Successes: n} }
-func failing(n int) Health { return Health{Probed: true, Failures: n} }
-func node(name, dev string, h Health) NodeState {
-	return NodeState{Name: name, DeviceID: dev, Health: h}
+func healthy(n int) health { return health{Probed: true, Successes: n} }
+func failing(n int) health { return health{Probed: true, Failures: n} }
+func node(name, dev string, h health) nodeState {
+	return nodeState{Name: name, DeviceID: dev, Health: h}
 }
 
 func TestDecide(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pol := Policy{Failures: 3, Rise: 2, Grace: 10 * time.Second}
-	onA := []Assignment{{ID: "as-a", DeviceID: "dev-a"}}
-	cordoned := func(n NodeState) NodeState { n.Unschedulable = true; return n }
-	deleting := func(n NodeState) NodeState { n.Deleting = true; return n }
-	in := func(metro string, n NodeState) NodeState { n.Metro = metro; return n }
+	pol := policy{Failures: 3, Rise: 2, Grace: 10 * time.Second}
+	onA := []assignment{{ID: "as-a", DeviceID: "dev-a"}}
+	cordoned := func(n nodeState) nodeState { n.Unschedulable = true; return n }
+	deleting := func(n nodeState) nodeState { n.Deleting = true; return n }
+	in := func(metro string, n nodeState) nodeState { n.Metro = metro; return n }
 
 	tests := []struct {
 		name        string
-		assignments []Assignment
-		holder      Health
+		assignments []assignment
+		holder      health
 		since       time.Duration // how long before Now the holder appeared
-		nodes       []NodeState
+		nodes       []nodeState
 		eipMetro    string // "" = an EIP bound to no metro
-		wantKind    ActionKind
+		wantKind    actionKind
 		wantTarget  string
 		wantUnassig []string
 		wantReason  string
 	}{
 		{
 			name: "healthy holder stays", assignments: onA, holder: healthy(10), since: time.Hour,
-			nodes:    []NodeState{node("a", "dev-a", healthy(10)), node("b", "dev-b", healthy(10))},
-			wantKind: Keep,
+			nodes:    []nodeState{node("a", "dev-a", healthy(10)), node("b", "dev-b", healthy(10))},
+			wantKind: keep,
 		},
 		{
 			name: "two failures below threshold of three stay", assignments: onA, holder: failing(2), since: time.Hour,
-			nodes:    []NodeState{node("a", "dev-a", failing(2)), node("b", "dev-b", healthy(10))},
-			wantKind: Keep,
+			nodes:    []nodeState{node("a", "dev-a", failing(2)), node("b", "dev-b", healthy(10))},
+			wantKind: keep,
 		},
 		{
 			name: "threshold reached moves to healthy node", assignments: onA, holder: failing(3), since: time.Hour,
-			nodes:    []NodeState{node("a", "dev-a", failing(3)), node("b", "dev-b", healthy(10))},
-			wantKind: Move, wantTarget: "b", wantUnassig: []string{"as-a"}, wantReason: "failed 3 health checks",
+			nodes:    []nodeState{node("a", "dev-a", failing(3)), node("b", "dev-b", healthy(10))},
+			wantKind: move, wantTarget: "b", wantUnassig: []string{"as-a"}, wantReason: "failed 3 health checks",
 		},
 		{
 			name: "failures inside the grace after a move do not count", assignments: onA, holder: failing(5), since: 5 * time.Second,
-			nodes:    []NodeState{node("a", "dev-a", healthy(1)), node("b", "dev-b", healthy(10))},
-			wantKind: Keep,
+			nodes:    []nodeState{node("a", "dev-a", healthy(1)), node("b", "dev-b", healthy(10))},
+			wantKind: keep,
 		},
 		{
 			name: "stable order: first healthy node by name, whatever the input order", assignments: onA, holder: failing(3), since: time.Hour,
-			nodes:    []NodeState{node("d", "dev-d", healthy(9)), node("a", "dev-a", failing(3)), node("c", "dev-c", healthy(9)), node("b", "dev-b", failing(1))},
-			wantKind: Move, wantTarget: "c", wantUnassig: []string{"as-a"},
+			nodes:    []nodeState{node("d", "dev-d", healthy(9)), node("a", "dev-a", failing(3)), node("c", "dev-c", healthy(9)), node("b", "dev-b", failing(1))},
+			wantKind: move, wantTarget: "c", wantUnassig: []string{"as-a"},
 		},
 		{
 			name: "a node that just came back is not trusted yet (rise)", assignments: onA, holder: failing(3), since: time.Hour,
-			nodes:    []NodeState{node("a", "dev-a", failing(3)), node("b", "dev-b", healthy(1)), node("c", "dev-c", healthy(2))},
-			wantKind: Move, wantTarget: "c",
+			nodes:    []nodeState{node("a", "dev-a", failing(3)), node("b", "dev-b", healthy(1)), node("c", "dev-c", healthy(2))},
+			wantKind: move, wantTarget: "c",
 		},
 		{
 			name: "cordoned holder moves even though it answers", assignments: onA, holder: healthy(10), since: time.Hour,
-			nodes:    []NodeState{cordoned(node("a", "dev-a", healthy(10))), node("b", "dev-b", healthy(10))},
-			wantKind: Move, wantTarget: "b", wantUnassig: []string{"as-a"}, wantReason: "cordoned",
+			nodes:    []nodeState{cordoned(node("a", "dev-a", healthy(10))), node("b", "dev-b", healthy(10))},
+			wantKind: move, wantTarget: "b", wantUnassig: []string{"as-a"}, wantReason: "cordoned",
 		},
 		{
 			name: "cordoned holder with nowhere to go stays", assignments: onA, holder: healthy(10), since: time.Hour,
-			nodes:    []NodeState{cordoned(node("a", "dev-a", healthy(10))), node("b", "dev-b", failing(4))},
-			wantKind: Stuck, wantReason: "cordoned",
+			nodes:    []nodeState{cordoned(node("a", "dev-a", healthy(10))), node("b", "dev-b", failing(4))},
+			wantKind: stuck, wantReason: "cordoned",
 		},
 		{
 			name: "holder being deleted moves", assignments: onA, holder: healthy(10), since: time.Hour,
-			nodes:    []NodeState{deleting(node("a", "dev-a", healthy(10))), node("b", "dev-b", healthy(10))},
-			wantKind: Move, wantTarget: "b", wantReason: "being deleted",
+			nodes:    []nodeState{deleting(node("a", "dev-a", healthy(10))), node("b", "dev-b", healthy(10))},
+			wantKind: move, wantTarget: "b", wantReason: "being deleted",
 		},
 		{
-			name: "holder device that is no control-plane node (deleted) moves", assignments: onA, holder: Health{}, since: time.Hour,
-			nodes:    []NodeState{node("b", "dev-b", healthy(10)), node("c", "dev-c", healthy(10))},
-			wantKind: Move, wantTarget: "b", wantReason: "not a control-plane node",
+			name: "holder device that is no control-plane node (deleted) moves", assignments: onA, holder: health{}, since: time.Hour,
+			nodes:    []nodeState{node("b", "dev-b", healthy(10)), node("c", "dev-c", healthy(10))},
+			wantKind: move, wantTarget: "b", wantReason: "not a control-plane node",
 		},
 		{
-			name: "holder unknown while a node has no provider ID yet (start-up): keep", assignments: onA, holder: Health{}, since: time.Hour,
-			nodes:    []NodeState{{Name: "a", Uninitialized: true, Health: healthy(3)}, node("b", "dev-b", healthy(10))},
-			wantKind: Keep, wantReason: "holder device dev-a may be node a, which has no provider ID yet",
+			name: "holder unknown while a node has no provider ID yet (start-up): keep", assignments: onA, holder: health{}, since: time.Hour,
+			nodes:    []nodeState{{Name: "a", Uninitialized: true, Health: healthy(3)}, node("b", "dev-b", healthy(10))},
+			wantKind: keep, wantReason: "holder device dev-a may be node a, which has no provider ID yet",
 		},
 		{
-			name: "holder unknown, the node without a device has another cloud's provider ID: move", assignments: onA, holder: Health{}, since: time.Hour,
-			nodes:    []NodeState{node("a", "", healthy(3)), node("b", "dev-b", healthy(10))},
-			wantKind: Move, wantTarget: "b", wantReason: "not a control-plane node",
+			name: "holder unknown, the node without a device has another cloud's provider ID: move", assignments: onA, holder: health{}, since: time.Hour,
+			nodes:    []nodeState{node("a", "", healthy(3)), node("b", "dev-b", healthy(10))},
+			wantKind: move, wantTarget: "b", wantReason: "not a control-plane node",
 		},
 		{
 			name: "no healthy node: the EIP stays and is reported", assignments: onA, holder: failing(7), since: time.Hour,
-			nodes:    []NodeState{node("a", "dev-a", failing(7)), node("b", "dev-b", failing(7)), node("c", "dev-c", Health{})},
-			wantKind: Stuck, wantReason: "none of the 3 control-plane nodes is eligible",
+			nodes:    []nodeState{node("a", "dev-a", failing(7)), node("b", "dev-b", failing(7)), node("c", "dev-c", health{})},
+			wantKind: stuck, wantReason: "none of the 3 control-plane nodes is eligible",
 		},
 		{
 			name: "a cordoned node that answers beats a dead holder", assignments: onA, holder: failing(3), since: time.Hour,
-			nodes:    []NodeState{node("a", "dev-a", failing(3)), cordoned(node("b", "dev-b", healthy(5))), node("c", "dev-c", failing(3))},
-			wantKind: Move, wantTarget: "b",
+			nodes:    []nodeState{node("a", "dev-a", failing(3)), cordoned(node("b", "dev-b", healthy(5))), node("c", "dev-c", failing(3))},
+			wantKind: move, wantTarget: "b",
 		},
 		{
 			name: "schedulable candidates come before cordoned ones", assignments: onA, holder: failing(3), since: time.Hour,
-			nodes:    []NodeState{node("a", "dev-a", failing(3)), cordoned(node("b", "dev-b", healthy(5))), node("c", "dev-c", healthy(5))},
-			wantKind: Move, wantTarget: "c",
+			nodes:    []nodeState{node("a", "dev-a", failing(3)), cordoned(node("b", "dev-b", healthy(5))), node("c", "dev-c", healthy(5))},
+			wantKind: move, wantTarget: "c",
 		},
 		{
 			name: "nodes without provider ID or being deleted are never targets", assignments: onA, holder: failing(3), since: time.Hour,
-			nodes:    []NodeState{node("a", "dev-a", failing(3)), node("b", "", healthy(9)), deleting(node("c", "dev-c", healthy(9)))},
-			wantKind: Stuck,
+			nodes:    []nodeState{node("a", "dev-a", failing(3)), node("b", "", healthy(9)), deleting(node("c", "dev-c", healthy(9)))},
+			wantKind: stuck,
 		},
 		{
 			name: "unassigned EIP (interrupted move) is repaired, rise waived", assignments: nil,
-			nodes:    []NodeState{node("a", "dev-a", failing(3)), node("b", "dev-b", healthy(1))},
-			wantKind: Assign, wantTarget: "b", wantReason: "no assignment",
+			nodes:    []nodeState{node("a", "dev-a", failing(3)), node("b", "dev-b", healthy(1))},
+			wantKind: assign, wantTarget: "b", wantReason: "no assignment",
 		},
 		{
 			name: "unassigned EIP with no healthy node stays unassigned and is reported", assignments: nil,
-			nodes:    []NodeState{node("a", "dev-a", failing(3))},
-			wantKind: Stuck, wantReason: "no assignment",
+			nodes:    []nodeState{node("a", "dev-a", failing(3))},
+			wantKind: stuck, wantReason: "no assignment",
 		},
 		{
 			name: "unassigned EIP with no control-plane nodes", assignments: nil,
-			wantKind: Stuck, wantReason: "there are no control-plane nodes",
+			wantKind: stuck, wantReason: "there are no control-plane nodes",
 		},
 		{
 			name:        "two assignments: keep the healthy node's, remove the other",
-			assignments: []Assignment{{ID: "as-a", DeviceID: "dev-a"}, {ID: "as-b", DeviceID: "dev-b"}, {ID: "as-x", DeviceID: "dev-x"}},
-			nodes:       []NodeState{node("a", "dev-a", failing(3)), node("b", "dev-b", healthy(3))},
-			wantKind:    Trim, wantUnassig: []string{"as-a", "as-x"}, wantReason: "keeping the one on device dev-b",
+			assignments: []assignment{{ID: "as-a", DeviceID: "dev-a"}, {ID: "as-b", DeviceID: "dev-b"}, {ID: "as-x", DeviceID: "dev-x"}},
+			nodes:       []nodeState{node("a", "dev-a", failing(3)), node("b", "dev-b", healthy(3))},
+			wantKind:    trim, wantUnassig: []string{"as-a", "as-x"}, wantReason: "keeping the one on device dev-b",
 		},
 		// Equinix assigns an EIP only to a device in its metro; a move
 		// unassigns first, so a candidate elsewhere would leave it on nobody.
 		{
 			name: "failover stays in the EIP's metro, skipping an earlier healthy node elsewhere", assignments: onA, holder: failing(3), since: time.Hour, eipMetro: "da",
-			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), in("sv", node("b", "dev-b", healthy(9))), in("da", node("c", "dev-c", healthy(9)))},
-			wantKind: Move, wantTarget: "c", wantUnassig: []string{"as-a"},
+			nodes:    []nodeState{in("da", node("a", "dev-a", failing(3))), in("sv", node("b", "dev-b", healthy(9))), in("da", node("c", "dev-c", healthy(9)))},
+			wantKind: move, wantTarget: "c", wantUnassig: []string{"as-a"},
 		},
 		{
 			name: "metro codes compare without case", assignments: onA, holder: failing(3), since: time.Hour, eipMetro: "DA",
-			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), in("da", node("b", "dev-b", healthy(9)))},
-			wantKind: Move, wantTarget: "b",
+			nodes:    []nodeState{in("da", node("a", "dev-a", failing(3))), in("da", node("b", "dev-b", healthy(9)))},
+			wantKind: move, wantTarget: "b",
 		},
 		{
 			name: "only other metros are healthy: the EIP stays and the reason says why", assignments: onA, holder: failing(3), since: time.Hour, eipMetro: "da",
-			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), in("sv", node("b", "dev-b", healthy(9))), in("ny", node("c", "dev-c", healthy(9)))},
-			wantKind: Stuck, wantReason: "none of the 1 control-plane nodes in metro da is eligible (healthy, with a provider ID, not being deleted); healthy nodes in other metros (b in sv, c in ny) cannot take it, since Equinix assigns an Elastic IP only in its own metro: add a control-plane node in da, so the EIP stays",
+			nodes:    []nodeState{in("da", node("a", "dev-a", failing(3))), in("sv", node("b", "dev-b", healthy(9))), in("ny", node("c", "dev-c", healthy(9)))},
+			wantKind: stuck, wantReason: "none of the 1 control-plane nodes in metro da is eligible (healthy, with a provider ID, not being deleted); healthy nodes in other metros (b in sv, c in ny) cannot take it, since Equinix assigns an Elastic IP only in its own metro: add a control-plane node in da, so the EIP stays",
 		},
 		{
 			name: "a node whose metro is unknown is not a candidate for a metro EIP", assignments: onA, holder: failing(3), since: time.Hour, eipMetro: "da",
-			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), node("b", "dev-b", healthy(9))},
-			wantKind: Stuck, wantReason: "b in an unknown metro",
+			nodes:    []nodeState{in("da", node("a", "dev-a", failing(3))), node("b", "dev-b", healthy(9))},
+			wantKind: stuck, wantReason: "b in an unknown metro",
 		},
 		{
 			name: "cordoned holder with a healthy node only in another metro stays", assignments: onA, holder: healthy(10), since: time.Hour, eipMetro: "da",
-			nodes:    []NodeState{cordoned(in("da", node("a", "dev-a", healthy(10)))), in("sv", node("b", "dev-b", healthy(10)))},
-			wantKind: Stuck, wantReason: "cordoned",
+			nodes:    []nodeState{cordoned(in("da", node("a", "dev-a", healthy(10)))), in("sv", node("b", "dev-b", healthy(10)))},
+			wantKind: stuck, wantReason: "cordoned",
 		},
 		{
 			name: "unassigned EIP goes to a node in its metro only", assignments: nil, eipMetro: "sv",
-			nodes:    []NodeState{in("da", node("a", "dev-a", healthy(5))), in("sv", node("b", "dev-b", healthy(1)))},
-			wantKind: Assign, wantTarget: "b",
+			nodes:    []nodeState{in("da", node("a", "dev-a", healthy(5))), in("sv", node("b", "dev-b", healthy(1)))},
+			wantKind: assign, wantTarget: "b",
 		},
 		{
 			name: "unassigned EIP with healthy nodes only elsewhere stays unassigned and says so", assignments: nil, eipMetro: "sv",
-			nodes:    []NodeState{in("da", node("a", "dev-a", healthy(5)))},
-			wantKind: Stuck, wantReason: "the EIP has no assignment and none of the 0 control-plane nodes in metro sv",
+			nodes:    []nodeState{in("da", node("a", "dev-a", healthy(5)))},
+			wantKind: stuck, wantReason: "the EIP has no assignment and none of the 0 control-plane nodes in metro sv",
 		},
 		{
 			name: "an EIP bound to no metro may go anywhere", assignments: onA, holder: failing(3), since: time.Hour,
-			nodes:    []NodeState{in("da", node("a", "dev-a", failing(3))), in("sv", node("b", "dev-b", healthy(9)))},
-			wantKind: Move, wantTarget: "b",
+			nodes:    []nodeState{in("da", node("a", "dev-a", failing(3))), in("sv", node("b", "dev-b", healthy(9)))},
+			wantKind: move, wantTarget: "b",
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			now := t0.Add(2 * time.Hour)
-			d := Decide(Input{
+			d := decide(input{
 				Now: now, Assignments: tc.assignments, HolderHealth: tc.holder,
 				HolderSince: now.Add(-tc.since), Nodes: tc.nodes, Policy: pol, EIPMetro: tc.eipMetro,
 			})
@@ -207,16 +207,16 @@ func TestDecide(t *testing.T) {
 func TestHealthRecord(t *testing.T) {
 	tests := []struct {
 		seq  string // o = pass, x = fail
-		want Health
+		want health
 	}{
-		{"", Health{}},
-		{"o", Health{Probed: true, Successes: 1}},
-		{"xxo", Health{Probed: true, Successes: 1}},
-		{"ooxx", Health{Probed: true, Failures: 2}},
-		{"xoxoo", Health{Probed: true, Successes: 2}},
+		{"", health{}},
+		{"o", health{Probed: true, Successes: 1}},
+		{"xxo", health{Probed: true, Successes: 1}},
+		{"ooxx", health{Probed: true, Failures: 2}},
+		{"xoxoo", health{Probed: true, Successes: 2}},
 	}
 	for _, tc := range tests {
-		var h Health
+		var h health
 		for _, c := range tc.seq {
 			h = h.Record(c == 'o')
 		}
@@ -234,7 +234,7 @@ func TestHealthRecord(t *testing.T) {
 // intermittent failures never move the EIP, and two nodes that take turns
 // failing do not toss it back and forth faster than the thresholds allow.
 func TestDecideSequences(t *testing.T) {
-	pol := Policy{Failures: 3, Rise: 2}
+	pol := policy{Failures: 3, Rise: 2}
 	tests := []struct {
 		name string
 		// per node, one character per round: o = probe passes, x = fails
@@ -286,13 +286,13 @@ func TestDecideSequences(t *testing.T) {
 			for _, s := range tc.probes {
 				rounds = max(rounds, len(s))
 			}
-			hist := map[string]Health{}
+			hist := map[string]health{}
 			holder := "a"
-			var holderHealth Health
+			var holderHealth health
 			path := []string{holder}
 			moves := 0
 			for r := 0; r < rounds; r++ {
-				var nodes []NodeState
+				var nodes []nodeState
 				for _, n := range names {
 					seq, ok := tc.probes[n]
 					if !ok {
@@ -305,16 +305,16 @@ func TestDecideSequences(t *testing.T) {
 					}
 					nodes = append(nodes, node(n, "dev-"+n, hist[n]))
 				}
-				d := Decide(Input{
+				d := decide(input{
 					Now:          time.Unix(int64(r), 0),
-					Assignments:  []Assignment{{ID: "as-" + holder, DeviceID: "dev-" + holder}},
+					Assignments:  []assignment{{ID: "as-" + holder, DeviceID: "dev-" + holder}},
 					HolderHealth: holderHealth, HolderSince: time.Unix(0, 0),
 					Nodes: nodes, Policy: pol,
 				})
-				if d.Kind == Move {
+				if d.Kind == move {
 					moves++
 					holder = d.Target.Name
-					holderHealth = Health{}
+					holderHealth = health{}
 					path = append(path, holder)
 				}
 			}

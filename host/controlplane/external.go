@@ -20,36 +20,36 @@ import (
 // The names are upstream's, so a cluster moving from upstream keeps its
 // objects.
 const (
-	// ExternalServiceName is the name of the Service that carries the EIP.
-	ExternalServiceName = "cloud-provider-equinix-metal-kubernetes-external"
-	// ExternalServiceNamespace is its namespace.
-	ExternalServiceNamespace = "kube-system"
+	// externalServiceName is the name of the Service that carries the EIP.
+	externalServiceName = "cloud-provider-equinix-metal-kubernetes-external"
+	// externalServiceNamespace is its namespace.
+	externalServiceNamespace = "kube-system"
 
-	// LoadBalancerClass is the external Service's spec.loadBalancerClass.
+	// loadBalancerClass is the external Service's spec.loadBalancerClass.
 	// A Service with a class other than theirs is left alone by MetalLB
 	// (0.13 and later), kube-vip and the cloud-provider service
 	// controller. Without it, MetalLB's controller finds the EIP in none
 	// of its pools and clears the status this package writes, which
 	// kube-proxy needs to route the EIP.
-	LoadBalancerClass = "metal.equinix.com/control-plane-eip"
-	// ClassFieldManager co-owns spec.loadBalancerClass. The field cannot be
+	loadBalancerClass = "metal.equinix.com/control-plane-eip"
+	// classFieldManager co-owns spec.loadBalancerClass. The field cannot be
 	// removed from a Service, and upstream's CCM applies the Service under
 	// this CCM's own field manager without it: with a second owner, such
 	// an apply (after a rollback) leaves the class in place instead of
 	// failing.
-	ClassFieldManager = ManagedBy + "-class"
+	classFieldManager = managedBy + "-class"
 
-	// MetalLBAddressPoolAnnotation with MetalLBDisabledPool keeps MetalLB
+	// metalLBAddressPoolAnnotation with MetalLBDisabledPool keeps MetalLB
 	// from allocating or announcing anything for the external Service
 	// (upstream's way, still what MetalLB 0.12 and older, which know no
 	// classes, go by).
-	MetalLBAddressPoolAnnotation = "metallb.universe.tf/address-pool"
-	MetalLBDisabledPool          = "disabled-metallb-do-not-use-any-address-pool"
+	metalLBAddressPoolAnnotation = "metallb.universe.tf/address-pool"
+	metalLBDisabledPool          = "disabled-metallb-do-not-use-any-address-pool"
 
-	// ManagedByLabel marks the mirrored EndpointSlices as ours, so the
+	// managedByLabel marks the mirrored EndpointSlices as ours, so the
 	// EndpointSlice controllers leave them alone and pruning finds them.
-	ManagedByLabel = discoveryv1.LabelManagedBy
-	ManagedBy      = "cloud-provider-equinix-metal"
+	managedByLabel = discoveryv1.LabelManagedBy
+	managedBy      = "cloud-provider-equinix-metal"
 
 	kubernetesNamespace = "default"
 	kubernetesName      = "kubernetes"
@@ -62,7 +62,7 @@ const (
 // controller with cloudprovider.ImplementedElsewhere also keeps that
 // controller from overwriting the status this package applies.
 func IsControlPlaneService(namespace, name string) bool {
-	return namespace == ExternalServiceNamespace && name == ExternalServiceName
+	return namespace == externalServiceNamespace && name == externalServiceName
 }
 
 // apiServerTargetPort is the port the kube-apiservers listen on, from the
@@ -100,7 +100,7 @@ func externalService(eip string, src *v1.Service, targetPort, apiServerPort int)
 	}
 	spec := corev1ac.ServiceSpec().
 		WithType(v1.ServiceTypeLoadBalancer).
-		WithLoadBalancerClass(LoadBalancerClass).
+		WithLoadBalancerClass(loadBalancerClass).
 		WithLoadBalancerIP(eip)
 	// Only the first port: the apiserver serves on one port, and
 	// apiServerPort can override only one.
@@ -116,16 +116,16 @@ func externalService(eip string, src *v1.Service, targetPort, apiServerPort int)
 		}
 		spec.WithPorts(sp)
 	}
-	return corev1ac.Service(ExternalServiceName, ExternalServiceNamespace).
-		WithLabels(map[string]string{ManagedByLabel: ManagedBy}).
-		WithAnnotations(map[string]string{MetalLBAddressPoolAnnotation: MetalLBDisabledPool}).
+	return corev1ac.Service(externalServiceName, externalServiceNamespace).
+		WithLabels(map[string]string{managedByLabel: managedBy}).
+		WithAnnotations(map[string]string{metalLBAddressPoolAnnotation: metalLBDisabledPool}).
 		WithSpec(spec)
 }
 
 // externalServiceStatus is the status half: the EIP as the ingress IP.
 // kube-proxy reads it to route the EIP to the Service's endpoints.
 func externalServiceStatus(eip string) *corev1ac.ServiceApplyConfiguration {
-	return corev1ac.Service(ExternalServiceName, ExternalServiceNamespace).
+	return corev1ac.Service(externalServiceName, externalServiceNamespace).
 		WithStatus(corev1ac.ServiceStatus().
 			WithLoadBalancer(corev1ac.LoadBalancerStatus().
 				WithIngress(corev1ac.LoadBalancerIngress().WithIP(eip))))
@@ -136,9 +136,9 @@ func externalServiceStatus(eip string) *corev1ac.ServiceApplyConfiguration {
 // the external Service's own name, as upstream's did.
 func mirrorSliceName(src string) string {
 	if src == kubernetesName {
-		return ExternalServiceName
+		return externalServiceName
 	}
-	name := ExternalServiceName + "-" + src
+	name := externalServiceName + "-" + src
 	if len(name) > 253 {
 		name = name[:253]
 	}
@@ -163,16 +163,16 @@ func mirrorSlices(src []*discoveryv1.EndpointSlice, owner types.UID) []*discover
 		if !isKubernetesSlice(s) {
 			continue
 		}
-		m := discoveryv1ac.EndpointSlice(mirrorSliceName(s.Name), ExternalServiceNamespace).
+		m := discoveryv1ac.EndpointSlice(mirrorSliceName(s.Name), externalServiceNamespace).
 			WithLabels(map[string]string{
-				discoveryv1.LabelServiceName: ExternalServiceName,
-				ManagedByLabel:               ManagedBy,
+				discoveryv1.LabelServiceName: externalServiceName,
+				managedByLabel:               managedBy,
 			}).
 			WithAddressType(s.AddressType)
 		if owner != "" {
 			m.WithOwnerReferences(metav1ac.OwnerReference().
 				WithAPIVersion("v1").WithKind("Service").
-				WithName(ExternalServiceName).WithUID(owner))
+				WithName(externalServiceName).WithUID(owner))
 		}
 		for _, e := range s.Endpoints {
 			ep := discoveryv1ac.Endpoint().WithAddresses(e.Addresses...)
@@ -229,10 +229,10 @@ func protocolOr(p v1.Protocol) v1.Protocol {
 	return p
 }
 
-// classOnly is what ClassFieldManager applies: the class alone.
+// classOnly is what classFieldManager applies: the class alone.
 func classOnly() *corev1ac.ServiceApplyConfiguration {
-	return corev1ac.Service(ExternalServiceName, ExternalServiceNamespace).
-		WithSpec(corev1ac.ServiceSpec().WithType(v1.ServiceTypeLoadBalancer).WithLoadBalancerClass(LoadBalancerClass))
+	return corev1ac.Service(externalServiceName, externalServiceNamespace).
+		WithSpec(corev1ac.ServiceSpec().WithType(v1.ServiceTypeLoadBalancer).WithLoadBalancerClass(loadBalancerClass))
 }
 
 // needsRecreate reports why an existing external Service must be deleted
@@ -243,12 +243,12 @@ func needsRecreate(svc *v1.Service) string {
 	if svc == nil || svc.Spec.Type != v1.ServiceTypeLoadBalancer {
 		return ""
 	}
-	if c := svc.Spec.LoadBalancerClass; c == nil || *c != LoadBalancerClass {
+	if c := svc.Spec.LoadBalancerClass; c == nil || *c != loadBalancerClass {
 		was := "none"
 		if c != nil {
 			was = *c
 		}
-		return fmt.Sprintf("its spec.loadBalancerClass is %s, want %s, and the field cannot be changed on an existing Service", was, LoadBalancerClass)
+		return fmt.Sprintf("its spec.loadBalancerClass is %s, want %s, and the field cannot be changed on an existing Service", was, loadBalancerClass)
 	}
 	return ""
 }

@@ -175,7 +175,7 @@ func TestMirrorSlices(t *testing.T) {
 }
 
 func TestNeedsRecreate(t *testing.T) {
-	ours, other := LoadBalancerClass, "example.com/other"
+	ours, other := loadBalancerClass, "example.com/other"
 	tests := []struct {
 		name string
 		svc  *v1.Service

@@ -34,7 +34,7 @@ import (
 )
 
 // The real client is what the provider hands to New.
-var _ MetalAPI = (*metal.Client)(nil)
+var _ metalAPI = (*metal.Client)(nil)
 
 const integrationTag = "cluster-api-provider-packet:cluster-id:it"
 
@@ -129,7 +129,7 @@ func startClusterIn(tb testing.TB, metros map[string]string) *cluster {
 	for _, n := range []string{"a", "b", "c"} {
 		c.servers[n] = startFakeAPIServer(tb, nodeIPs[n], c.port)
 		node, err := c.kube.CoreV1().Nodes().Create(ctx, &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{LabelControlPlane: ""}},
+			ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{labelControlPlane: ""}},
 			Spec:       v1.NodeSpec{ProviderID: "equinixmetal://" + c.devices[n]},
 		}, metav1.CreateOptions{})
 		if err != nil {
@@ -161,7 +161,7 @@ func startClusterIn(tb testing.TB, metros map[string]string) *cluster {
 }
 
 // startManager runs a Manager until the test ends.
-func (c *cluster) startManager(opts Options) *Manager {
+func (c *cluster) startManager(opts options) *manager {
 	opts.EIPTag = integrationTag
 	m := New(opts, c.metal, c.kube, nil, c.recorder)
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -204,12 +204,12 @@ func (c *cluster) holders() []string {
 // settle waits until the EIP is on want and the manager has kept it there
 // for three rounds in a row, then checks that it has exactly one
 // assignment.
-func (c *cluster) settle(m *Manager, want string) {
+func (c *cluster) settle(m *manager, want string) {
 	c.tb.Helper()
 	var since, streak int
 	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		st := m.Status()
-		if st.HolderNode != want || st.Last.Kind != Keep || !slices.Equal(c.holders(), []string{want}) {
+		if st.HolderNode != want || st.Last.Kind != keep || !slices.Equal(c.holders(), []string{want}) {
 			streak = 0
 			return false, nil
 		}
@@ -227,7 +227,7 @@ func (c *cluster) settle(m *Manager, want string) {
 }
 
 // waitRounds waits until the manager has run n more rounds.
-func (c *cluster) waitRounds(m *Manager, n int) {
+func (c *cluster) waitRounds(m *manager, n int) {
 	c.tb.Helper()
 	start := m.Status().Rounds
 	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
@@ -252,13 +252,13 @@ func (c *cluster) setUnschedulable(node string, v bool) {
 
 func (c *cluster) events(reason string) []string {
 	c.tb.Helper()
-	l, err := c.kube.CoreV1().Events(ExternalServiceNamespace).List(c.ctx, metav1.ListOptions{})
+	l, err := c.kube.CoreV1().Events(externalServiceNamespace).List(c.ctx, metav1.ListOptions{})
 	if err != nil {
 		c.tb.Fatal(err)
 	}
 	var out []string
 	for _, e := range l.Items {
-		if e.Reason == reason && e.InvolvedObject.Name == ExternalServiceName {
+		if e.Reason == reason && e.InvolvedObject.Name == externalServiceName {
 			out = append(out, e.Message)
 		}
 	}
@@ -268,16 +268,16 @@ func (c *cluster) events(reason string) []string {
 func TestIntegrationFailover(t *testing.T) {
 	c := startCluster(t)
 	assigns := func() int64 { return c.emu.Count(emulator.RouteAssignIP) + c.emu.Count(emulator.RouteDeleteIP) }
-	m := c.startManager(Options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
+	m := c.startManager(options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
 
 	c.settle(m, "a")
 	t.Run("routing objects", func(t *testing.T) {
-		svc, err := c.kube.CoreV1().Services(ExternalServiceNamespace).Get(c.ctx, ExternalServiceName, metav1.GetOptions{})
+		svc, err := c.kube.CoreV1().Services(externalServiceNamespace).Get(c.ctx, externalServiceName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if svc.Spec.Type != v1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerIP != c.eip ||
-			svc.Annotations[MetalLBAddressPoolAnnotation] != MetalLBDisabledPool {
+			svc.Annotations[metalLBAddressPoolAnnotation] != metalLBDisabledPool {
 			t.Errorf("external Service: type %s, loadBalancerIP %q, annotations %v", svc.Spec.Type, svc.Spec.LoadBalancerIP, svc.Annotations)
 		}
 		if p := svc.Spec.Ports; len(p) != 1 || int(p[0].Port) != c.port || p[0].TargetPort.IntValue() != c.port || p[0].Name != "https" {
@@ -286,8 +286,8 @@ func TestIntegrationFailover(t *testing.T) {
 		if ing := svc.Status.LoadBalancer.Ingress; len(ing) != 1 || ing[0].IP != c.eip {
 			t.Errorf("status ingress = %+v, want %s", ing, c.eip)
 		}
-		l, err := c.kube.DiscoveryV1().EndpointSlices(ExternalServiceNamespace).List(c.ctx, metav1.ListOptions{
-			LabelSelector: discoveryv1.LabelServiceName + "=" + ExternalServiceName})
+		l, err := c.kube.DiscoveryV1().EndpointSlices(externalServiceNamespace).List(c.ctx, metav1.ListOptions{
+			LabelSelector: discoveryv1.LabelServiceName + "=" + externalServiceName})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,13 +297,13 @@ func TestIntegrationFailover(t *testing.T) {
 				got = append(got, fmt.Sprintf("%s %v :%d", s.Name, e.Addresses, *s.Ports[0].Port))
 			}
 		}
-		want := []string{fmt.Sprintf("%s [192.0.2.1] :%d", ExternalServiceName, c.port)}
+		want := []string{fmt.Sprintf("%s [192.0.2.1] :%d", externalServiceName, c.port)}
 		if !slices.Equal(got, want) {
 			t.Errorf("mirrored endpoints = %v, want %v (only default/kubernetes)", got, want)
 		}
 		for _, mf := range svc.ManagedFields {
-			if mf.Manager != fieldmanager.CCM && mf.Manager != ClassFieldManager {
-				t.Errorf("field manager %q on the external Service, want only %q and %q", mf.Manager, fieldmanager.CCM, ClassFieldManager)
+			if mf.Manager != fieldmanager.CCM && mf.Manager != classFieldManager {
+				t.Errorf("field manager %q on the external Service, want only %q and %q", mf.Manager, fieldmanager.CCM, classFieldManager)
 			}
 		}
 	})
@@ -323,12 +323,12 @@ func TestIntegrationFailover(t *testing.T) {
 		c.settle(m, "b")
 		// Events are sent asynchronously by the broadcaster.
 		err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			return slices.ContainsFunc(c.events(ReasonMoved), func(m string) bool {
+			return slices.ContainsFunc(c.events(reasonMoved), func(m string) bool {
 				return strings.Contains(m, "from a to node b: holder node a failed")
 			}), nil
 		})
 		if err != nil {
-			t.Errorf("no %s event for the move from a to b: %v", ReasonMoved, c.events(ReasonMoved))
+			t.Errorf("no %s event for the move from a to b: %v", reasonMoved, c.events(reasonMoved))
 		}
 	})
 
@@ -353,10 +353,10 @@ func TestIntegrationFailover(t *testing.T) {
 			c.servers[n].Stop()
 		}
 		err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			return len(c.events(ReasonUnhealthy)) > 0, nil
+			return len(c.events(reasonUnhealthy)) > 0, nil
 		})
 		if err != nil {
-			t.Fatalf("no %s event", ReasonUnhealthy)
+			t.Fatalf("no %s event", reasonUnhealthy)
 		}
 		c.waitRounds(m, 5)
 		if got := c.holders(); !slices.Equal(got, []string{"c"}) || assigns() != before {
@@ -366,10 +366,10 @@ func TestIntegrationFailover(t *testing.T) {
 		c.settle(m, "b")
 	})
 
-	if v, err := testutil.GetCounterMetricValue(metricFailovers.WithLabelValues(CauseUnhealthy)); err != nil || v < 2 {
+	if v, err := testutil.GetCounterMetricValue(metricFailovers.WithLabelValues(causeUnhealthy)); err != nil || v < 2 {
 		t.Errorf("failovers_total{cause=unhealthy} = %v, %v; want at least 2", v, err)
 	}
-	if v, err := testutil.GetCounterMetricValue(metricFailovers.WithLabelValues(CauseCordoned)); err != nil || v < 1 {
+	if v, err := testutil.GetCounterMetricValue(metricFailovers.WithLabelValues(causeCordoned)); err != nil || v < 1 {
 		t.Errorf("failovers_total{cause=cordoned} = %v, %v; want at least 1", v, err)
 	}
 }
@@ -385,7 +385,7 @@ func TestIntegrationFailover(t *testing.T) {
 // that cannot be made — with an Event naming the metros.
 func TestIntegrationFailoverStaysInMetro(t *testing.T) {
 	c := startClusterIn(t, map[string]string{"b": "sv"})
-	m := c.startManager(Options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
+	m := c.startManager(options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
 	c.settle(m, "a")
 
 	c.servers["a"].Stop()
@@ -407,16 +407,16 @@ func TestIntegrationFailoverStaysInMetro(t *testing.T) {
 	if n := c.emu.Count(emulator.RouteDeleteIP) - unassigns; n != 0 {
 		t.Fatalf("%d unassign calls with no healthy node in the EIP's metro; want none", n)
 	}
-	if st := m.Status(); st.Last.Kind != Stuck || !strings.Contains(st.Last.Reason, "healthy nodes in other metros (b in sv)") {
+	if st := m.Status(); st.Last.Kind != stuck || !strings.Contains(st.Last.Reason, "healthy nodes in other metros (b in sv)") {
 		t.Fatalf("last decision %+v; want stuck, naming b in sv", st.Last)
 	}
 	err = wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return slices.ContainsFunc(c.events(ReasonUnhealthy), func(m string) bool {
+		return slices.ContainsFunc(c.events(reasonUnhealthy), func(m string) bool {
 			return strings.Contains(m, "Equinix assigns an Elastic IP only in its own metro: add a control-plane node in da")
 		}), nil
 	})
 	if err != nil {
-		t.Errorf("no %s event naming the metro: %v", ReasonUnhealthy, c.events(ReasonUnhealthy))
+		t.Errorf("no %s event naming the metro: %v", reasonUnhealthy, c.events(reasonUnhealthy))
 	}
 
 	// a comes back: the EIP moves home.
@@ -426,7 +426,7 @@ func TestIntegrationFailoverStaysInMetro(t *testing.T) {
 
 func TestIntegrationLeaderOnFailedNode(t *testing.T) {
 	c := startCluster(t)
-	opts := Options{UseHostIP: true} // the defaults: 2s, 1s, 3 failures
+	opts := options{UseHostIP: true} // the defaults: 2s, 1s, 3 failures
 	type replica struct {
 		leading atomic.Bool
 		cancel  context.CancelFunc
@@ -468,7 +468,7 @@ func TestIntegrationLeaderOnFailedNode(t *testing.T) {
 	onB := run("ccm-on-b")
 	// Let a's manager come up and confirm the holder before the crash.
 	if err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := c.kube.CoreV1().Services(ExternalServiceNamespace).Get(ctx, ExternalServiceName, metav1.GetOptions{})
+		_, err := c.kube.CoreV1().Services(externalServiceNamespace).Get(ctx, externalServiceName, metav1.GetOptions{})
 		return err == nil, nil
 	}); err != nil {
 		t.Fatal("the leader never created the external Service")
@@ -505,7 +505,7 @@ func TestIntegrationLeaderOnFailedNode(t *testing.T) {
 //	go test -run '^$' -bench BenchmarkFailover -benchtime 8x ./host/controlplane/
 func BenchmarkFailover(b *testing.B) {
 	c := startCluster(b)
-	m := c.startManager(Options{UseHostIP: true})
+	m := c.startManager(options{UseHostIP: true})
 	c.settle(m, "a")
 	for _, mode := range []string{"refused", "hung"} {
 		b.Run(mode, func(b *testing.B) {
@@ -515,7 +515,7 @@ func BenchmarkFailover(b *testing.B) {
 				// Everything healthy and past its rise before the kill.
 				if err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 					st := m.Status()
-					return st.HealthyNodes == 3 && st.Last.Kind == Keep && len(c.holders()) == 1, nil
+					return st.HealthyNodes == 3 && st.Last.Kind == keep && len(c.holders()) == 1, nil
 				}); err != nil {
 					b.Fatalf("never settled: %+v", m.Status())
 				}

@@ -36,8 +36,8 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// MetalAPI is the part of the Equinix Metal API the manager uses.
-type MetalAPI interface {
+// metalAPI is the part of the Equinix Metal API the manager uses.
+type metalAPI interface {
 	// ReservationsWithTags returns the project's IP reservations that carry
 	// every tag. It may answer from a cache: it is used only to find the
 	// reservation's ID.
@@ -62,8 +62,8 @@ type MetalAPI interface {
 	DeviceFresh(ctx context.Context, id string) (*metalv1.Device, error)
 }
 
-// Status is a snapshot of what the manager last saw and did.
-type Status struct {
+// status is a snapshot of what the manager last saw and did.
+type status struct {
 	EIP string
 	// HolderNode is the node holding the EIP; "" when unassigned, assigned
 	// more than once, or to a device that is no control-plane node.
@@ -71,20 +71,20 @@ type Status struct {
 	HolderDevice string
 	Assignments  int
 	HealthyNodes int
-	Last         Decision
+	Last         decision
 	// Rounds counts finished probe rounds.
 	Rounds int
 	// Err is the last error that stopped a round, "" after a good round.
 	Err string
 }
 
-// Manager runs the control-plane EIP loop.
-type Manager struct {
-	opts     Options
-	metal    MetalAPI
+// manager runs the control-plane EIP loop.
+type manager struct {
+	opts     options
+	metal    metalAPI
 	kube     kubernetes.Interface
 	recorder record.EventRecorder
-	prober   *Prober
+	prober   *prober
 
 	shared      informers.SharedInformerFactory
 	own         []informers.SharedInformerFactory
@@ -98,12 +98,12 @@ type Manager struct {
 
 	// Loop state, touched only by the Run goroutine.
 	res          reservation
-	eipHealth    Health
+	eipHealth    health
 	holderKey    string
 	holderSince  time.Time
 	firstFailure time.Time
 	lastProbe    time.Time
-	nodeHealth   map[string]Health
+	nodeHealth   map[string]health
 	lastReport   string
 	// lastFindEvent is the last Event about the tag lookup, to send it once.
 	lastFindEvent string
@@ -113,25 +113,25 @@ type Manager struct {
 	serviceRef    *v1.ObjectReference
 
 	statusMu sync.Mutex
-	status   Status
+	status   status
 }
 
 // New builds a Manager. shared provides the Node informer (nil: the
 // manager makes its own); the default/kubernetes Service and its
 // EndpointSlices come from a small informer factory of the manager's own,
 // limited to those objects. recorder may be nil.
-func New(opts Options, metal MetalAPI, kube kubernetes.Interface, shared informers.SharedInformerFactory, recorder record.EventRecorder) *Manager {
+func New(opts options, metal metalAPI, kube kubernetes.Interface, shared informers.SharedInformerFactory, recorder record.EventRecorder) *manager {
 	opts = opts.withDefaults()
 	if shared == nil {
 		shared = informers.NewSharedInformerFactory(kube, 0)
 	}
-	m := &Manager{
+	m := &manager{
 		opts: opts, metal: metal, kube: kube, recorder: recorder,
-		prober:      NewProber(opts.Timeout, opts.Dial),
+		prober:      newProber(opts.Timeout, opts.Dial),
 		shared:      shared,
 		wake:        make(chan struct{}, 1),
 		dirtyExtern: true,
-		nodeHealth:  map[string]Health{},
+		nodeHealth:  map[string]health{},
 	}
 	// Only default/kubernetes and its slices: watching every Service and
 	// EndpointSlice of the cluster for one object would cost memory that
@@ -165,7 +165,7 @@ func New(opts Options, metal MetalAPI, kube kubernetes.Interface, shared informe
 	_, _ = sliceInf.Informer().AddEventHandler(markExtern)
 	_, _ = nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if n, ok := obj.(*v1.Node); ok && IsControlPlaneNode(n) {
+			if n, ok := obj.(*v1.Node); ok && isControlPlaneNode(n) {
 				m.poke()
 			}
 		},
@@ -181,21 +181,21 @@ func New(opts Options, metal MetalAPI, kube kubernetes.Interface, shared informe
 	return m
 }
 
-func (m *Manager) poke() {
+func (m *manager) poke() {
 	select {
 	case m.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (m *Manager) markExternalDirty() {
+func (m *manager) markExternalDirty() {
 	m.dirtyMu.Lock()
 	m.dirtyExtern = true
 	m.dirtyMu.Unlock()
 	m.poke()
 }
 
-func (m *Manager) takeExternalDirty() bool {
+func (m *manager) takeExternalDirty() bool {
 	m.dirtyMu.Lock()
 	defer m.dirtyMu.Unlock()
 	d := m.dirtyExtern
@@ -204,13 +204,13 @@ func (m *Manager) takeExternalDirty() bool {
 }
 
 // Status returns a snapshot of the manager's view.
-func (m *Manager) Status() Status {
+func (m *manager) Status() status {
 	m.statusMu.Lock()
 	defer m.statusMu.Unlock()
 	return m.status
 }
 
-func (m *Manager) setStatus(f func(*Status)) {
+func (m *manager) setStatus(f func(*status)) {
 	m.statusMu.Lock()
 	f(&m.status)
 	m.statusMu.Unlock()
@@ -218,7 +218,7 @@ func (m *Manager) setStatus(f func(*Status)) {
 
 // Run probes and acts until ctx ends. It returns at once, with an error,
 // when the options are unusable or the informers cannot sync.
-func (m *Manager) Run(ctx context.Context) error {
+func (m *manager) Run(ctx context.Context) error {
 	if strings.TrimSpace(m.opts.EIPTag) == "" {
 		return fmt.Errorf("control-plane EIP: eipTag is empty; set eipTag (METAL_EIP_TAG) to the tag of the control-plane Elastic IP, or do not start the control-plane manager")
 	}
@@ -255,7 +255,7 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 // start runs the informers (until ctx ends) and waits for their caches.
-func (m *Manager) start(ctx context.Context) error {
+func (m *manager) start(ctx context.Context) error {
 	registerMetrics()
 	m.shared.Start(ctx.Done())
 	for _, f := range m.own {

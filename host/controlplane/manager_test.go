@@ -43,14 +43,14 @@ type harness struct {
 	ctx     context.Context
 	kube    kubernetes.Interface
 	metal   *fakeMetal
-	m       *Manager
+	m       *manager
 	rec     *record.FakeRecorder
 	servers map[string]*fakeAPIServer
 	port    int
 	now     time.Time
 }
 
-func newHarness(t *testing.T, opts Options, metal *fakeMetal) *harness {
+func newHarness(t *testing.T, opts options, metal *fakeMetal) *harness {
 	t.Helper()
 	_, tctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(tctx)
@@ -93,13 +93,13 @@ func testNode(name string, controlPlane bool) *v1.Node {
 		}},
 	}
 	if controlPlane {
-		n.Labels[LabelControlPlane] = ""
+		n.Labels[labelControlPlane] = ""
 	}
 	return n
 }
 
 // round runs one round one interval later than the last.
-func (h *harness) round() Decision {
+func (h *harness) round() decision {
 	h.t.Helper()
 	h.now = h.now.Add(h.m.opts.Interval)
 	h.m.round(h.ctx, h.now)
@@ -107,8 +107,8 @@ func (h *harness) round() Decision {
 }
 
 // rounds runs n rounds and returns their decisions' kinds.
-func (h *harness) rounds(n int) []ActionKind {
-	var out []ActionKind
+func (h *harness) rounds(n int) []actionKind {
+	var out []actionKind
 	for range n {
 		out = append(out, h.round().Kind)
 	}
@@ -166,9 +166,9 @@ func containsAll(t *testing.T, what string, got []string, want ...string) {
 
 func TestManagerMovesAwayFromDeadHolder(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h := newHarness(t, options{UseHostIP: true}, metal)
 
-	if got := h.rounds(3); !slices.Equal(got, []ActionKind{Keep, Keep, Keep}) {
+	if got := h.rounds(3); !slices.Equal(got, []actionKind{keep, keep, keep}) {
 		t.Fatalf("healthy cluster: decisions %v, want keep", got)
 	}
 	if st := h.m.Status(); st.HolderNode != "a" || st.EIP != testEIP || st.HealthyNodes != 3 || st.Err != "" {
@@ -177,7 +177,7 @@ func TestManagerMovesAwayFromDeadHolder(t *testing.T) {
 	h.servers["a"].Stop()
 	// Two failures are not enough; the third moves the EIP to b, the first
 	// healthy node by name (the worker w is never a candidate).
-	if got := h.rounds(3); !slices.Equal(got, []ActionKind{Keep, Keep, Move}) {
+	if got := h.rounds(3); !slices.Equal(got, []actionKind{keep, keep, move}) {
 		t.Fatalf("after the holder died: decisions %v, want keep, keep, move", got)
 	}
 	if got := metal.holders(); !slices.Equal(got, []string{"dev-b"}) {
@@ -186,7 +186,7 @@ func TestManagerMovesAwayFromDeadHolder(t *testing.T) {
 	if got := metal.writes(); len(got) != 2 || !strings.HasPrefix(got[0], "DeleteIP as-") || got[1] != "AssignIP dev-b" {
 		t.Fatalf("writes = %v, want one unassign then assign to dev-b", got)
 	}
-	if got := h.rounds(5); slices.ContainsFunc(got, func(k ActionKind) bool { return k != Keep }) {
+	if got := h.rounds(5); slices.ContainsFunc(got, func(k actionKind) bool { return k != keep }) {
 		t.Fatalf("after the move: decisions %v, want keep", got)
 	}
 	if st := h.m.Status(); st.HolderNode != "b" || st.Assignments != 1 {
@@ -198,7 +198,7 @@ func TestManagerMovesAwayFromDeadHolder(t *testing.T) {
 
 func TestManagerFlappingHolderStays(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h := newHarness(t, options{UseHostIP: true}, metal)
 	// a fails one probe in three: every third request answers 500.
 	h.servers["a"].setFail(func(n int64) bool { return n%3 == 0 })
 	kinds := h.rounds(30)
@@ -212,7 +212,7 @@ func TestManagerFlappingHolderStays(t *testing.T) {
 
 func TestManagerCordonedHolderMoves(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h := newHarness(t, options{UseHostIP: true}, metal)
 	h.rounds(2)
 	h.updateNode("a", func(n *v1.Node) { n.Spec.Unschedulable = true })
 	// The node event wakes a round 10ms after the last one: it acts on the
@@ -223,7 +223,7 @@ func TestManagerCordonedHolderMoves(t *testing.T) {
 	}
 	h.now = h.now.Add(10 * time.Millisecond)
 	h.m.round(h.ctx, h.now)
-	if d := h.m.Status().Last; d.Kind != Move || d.Target.Name != "b" || d.Cause != CauseCordoned {
+	if d := h.m.Status().Last; d.Kind != move || d.Target.Name != "b" || d.Cause != causeCordoned {
 		t.Fatalf("decision = %+v, want move to b because a is cordoned", d)
 	}
 	var after int64
@@ -240,20 +240,20 @@ func TestManagerCordonedHolderMoves(t *testing.T) {
 
 func TestManagerDeletedHolderMoves(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h := newHarness(t, options{UseHostIP: true}, metal)
 	h.rounds(2)
 	if err := h.kube.CoreV1().Nodes().Delete(h.ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitNode("a", func(_ *v1.Node, err error) bool { return err != nil })
-	if d := h.round(); d.Kind != Move || d.Target.Name != "b" || d.Cause != CauseNotANode {
+	if d := h.round(); d.Kind != move || d.Target.Name != "b" || d.Cause != causeNotANode {
 		t.Fatalf("decision = %+v, want move to b because a is gone", d)
 	}
 }
 
 func TestManagerRepairsInterruptedMove(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h := newHarness(t, options{UseHostIP: true}, metal)
 	h.rounds(1)
 	h.servers["a"].Stop()
 	metal.failNext["AssignIP"] = 2 // the move's assign, then putting it back
@@ -264,7 +264,7 @@ func TestManagerRepairsInterruptedMove(t *testing.T) {
 	if st := h.m.Status(); !strings.Contains(st.Err, "assigning 147.75.0.10 to node b (device dev-b)") {
 		t.Fatalf("status error = %q", st.Err)
 	}
-	if d := h.round(); d.Kind != Assign || d.Target.Name != "b" {
+	if d := h.round(); d.Kind != assign || d.Target.Name != "b" {
 		t.Fatalf("next round decided %+v, want assign to b", d)
 	}
 	if got := metal.holders(); !slices.Equal(got, []string{"dev-b"}) {
@@ -278,7 +278,7 @@ func TestManagerRepairsInterruptedMove(t *testing.T) {
 // rather than staying on nobody, and the next round moves it.
 func TestManagerFailedAssignPutsTheEIPBack(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h := newHarness(t, options{UseHostIP: true}, metal)
 	h.rounds(1)
 	h.servers["a"].Stop()
 	metal.failNext["AssignIP"] = 1
@@ -289,7 +289,7 @@ func TestManagerFailedAssignPutsTheEIPBack(t *testing.T) {
 	if st := h.m.Status(); !strings.Contains(st.Err, "AssignIP: 503 Service Unavailable; it is back on device dev-a") {
 		t.Fatalf("status error = %q", st.Err)
 	}
-	if d := h.round(); d.Kind != Move || d.Target.Name != "b" {
+	if d := h.round(); d.Kind != move || d.Target.Name != "b" {
 		t.Fatalf("next round decided %+v, want a move to b", d)
 	}
 	if got := metal.holders(); !slices.Equal(got, []string{"dev-b"}) {
@@ -305,7 +305,7 @@ func TestManagerStaysInTheEIPMetro(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
 	metal.res[0].Metro = &metalv1.IPReservationMetro{Code: metalv1.PtrString("da")}
 	metal.metros = map[string]string{"dev-a": "da", "dev-b": "sv", "dev-c": "da"}
-	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h := newHarness(t, options{UseHostIP: true}, metal)
 	h.rounds(1)
 	h.servers["a"].Stop()
 	h.rounds(3)
@@ -316,7 +316,7 @@ func TestManagerStaysInTheEIPMetro(t *testing.T) {
 	h.servers["a"].Stop()
 	before := len(metal.writes())
 	kinds := h.rounds(5)
-	if kinds[len(kinds)-1] != Stuck {
+	if kinds[len(kinds)-1] != stuck {
 		t.Fatalf("decisions %v, want stuck", kinds)
 	}
 	if w := metal.writes(); len(w) != before {
@@ -327,13 +327,13 @@ func TestManagerStaysInTheEIPMetro(t *testing.T) {
 
 func TestManagerNoHealthyNodeLeavesEIP(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, Options{UseHostIP: true}, metal)
+	h := newHarness(t, options{UseHostIP: true}, metal)
 	h.rounds(1)
 	for _, n := range []string{"a", "b", "c"} {
 		h.servers[n].Stop()
 	}
 	kinds := h.rounds(8)
-	if kinds[len(kinds)-1] != Stuck {
+	if kinds[len(kinds)-1] != stuck {
 		t.Fatalf("decisions %v, want stuck at the end", kinds)
 	}
 	if w := metal.writes(); len(w) != 0 {
@@ -350,21 +350,21 @@ func TestManagerNoHealthyNodeLeavesEIP(t *testing.T) {
 	}
 	// b comes back: after Rise passed probes the EIP moves there.
 	h.servers["b"].Start()
-	if got := h.rounds(2); !slices.Equal(got, []ActionKind{Stuck, Move}) {
+	if got := h.rounds(2); !slices.Equal(got, []actionKind{stuck, move}) {
 		t.Fatalf("after b came back: %v, want stuck then move", got)
 	}
 }
 
 func TestManagerTrimsDuplicateAssignments(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-c", "dev-a")
-	h := newHarness(t, Options{UseHostIP: true}, metal)
-	if d := h.round(); d.Kind != Trim {
+	h := newHarness(t, options{UseHostIP: true}, metal)
+	if d := h.round(); d.Kind != trim {
 		t.Fatalf("decision = %+v, want trim", d)
 	}
 	if got := metal.holders(); !slices.Equal(got, []string{"dev-a"}) {
 		t.Fatalf("holders = %v, want [dev-a] (first healthy node by name)", got)
 	}
-	if d := h.round(); d.Kind != Keep {
+	if d := h.round(); d.Kind != keep {
 		t.Fatalf("after trim: %+v, want keep", d)
 	}
 	containsAll(t, "events", h.events(), "Normal ControlPlaneEIPDuplicateRemoved Control-plane EIP 147.75.0.10: the EIP has 2 assignments; keeping the one on device dev-a")
@@ -387,7 +387,7 @@ func TestManagerTagErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			metal := tc.metal()
-			h := newHarness(t, Options{UseHostIP: true}, metal)
+			h := newHarness(t, options{UseHostIP: true}, metal)
 			h.rounds(3)
 			if st := h.m.Status(); st.Err != tc.wantErr {
 				t.Fatalf("error = %q\nwant    %q", st.Err, tc.wantErr)
@@ -400,12 +400,12 @@ func TestManagerTagErrors(t *testing.T) {
 			}
 			var n int
 			for _, e := range h.events() {
-				if strings.Contains(e, ReasonEIPNotFound) {
+				if strings.Contains(e, reasonEIPNotFound) {
 					n++
 				}
 			}
 			if n != 1 {
-				t.Fatalf("%d %s events over 3 rounds, want 1", n, ReasonEIPNotFound)
+				t.Fatalf("%d %s events over 3 rounds, want 1", n, reasonEIPNotFound)
 			}
 		})
 	}
@@ -428,7 +428,7 @@ func TestManagerProbesTheEIP(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, net.JoinHostPort(host, port))
 	}
-	h := newHarness(t, Options{Dial: route}, metal) // Interval 2s, Grace 10s
+	h := newHarness(t, options{Dial: route}, metal) // Interval 2s, Grace 10s
 	h.rounds(2)
 	a := h.servers["a"]
 	before := a.requests.Load()
@@ -439,7 +439,7 @@ func TestManagerProbesTheEIP(t *testing.T) {
 	a.Stop()
 	// The holder has been there for 10s of synthetic time: past the grace,
 	// so the third failure moves it.
-	if got := h.rounds(3); !slices.Equal(got, []ActionKind{Keep, Keep, Move}) {
+	if got := h.rounds(3); !slices.Equal(got, []actionKind{keep, keep, move}) {
 		t.Fatalf("decisions %v, want keep, keep, move", got)
 	}
 	// Now b dies as well, just after receiving the EIP: failures of the
@@ -449,7 +449,7 @@ func TestManagerProbesTheEIP(t *testing.T) {
 	// Rounds 2s apart: the third failure comes 6s after the move, inside
 	// the grace; the fifth, 10s after, moves it.
 	got := h.rounds(5)
-	if !slices.Equal(got, []ActionKind{Keep, Keep, Keep, Keep, Move}) {
+	if !slices.Equal(got, []actionKind{keep, keep, keep, keep, move}) {
 		t.Fatalf("after moving to b and b dying: %v, want keep until the 10s grace passed, then move", got)
 	}
 	if got := metal.holders(); !slices.Equal(got, []string{"dev-c"}) {
@@ -465,7 +465,7 @@ const errNoRoute = routeError("no route to host")
 
 func TestManagerExternalService(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, Options{UseHostIP: true, APIServerPort: 443}, metal)
+	h := newHarness(t, options{UseHostIP: true, APIServerPort: 443}, metal)
 	h.round()
 	// The fake clientset's tracker does not keep the status subresource
 	// apart (its apply of the status drops the spec), so the spec is read
@@ -473,8 +473,8 @@ func TestManagerExternalService(t *testing.T) {
 	// test.
 	svc := appliedService(t, h.kube.(*fake.Clientset), "")
 	if svc.Spec.Type != v1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerIP != testEIP ||
-		svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass != LoadBalancerClass ||
-		svc.Annotations[MetalLBAddressPoolAnnotation] != MetalLBDisabledPool {
+		svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass != loadBalancerClass ||
+		svc.Annotations[metalLBAddressPoolAnnotation] != metalLBDisabledPool {
 		t.Fatalf("external Service spec = %+v, annotations %v", svc.Spec, svc.Annotations)
 	}
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 443 || svc.Spec.Ports[0].TargetPort.IntValue() != h.port {
@@ -485,7 +485,7 @@ func TestManagerExternalService(t *testing.T) {
 		t.Fatalf("status ingress = %+v", ing)
 	}
 	mirrored := func() []string {
-		l, err := h.kube.DiscoveryV1().EndpointSlices(ExternalServiceNamespace).List(h.ctx, metav1.ListOptions{})
+		l, err := h.kube.DiscoveryV1().EndpointSlices(externalServiceNamespace).List(h.ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -498,7 +498,7 @@ func TestManagerExternalService(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	want := ExternalServiceName + "=192.0.2.1:" + strconv.Itoa(h.port)
+	want := externalServiceName + "=192.0.2.1:" + strconv.Itoa(h.port)
 	if got := mirrored(); !slices.Equal(got, []string{want}) {
 		t.Fatalf("mirrored endpoints = %v, want [%s] (and nothing of default/web)", got, want)
 	}
@@ -520,7 +520,7 @@ func TestManagerExternalService(t *testing.T) {
 		t.Fatal("the informer never saw the new endpoint")
 	}
 	h.round()
-	want2 := ExternalServiceName + "=192.0.2.2:" + strconv.Itoa(h.port)
+	want2 := externalServiceName + "=192.0.2.2:" + strconv.Itoa(h.port)
 	if got := mirrored(); !slices.Equal(got, []string{want, want2}) {
 		t.Fatalf("mirrored endpoints = %v, want [%s %s]", got, want, want2)
 	}
@@ -534,11 +534,11 @@ func appliedService(t *testing.T, cs *fake.Clientset, subresource string) *v1.Se
 	for _, a := range cs.Actions() {
 		p, ok := a.(k8stesting.PatchAction)
 		if !ok || p.GetPatchType() != types.ApplyPatchType || p.GetResource().Resource != "services" ||
-			p.GetSubresource() != subresource || p.GetName() != ExternalServiceName {
+			p.GetSubresource() != subresource || p.GetName() != externalServiceName {
 			continue
 		}
-		if o, ok := a.(interface{ GetPatchOptions() metav1.PatchOptions }); ok && o.GetPatchOptions().FieldManager == ClassFieldManager {
-			continue // the class alone, co-owned (see ClassFieldManager)
+		if o, ok := a.(interface{ GetPatchOptions() metav1.PatchOptions }); ok && o.GetPatchOptions().FieldManager == classFieldManager {
+			continue // the class alone, co-owned (see classFieldManager)
 		}
 		last = &v1.Service{}
 		if err := json.Unmarshal(p.GetPatch(), last); err != nil {
@@ -546,7 +546,7 @@ func appliedService(t *testing.T, cs *fake.Clientset, subresource string) *v1.Se
 		}
 	}
 	if last == nil {
-		t.Fatalf("no apply of Service %s (subresource %q)", ExternalServiceName, subresource)
+		t.Fatalf("no apply of Service %s (subresource %q)", externalServiceName, subresource)
 	}
 	return last
 }

@@ -13,32 +13,32 @@ import (
 // Control-plane node role labels: the current one and the one clusters
 // made before Kubernetes 1.20 still carry.
 const (
-	LabelControlPlane = "node-role.kubernetes.io/control-plane"
-	LabelMaster       = "node-role.kubernetes.io/master"
+	labelControlPlane = "node-role.kubernetes.io/control-plane"
+	labelMaster       = "node-role.kubernetes.io/master"
 )
 
-// IsControlPlaneNode reports whether a node carries either role label
+// isControlPlaneNode reports whether a node carries either role label
 // (with any value, as kubeadm sets it to "").
-func IsControlPlaneNode(n *v1.Node) bool {
+func isControlPlaneNode(n *v1.Node) bool {
 	if n == nil {
 		return false
 	}
-	_, cp := n.Labels[LabelControlPlane]
-	_, master := n.Labels[LabelMaster]
+	_, cp := n.Labels[labelControlPlane]
+	_, master := n.Labels[labelMaster]
 	return cp || master
 }
 
-// nodeState turns a Node into what Decide needs. A provider ID that is
+// stateOf turns a Node into what Decide needs. A provider ID that is
 // not an Equinix Metal one leaves DeviceID empty: such a node can be probed
 // but never given the EIP.
-func nodeState(n *v1.Node, h Health) NodeState {
+func stateOf(n *v1.Node, h health) nodeState {
 	dev := ""
 	if n.Spec.ProviderID != "" {
 		if id, err := instances.DeviceID(n.Spec.ProviderID); err == nil {
 			dev = strings.ToLower(id) // UUIDs; the API writes them in lower case
 		}
 	}
-	return NodeState{
+	return nodeState{
 		Name:          n.Name,
 		DeviceID:      dev,
 		Uninitialized: n.Spec.ProviderID == "",
@@ -72,10 +72,10 @@ func probeAddresses(n *v1.Node, eip string) []string {
 // decision, so that a cordon or a deletion is acted on at once instead of at
 // the next probe round. Status heartbeats and condition changes are not.
 func relevantNodeChange(old, cur *v1.Node) bool {
-	if IsControlPlaneNode(old) != IsControlPlaneNode(cur) {
+	if isControlPlaneNode(old) != isControlPlaneNode(cur) {
 		return true
 	}
-	if !IsControlPlaneNode(cur) {
+	if !isControlPlaneNode(cur) {
 		return false
 	}
 	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||

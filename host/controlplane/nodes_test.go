@@ -16,18 +16,18 @@ func TestIsControlPlaneNode(t *testing.T) {
 		labels map[string]string
 		want   bool
 	}{
-		{map[string]string{LabelControlPlane: ""}, true},
-		{map[string]string{LabelMaster: "true"}, true},
+		{map[string]string{labelControlPlane: ""}, true},
+		{map[string]string{labelMaster: "true"}, true},
 		{map[string]string{"node-role.kubernetes.io/worker": ""}, false},
 		{nil, false},
 	}
 	for _, tc := range tests {
 		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels}}
-		if got := IsControlPlaneNode(n); got != tc.want {
+		if got := isControlPlaneNode(n); got != tc.want {
 			t.Errorf("labels %v: %v, want %v", tc.labels, got, tc.want)
 		}
 	}
-	if IsControlPlaneNode(nil) {
+	if isControlPlaneNode(nil) {
 		t.Error("nil node is a control-plane node")
 	}
 }
@@ -37,21 +37,21 @@ func TestNodeState(t *testing.T) {
 	tests := []struct {
 		name string
 		node v1.Node
-		want NodeState
+		want nodeState
 	}{
 		{"current provider ID", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://d1"}},
-			NodeState{Name: "a", DeviceID: "d1"}},
+			nodeState{Name: "a", DeviceID: "d1"}},
 		{"legacy packet provider ID", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: "packet://d2"}},
-			NodeState{Name: "a", DeviceID: "d2"}},
+			nodeState{Name: "a", DeviceID: "d2"}},
 		{"upper-case UUID", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://D3"}},
-			NodeState{Name: "a", DeviceID: "d3"}},
+			nodeState{Name: "a", DeviceID: "d3"}},
 		{"another cloud's provider ID", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: "aws:///us-east-1a/i-1"}},
-			NodeState{Name: "a"}},
+			nodeState{Name: "a"}},
 		{"no provider ID yet, cordoned, deleting", v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", DeletionTimestamp: &now}, Spec: v1.NodeSpec{Unschedulable: true}},
-			NodeState{Name: "a", Uninitialized: true, Unschedulable: true, Deleting: true}},
+			nodeState{Name: "a", Uninitialized: true, Unschedulable: true, Deleting: true}},
 	}
 	for _, tc := range tests {
-		if got := nodeState(&tc.node, Health{}); got != tc.want {
+		if got := stateOf(&tc.node, health{}); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
@@ -78,7 +78,7 @@ func TestProbeAddresses(t *testing.T) {
 func TestRelevantNodeChange(t *testing.T) {
 	base := func() *v1.Node {
 		return &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{LabelControlPlane: ""}},
+			ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{labelControlPlane: ""}},
 			Spec:       v1.NodeSpec{ProviderID: "equinixmetal://d1"},
 			Status:     v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}}},
 		}
@@ -130,14 +130,14 @@ func TestOptions(t *testing.T) {
 	cfg := &config.Config{EIPTag: "t", APIServerPort: 443, EIPHealthCheckUseHostIP: true,
 		HealthCheckInterval: 4 * time.Second, HealthCheckTimeout: 500 * time.Millisecond, HealthCheckFailures: 5}
 	got := OptionsFromConfig(cfg).withDefaults()
-	want := Options{EIPTag: "t", APIServerPort: 443, UseHostIP: true, Interval: 4 * time.Second,
+	want := options{EIPTag: "t", APIServerPort: 443, UseHostIP: true, Interval: 4 * time.Second,
 		FastInterval: time.Second, Timeout: 500 * time.Millisecond, Failures: 5, Rise: 2, Resync: 30 * time.Second}
 	if got.Dial != nil || got.EIPTag != want.EIPTag || got.APIServerPort != want.APIServerPort || got.UseHostIP != want.UseHostIP ||
 		got.Interval != want.Interval || got.FastInterval != want.FastInterval || got.Timeout != want.Timeout ||
 		got.Failures != want.Failures || got.Rise != want.Rise || got.Grace != 0 || got.Resync != want.Resync {
 		t.Fatalf("options = %+v\nwant      %+v", got, want)
 	}
-	d := Options{}.withDefaults()
+	d := options{}.withDefaults()
 	if d.Interval != 2*time.Second || d.FastInterval != 500*time.Millisecond || d.Timeout != time.Second ||
 		d.Failures != 3 || d.Rise != 2 || d.Grace != 10*time.Second {
 		t.Fatalf("defaults = %+v", d)

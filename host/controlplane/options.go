@@ -6,8 +6,8 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 )
 
-// Options configure a Manager. Zero values take the defaults named below.
-type Options struct {
+// options configure a Manager. Zero values take the defaults named below.
+type options struct {
 	// EIPTag is the tag of the control-plane EIP reservation. Required.
 	EIPTag string
 	// APIServerPort is the port of the EIP; 0 uses the kube-apiserver's
@@ -39,12 +39,12 @@ type Options struct {
 	// default 30s.
 	Resync time.Duration
 	// Dial replaces the probes' dialer (tests route the EIP with it).
-	Dial DialFunc
+	Dial dialFunc
 }
 
 // OptionsFromConfig maps the validated configuration onto Options.
-func OptionsFromConfig(cfg *config.Config) Options {
-	return Options{
+func OptionsFromConfig(cfg *config.Config) options {
+	return options{
 		EIPTag:        cfg.EIPTag,
 		APIServerPort: cfg.APIServerPort,
 		UseHostIP:     cfg.EIPHealthCheckUseHostIP,
@@ -54,7 +54,7 @@ func OptionsFromConfig(cfg *config.Config) Options {
 	}
 }
 
-func (o Options) withDefaults() Options {
+func (o options) withDefaults() options {
 	if o.Interval <= 0 {
 		o.Interval = 2 * time.Second
 	}

@@ -14,17 +14,17 @@ import (
 	"time"
 )
 
-// DialFunc opens a connection; tests use it to route the EIP to whichever
+// dialFunc opens a connection; tests use it to route the EIP to whichever
 // loopback server holds it, the way the Equinix network would.
-type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+type dialFunc func(ctx context.Context, network, address string) (net.Conn, error)
 
-// Prober asks kube-apiservers whether they are healthy.
-type Prober struct {
+// prober asks kube-apiservers whether they are healthy.
+type prober struct {
 	client  *http.Client
 	timeout time.Duration
 }
 
-// NewProber builds a prober whose every probe ends within timeout. dial may
+// newProber builds a prober whose every probe ends within timeout. dial may
 // be nil for the ordinary dialer.
 //
 // Certificates are not verified: the probe asks "does an apiserver answer
@@ -35,7 +35,7 @@ type Prober struct {
 // connection can outlive a listener that no longer accepts. Proxies from
 // the environment are ignored: a probe of a node address must go straight
 // to the node.
-func NewProber(timeout time.Duration, dial DialFunc) *Prober {
+func newProber(timeout time.Duration, dial dialFunc) *prober {
 	if timeout <= 0 {
 		timeout = time.Second
 	}
@@ -50,7 +50,7 @@ func NewProber(timeout time.Duration, dial DialFunc) *Prober {
 		DisableKeepAlives:   true,
 		ForceAttemptHTTP2:   false,
 	}
-	return &Prober{
+	return &prober{
 		client: &http.Client{
 			Transport: tr,
 			Timeout:   timeout,
@@ -61,18 +61,18 @@ func NewProber(timeout time.Duration, dial DialFunc) *Prober {
 	}
 }
 
-// HealthzURL is the probe URL of an apiserver at host:port.
-func HealthzURL(host string, port int) string {
+// healthzURL is the probe URL of an apiserver at host:port.
+func healthzURL(host string, port int) string {
 	return "https://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/healthz"
 }
 
 // Probe returns nil when GET https://host:port/healthz answers 200 within
 // the prober's timeout. Any other status, and any transport error, is a
 // failure: an apiserver that answers 500 is not one to send clients to.
-func (p *Prober) Probe(ctx context.Context, host string, port int) error {
+func (p *prober) Probe(ctx context.Context, host string, port int) error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	u := HealthzURL(host, port)
+	u := healthzURL(host, port)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", u, err)
@@ -99,7 +99,7 @@ func (p *Prober) Probe(ctx context.Context, host string, port int) error {
 // answers 200, or the errors of all. A node often has several addresses
 // (public, private, a VLAN one) and the apiserver may listen on only some
 // of them (upstream issue #170): one answer is enough.
-func (p *Prober) ProbeAny(ctx context.Context, hosts []string, port int) error {
+func (p *prober) ProbeAny(ctx context.Context, hosts []string, port int) error {
 	if len(hosts) == 0 {
 		return errors.New("the node has no address to probe")
 	}
@@ -122,8 +122,8 @@ func (p *Prober) ProbeAny(ctx context.Context, hosts []string, port int) error {
 	return errors.Join(errs...)
 }
 
-// Target is one probe to run in a round.
-type Target struct {
+// target is one probe to run in a round.
+type target struct {
 	// Key identifies the result: a node name, or "" for the EIP.
 	Key   string
 	Hosts []string
@@ -133,7 +133,7 @@ type Target struct {
 // ProbeAll runs every target in parallel and returns each one's error (nil
 // = healthy) by key, so a round takes as long as its slowest probe, not the
 // sum of them (upstream probed one node after another, 5 s each).
-func (p *Prober) ProbeAll(ctx context.Context, targets []Target) map[string]error {
+func (p *prober) ProbeAll(ctx context.Context, targets []target) map[string]error {
 	out := make(map[string]error, len(targets))
 	var mu sync.Mutex
 	var wg sync.WaitGroup

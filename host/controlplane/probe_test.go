@@ -18,7 +18,7 @@ func TestProbe(t *testing.T) {
 	gone := startFakeAPIServer(t, "127.0.0.5", 0)
 	gone.Stop()
 
-	p := NewProber(300*time.Millisecond, nil)
+	p := newProber(300*time.Millisecond, nil)
 	tests := []struct {
 		name    string
 		host    string
@@ -53,7 +53,7 @@ func TestProbeAny(t *testing.T) {
 	ok := startFakeAPIServer(t, "127.0.0.2", 0)
 	// Same port on another loopback address with nothing listening: a node
 	// whose apiserver listens on only one of its addresses.
-	p := NewProber(300*time.Millisecond, nil)
+	p := newProber(300*time.Millisecond, nil)
 	if err := p.ProbeAny(context.Background(), []string{"127.0.0.9", ok.host()}, ok.port()); err != nil {
 		t.Fatalf("ProbeAny with one answering address: %v", err)
 	}
@@ -68,15 +68,15 @@ func TestProbeAny(t *testing.T) {
 
 func TestProbeAll(t *testing.T) {
 	// Every target is probed exactly once per round, whatever the others answer.
-	var targets []Target
+	var targets []target
 	var servers []*fakeAPIServer
 	for i, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
 		s := startFakeAPIServer(t, ip, 0)
 		servers = append(servers, s)
-		targets = append(targets, Target{Key: string(rune('a' + i)), Hosts: []string{ip}, Port: s.port()})
+		targets = append(targets, target{Key: string(rune('a' + i)), Hosts: []string{ip}, Port: s.port()})
 	}
 	servers[1].setFail(func(int64) bool { return true })
-	got := NewProber(time.Second, nil).ProbeAll(context.Background(), targets)
+	got := newProber(time.Second, nil).ProbeAll(context.Background(), targets)
 	if len(got) != 3 || got["a"] != nil || got["b"] == nil || got["c"] != nil {
 		t.Fatalf("ProbeAll = %v, want a and c healthy, b failing", got)
 	}

@@ -25,10 +25,10 @@ import (
 // apply (same field manager, no class) must neither fail nor drop it.
 func TestIntegrationRecreatesUpstreamService(t *testing.T) {
 	c := startCluster(t)
-	svcs := c.kube.CoreV1().Services(ExternalServiceNamespace)
+	svcs := c.kube.CoreV1().Services(externalServiceNamespace)
 	upstream := func() *corev1ac.ServiceApplyConfiguration {
-		return corev1ac.Service(ExternalServiceName, ExternalServiceNamespace).
-			WithAnnotations(map[string]string{MetalLBAddressPoolAnnotation: MetalLBDisabledPool}).
+		return corev1ac.Service(externalServiceName, externalServiceNamespace).
+			WithAnnotations(map[string]string{metalLBAddressPoolAnnotation: metalLBDisabledPool}).
 			WithSpec(corev1ac.ServiceSpec().WithType(v1.ServiceTypeLoadBalancer).WithLoadBalancerIP(c.eip).
 				WithPorts(corev1ac.ServicePort().WithName("https").WithPort(int32(c.port)).WithTargetPort(intstr.FromInt32(int32(c.port)))))
 	}
@@ -37,30 +37,30 @@ func TestIntegrationRecreatesUpstreamService(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := c.startManager(Options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
+	m := c.startManager(options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
 	c.settle(m, "a")
 	var svc *v1.Service
 	err = wait.PollUntilContextTimeout(c.ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		svc, err = svcs.Get(ctx, ExternalServiceName, metav1.GetOptions{})
+		svc, err = svcs.Get(ctx, externalServiceName, metav1.GetOptions{})
 		return err == nil && svc.UID != old.UID && len(svc.Status.LoadBalancer.Ingress) == 1, nil
 	})
 	if err != nil {
 		t.Fatalf("the external Service was not recreated with its status: %+v", svc)
 	}
-	if cl := svc.Spec.LoadBalancerClass; cl == nil || *cl != LoadBalancerClass || svc.Status.LoadBalancer.Ingress[0].IP != c.eip {
-		t.Fatalf("recreated Service: class %v, ingress %v; want %s and %s", cl, svc.Status.LoadBalancer.Ingress, LoadBalancerClass, c.eip)
+	if cl := svc.Spec.LoadBalancerClass; cl == nil || *cl != loadBalancerClass || svc.Status.LoadBalancer.Ingress[0].IP != c.eip {
+		t.Fatalf("recreated Service: class %v, ingress %v; want %s and %s", cl, svc.Status.LoadBalancer.Ingress, loadBalancerClass, c.eip)
 	}
 	err = wait.PollUntilContextTimeout(c.ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return slices.ContainsFunc(c.events(ReasonServiceRecreated), func(m string) bool {
-			return strings.Contains(m, "spec.loadBalancerClass is none, want "+LoadBalancerClass)
+		return slices.ContainsFunc(c.events(reasonServiceRecreated), func(m string) bool {
+			return strings.Contains(m, "spec.loadBalancerClass is none, want "+loadBalancerClass)
 		}), nil
 	})
 	if err != nil {
-		t.Errorf("no %s event saying why: %v", ReasonServiceRecreated, c.events(ReasonServiceRecreated))
+		t.Errorf("no %s event saying why: %v", reasonServiceRecreated, c.events(reasonServiceRecreated))
 	}
 	err = wait.PollUntilContextTimeout(c.ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := c.kube.DiscoveryV1().EndpointSlices(ExternalServiceNamespace).List(ctx, metav1.ListOptions{
-			LabelSelector: discoveryv1.LabelServiceName + "=" + ExternalServiceName})
+		l, err := c.kube.DiscoveryV1().EndpointSlices(externalServiceNamespace).List(ctx, metav1.ListOptions{
+			LabelSelector: discoveryv1.LabelServiceName + "=" + externalServiceName})
 		return err == nil && len(l.Items) == 1 && len(l.Items[0].OwnerReferences) == 1 && l.Items[0].OwnerReferences[0].UID == svc.UID, nil
 	})
 	if err != nil {
@@ -72,11 +72,11 @@ func TestIntegrationRecreatesUpstreamService(t *testing.T) {
 	if _, err := svcs.Apply(c.ctx, upstream(), metav1.ApplyOptions{FieldManager: fieldmanager.CCM}); err != nil {
 		t.Fatalf("upstream's apply after a rollback: %v", err)
 	}
-	got, err := svcs.Get(c.ctx, ExternalServiceName, metav1.GetOptions{})
+	got, err := svcs.Get(c.ctx, externalServiceName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cl := got.Spec.LoadBalancerClass; cl == nil || *cl != LoadBalancerClass || got.UID != svc.UID {
+	if cl := got.Spec.LoadBalancerClass; cl == nil || *cl != loadBalancerClass || got.UID != svc.UID {
 		t.Fatalf("after upstream's apply: class %v, UID changed %v; want the class kept", cl, got.UID != svc.UID)
 	}
 }

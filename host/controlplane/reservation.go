@@ -17,13 +17,13 @@ type reservation struct {
 	// metro is the reservation's metro code ("" for one bound to none):
 	// Equinix assigns the EIP only to devices in it.
 	metro       string
-	assignments []Assignment
+	assignments []assignment
 	readAt      time.Time
 }
 
 // refresh reads the reservation: its ID by tag (possibly cached), then the
 // reservation itself, fresh.
-func (m *Manager) refresh(ctx context.Context, now time.Time) error {
+func (m *manager) refresh(ctx context.Context, now time.Time) error {
 	if m.res.id == "" {
 		found, err := m.find(ctx)
 		if err != nil {
@@ -43,7 +43,7 @@ func (m *Manager) refresh(ctx context.Context, now time.Time) error {
 }
 
 // find returns the ID of the one reservation carrying the tag.
-func (m *Manager) find(ctx context.Context) (string, error) {
+func (m *manager) find(ctx context.Context) (string, error) {
 	match, err := m.lookup(ctx, m.metal.ReservationsWithTags)
 	if err == nil && len(match) != 1 {
 		// The cache may predate the tag: ask the API before complaining.
@@ -54,7 +54,7 @@ func (m *Manager) find(ctx context.Context) (string, error) {
 	}
 	switch len(match) {
 	case 0:
-		m.eventOnce(ReasonEIPNotFound, "No Elastic IP carries the tag %q", m.opts.EIPTag)
+		m.eventOnce(reasonEIPNotFound, "No Elastic IP carries the tag %q", m.opts.EIPTag)
 		return "", tagError{fmt.Errorf("no Elastic IP reservation in the project carries the tag %q (eipTag); tag the control-plane EIP with it, or unset eipTag to turn control-plane EIP management off", m.opts.EIPTag)}
 	case 1:
 		m.lastFindEvent = ""
@@ -64,7 +64,7 @@ func (m *Manager) find(ctx context.Context) (string, error) {
 	for _, r := range match {
 		names = append(names, fmt.Sprintf("%s (%s)", r.GetAddress(), r.GetId()))
 	}
-	m.eventOnce(ReasonEIPNotFound, "%d Elastic IPs carry the tag %q", len(match), m.opts.EIPTag)
+	m.eventOnce(reasonEIPNotFound, "%d Elastic IPs carry the tag %q", len(match), m.opts.EIPTag)
 	return "", tagError{fmt.Errorf("%d Elastic IP reservations carry the tag %q (eipTag): %s; remove the tag from all but the control-plane EIP",
 		len(match), m.opts.EIPTag, strings.Join(names, ", "))}
 }
@@ -75,7 +75,7 @@ type tagError struct{ error }
 
 func (e tagError) Unwrap() error { return e.error }
 
-func (m *Manager) lookup(ctx context.Context, list func(context.Context, ...string) ([]metalv1.IPReservation, error)) ([]metalv1.IPReservation, error) {
+func (m *manager) lookup(ctx context.Context, list func(context.Context, ...string) ([]metalv1.IPReservation, error)) ([]metalv1.IPReservation, error) {
 	rs, err := list(ctx, m.opts.EIPTag)
 	if err != nil {
 		return nil, fmt.Errorf("looking up the control-plane EIP by tag %q: %w", m.opts.EIPTag, err)
@@ -90,7 +90,7 @@ func (m *Manager) lookup(ctx context.Context, list func(context.Context, ...stri
 }
 
 // observe records a freshly read reservation.
-func (m *Manager) observe(r *metalv1.IPReservation, now time.Time) {
+func (m *manager) observe(r *metalv1.IPReservation, now time.Time) {
 	m.res.address = r.GetAddress()
 	m.res.metro = reservationMetro(r)
 	m.res.assignments = assignmentsOf(r)
@@ -100,7 +100,7 @@ func (m *Manager) observe(r *metalv1.IPReservation, now time.Time) {
 
 // setHolder notes a change of holder: the EIP's probe history belongs to
 // the device it was routed to, so it starts again, and so does the grace.
-func (m *Manager) setHolder(now time.Time) {
+func (m *manager) setHolder(now time.Time) {
 	var ids []string
 	for _, a := range m.res.assignments {
 		ids = append(ids, a.DeviceID)
@@ -110,15 +110,15 @@ func (m *Manager) setHolder(now time.Time) {
 	if key != m.holderKey || m.holderSince.IsZero() {
 		m.holderKey = key
 		m.holderSince = now
-		m.eipHealth = Health{}
+		m.eipHealth = health{}
 		m.firstFailure = time.Time{}
 	}
 }
 
 // assignmentsOf lists the live assignments of a reservation. One being
 // deleted is already on its way out and does not count.
-func assignmentsOf(r *metalv1.IPReservation) []Assignment {
-	var out []Assignment
+func assignmentsOf(r *metalv1.IPReservation) []assignment {
+	var out []assignment
 	for _, a := range r.Assignments {
 		if a.State != nil && *a.State == metalv1.IPASSIGNMENTSTATE_DELETING {
 			continue
@@ -127,9 +127,9 @@ func assignmentsOf(r *metalv1.IPReservation) []Assignment {
 		if a.AssignedTo != nil {
 			dev = deviceIDFromHref(a.AssignedTo.Href)
 		}
-		out = append(out, Assignment{ID: a.GetId(), DeviceID: dev})
+		out = append(out, assignment{ID: a.GetId(), DeviceID: dev})
 	}
-	slices.SortFunc(out, func(a, b Assignment) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b assignment) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -15,7 +15,7 @@ import (
 
 // round is one pass: read what changed, probe, decide, act. It returns the
 // delay until the next round.
-func (m *Manager) round(ctx context.Context, now time.Time) time.Duration {
+func (m *manager) round(ctx context.Context, now time.Time) time.Duration {
 	logger := klog.FromContext(ctx)
 	next, err := m.roundErr(ctx, now)
 	msg := ""
@@ -28,14 +28,14 @@ func (m *Manager) round(ctx context.Context, now time.Time) time.Duration {
 			logger.V(4).Info("Control-plane EIP round failed again", "err", msg)
 		}
 	}
-	m.setStatus(func(s *Status) { s.Rounds++; s.Err = msg })
+	m.setStatus(func(s *status) { s.Rounds++; s.Err = msg })
 	return next
 }
 
 // roundErr is a round in four steps: gather the facts (the reservation,
 // the nodes, the kube-apiserver's port), probe, decide (the pure Decide),
 // act on the decision. It returns the delay until the next round.
-func (m *Manager) roundErr(ctx context.Context, now time.Time) (time.Duration, error) {
+func (m *manager) roundErr(ctx context.Context, now time.Time) (time.Duration, error) {
 	facts, delay, err := m.gather(ctx, now)
 	if err != nil {
 		return delay, err
@@ -65,7 +65,7 @@ type roundFacts struct {
 // gather reads the kube-apiserver's port, the reservation (from Equinix
 // when it is due), and the control-plane nodes, and keeps the external
 // Service in step. On error, the delay is when to try again.
-func (m *Manager) gather(ctx context.Context, now time.Time) (roundFacts, time.Duration, error) {
+func (m *manager) gather(ctx context.Context, now time.Time) (roundFacts, time.Duration, error) {
 	src, err := m.services.Services(kubernetesNamespace).Get(kubernetesName)
 	if err != nil {
 		src = nil
@@ -102,7 +102,7 @@ func (m *Manager) gather(ctx context.Context, now time.Time) (roundFacts, time.D
 		return roundFacts{}, m.opts.Interval, fmt.Errorf("listing nodes: %w", err)
 	}
 	for _, n := range all {
-		if IsControlPlaneNode(n) {
+		if isControlPlaneNode(n) {
 			f.nodes = append(f.nodes, n)
 		}
 	}
@@ -115,7 +115,7 @@ func (m *Manager) gather(ctx context.Context, now time.Time) (roundFacts, time.D
 	}
 	if len(m.res.assignments) == 1 {
 		for _, n := range f.nodes {
-			if nodeState(n, Health{}).DeviceID == m.res.assignments[0].DeviceID {
+			if stateOf(n, health{}).DeviceID == m.res.assignments[0].DeviceID {
 				f.holderNode = n.Name
 			}
 		}
@@ -125,25 +125,25 @@ func (m *Manager) gather(ctx context.Context, now time.Time) (roundFacts, time.D
 
 // roundHealth is what the probes say, with their history.
 type roundHealth struct {
-	nodes   []NodeState // every control-plane node with its health
+	nodes   []nodeState // every control-plane node with its health
 	healthy int         // how many of them are healthy
-	holder  Health      // the holder's: the EIP's when probed through it
+	holder  health      // the holder's: the EIP's when probed through it
 }
 
 // probe probes the EIP (unless UseHostIP) and every other control-plane
 // node, all at once, and records the results in the health histories. It
 // returns false when ctx ended meanwhile.
-func (m *Manager) probe(ctx context.Context, now time.Time, f roundFacts) (roundHealth, bool) {
+func (m *manager) probe(ctx context.Context, now time.Time, f roundFacts) (roundHealth, bool) {
 	probeEIP := !m.opts.UseHostIP && len(m.res.assignments) == 1
-	var targets []Target
+	var targets []target
 	if probeEIP {
-		targets = append(targets, Target{Key: "", Hosts: []string{m.res.address}, Port: f.port})
+		targets = append(targets, target{Key: "", Hosts: []string{m.res.address}, Port: f.port})
 	}
 	for _, n := range f.nodes {
 		if probeEIP && n.Name == f.holderNode {
 			continue
 		}
-		targets = append(targets, Target{Key: n.Name, Hosts: probeAddresses(n, m.res.address), Port: f.targetPort})
+		targets = append(targets, target{Key: n.Name, Hosts: probeAddresses(n, m.res.address), Port: f.targetPort})
 	}
 	// A round woken by a node event soon after the last probes decides on
 	// their results instead of probing again: two probes a few
@@ -186,7 +186,7 @@ func (m *Manager) probe(ctx context.Context, now time.Time, f roundFacts) (round
 
 // recordNodeProbes adds the nodes' probe results to their histories and
 // forgets the nodes that are gone.
-func (m *Manager) recordNodeProbes(ctx context.Context, nodes []*v1.Node, results map[string]error, probed bool) roundHealth {
+func (m *manager) recordNodeProbes(ctx context.Context, nodes []*v1.Node, results map[string]error, probed bool) roundHealth {
 	var h roundHealth
 	present := map[string]bool{}
 	for _, n := range nodes {
@@ -206,7 +206,7 @@ func (m *Manager) recordNodeProbes(ctx context.Context, nodes []*v1.Node, result
 		if nh.Healthy() {
 			h.healthy++
 		}
-		h.nodes = append(h.nodes, nodeState(n, nh))
+		h.nodes = append(h.nodes, stateOf(n, nh))
 	}
 	for name := range m.nodeHealth {
 		if !present[name] {
@@ -218,13 +218,13 @@ func (m *Manager) recordNodeProbes(ctx context.Context, nodes []*v1.Node, result
 
 // decide runs the pure Decide on the round's facts and publishes what the
 // manager sees.
-func (m *Manager) decide(now time.Time, f roundFacts, h roundHealth) Decision {
-	d := Decide(Input{
+func (m *manager) decide(now time.Time, f roundFacts, h roundHealth) decision {
+	d := decide(input{
 		Now: now, Assignments: m.res.assignments, HolderHealth: h.holder,
 		HolderSince: m.holderSince, Nodes: h.nodes, EIPMetro: m.res.metro,
-		Policy: Policy{Failures: m.opts.Failures, Rise: m.opts.Rise, Grace: m.opts.Grace},
+		Policy: policy{Failures: m.opts.Failures, Rise: m.opts.Rise, Grace: m.opts.Grace},
 	})
-	m.setStatus(func(s *Status) {
+	m.setStatus(func(s *status) {
 		s.EIP, s.HolderNode, s.Assignments, s.HealthyNodes, s.Last = m.res.address, f.holderNode, len(m.res.assignments), h.healthy, d
 		s.HolderDevice = ""
 		if len(m.res.assignments) == 1 {
@@ -235,24 +235,24 @@ func (m *Manager) decide(now time.Time, f roundFacts, h roundHealth) Decision {
 	return d
 }
 
-// act carries out the decision (a Move, Assign or Trim through Equinix;
+// act carries out the decision (a move, assign or trim through Equinix;
 // an Event when the EIP is stuck or recovered) and returns the delay until
 // the next round: short while something changes or the holder is failing.
-func (m *Manager) act(ctx context.Context, now time.Time, d Decision, holderNode string, holder Health) (time.Duration, error) {
+func (m *manager) act(ctx context.Context, now time.Time, d decision, holderNode string, holder health) (time.Duration, error) {
 	switch d.Kind {
-	case Keep:
+	case keep:
 		metricStuck.Set(0)
 		if m.lastReport != "" {
-			m.event(v1.EventTypeNormal, ReasonRecovered, "The control-plane EIP %s is on a healthy node again (%s)", m.res.address, holderNode)
+			m.event(v1.EventTypeNormal, reasonRecovered, "The control-plane EIP %s is on a healthy node again (%s)", m.res.address, holderNode)
 			m.lastReport = ""
 		}
-	case Stuck:
+	case stuck:
 		metricStuck.Set(1)
 		// Once per situation, not once per round: the reason's failure
 		// count grows every round.
 		if key := d.Cause + "/" + m.holderKey; key != m.lastReport {
 			klog.FromContext(ctx).Info("Control-plane EIP cannot move", "reason", d.Reason)
-			m.event(v1.EventTypeWarning, ReasonUnhealthy, "Control-plane EIP %s: %s", m.res.address, d.Reason)
+			m.event(v1.EventTypeWarning, reasonUnhealthy, "Control-plane EIP %s: %s", m.res.address, d.Reason)
 			m.lastReport = key
 		}
 	default:
@@ -260,7 +260,7 @@ func (m *Manager) act(ctx context.Context, now time.Time, d Decision, holderNode
 		m.lastReport = ""
 		if err := m.execute(ctx, d, now, holderNode); err != nil {
 			metricFailoverErrors.Inc()
-			m.event(v1.EventTypeWarning, ReasonFailoverFail, "Control-plane EIP %s: %s failed (the next round retries): %v", m.res.address, d.Kind, err)
+			m.event(v1.EventTypeWarning, reasonFailoverFail, "Control-plane EIP %s: %s failed (the next round retries): %v", m.res.address, d.Kind, err)
 			// Read the truth again and retry soon: whatever half of the
 			// change went through, the next decision repairs it.
 			m.res.readAt = time.Time{}
@@ -283,7 +283,7 @@ func recordProbe(target string, err error) {
 }
 
 // publishHolder keeps exactly one eip_holder series at 1.
-func (m *Manager) publishHolder(node string) {
+func (m *manager) publishHolder(node string) {
 	metricHolder.Reset()
 	if len(m.res.assignments) == 1 {
 		metricHolder.WithLabelValues(node).Set(1)
@@ -295,8 +295,8 @@ func (m *Manager) publishHolder(node string) {
 // the device cache), or the node's region label (which the CCM sets to the
 // metro) when the device cannot be read; "" when neither is known, and
 // such a node is no candidate for the EIP.
-func (m *Manager) nodeMetro(ctx context.Context, n *v1.Node) string {
-	if id := nodeState(n, Health{}).DeviceID; id != "" {
+func (m *manager) nodeMetro(ctx context.Context, n *v1.Node) string {
+	if id := stateOf(n, health{}).DeviceID; id != "" {
 		d, err := m.metal.Device(ctx, id)
 		if err == nil && d.Metro != nil && d.Metro.GetCode() != "" {
 			return d.Metro.GetCode()

@@ -38,8 +38,8 @@ func TestCheckRequestedIP(t *testing.T) {
 			}
 			// The service controller must wait, not hot-loop.
 			var re *cloudapi.RetryError
-			if !errors.As(err, &re) || re.RetryAfter() != InvalidIPRetry {
-				t.Errorf("want a RetryError of %s, got %#v", InvalidIPRetry, err)
+			if !errors.As(err, &re) || re.RetryAfter() != invalidIPRetry {
+				t.Errorf("want a RetryError of %s, got %#v", invalidIPRetry, err)
 			}
 		})
 	}

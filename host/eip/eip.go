@@ -16,10 +16,10 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
 
-// API is what the EIP lifecycle needs from Equinix Metal. Lookups by tags
+// api is what the EIP lifecycle needs from Equinix Metal. Lookups by tags
 // are answered from the client's cache, so a Service with nothing to change
 // costs no API call.
-type API interface {
+type api interface {
 	ReservationsWithTags(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error)
 	// RequestReservation must be idempotent by tags: it looks them up before
 	// creating (re-reading the project after a lost response), so a retry
@@ -33,11 +33,11 @@ type API interface {
 const (
 	ReasonRequested = "ElasticIPRequested"
 	ReasonReserved  = "ElasticIPReserved"
-	ReasonPending   = "ElasticIPPending"
+	reasonPending   = "ElasticIPPending"
 	ReasonAssigned  = "ElasticIPAssigned"
-	ReasonReleased  = "ElasticIPReleased"
+	reasonReleased  = "ElasticIPReleased"
 	ReasonFailed    = "ElasticIPFailed"
-	ReasonDuplicate = "ElasticIPDuplicate"
+	reasonDuplicate = "ElasticIPDuplicate"
 )
 
 // Event reasons of shared Elastic IPs.
@@ -52,7 +52,7 @@ const (
 
 // Manager runs the lifecycle.
 type Manager struct {
-	api       API
+	api       api
 	kube      kubernetes.Interface
 	placer    Placer
 	recorder  record.EventRecorder
@@ -68,7 +68,7 @@ type Manager struct {
 
 // NewManager returns a Manager for the cluster whose kube-system namespace
 // has the UID clusterID.
-func NewManager(api API, kube kubernetes.Interface, placer Placer, recorder record.EventRecorder, clusterID string) *Manager {
+func NewManager(api api, kube kubernetes.Interface, placer Placer, recorder record.EventRecorder, clusterID string) *Manager {
 	registerMetrics()
 	return &Manager{api: api, kube: kube, placer: placer, recorder: recorder, clusterID: clusterID, keys: keymutex.NewHashed(64), PendingRetry: 10 * time.Second}
 }
@@ -99,7 +99,7 @@ func (m *Manager) pick(svc *v1.Service, own []metalv1.IPReservation, whose strin
 	sorted := slices.Clone(own)
 	metal.SortReservations(sorted)
 	if len(sorted) > 1 && svc != nil {
-		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonDuplicate, "%d Elastic IP reservations carry %s; using %s, the oldest; release the others in the Equinix Metal console", len(sorted), whose, sorted[0].GetAddress())
+		m.recorder.Eventf(svc, v1.EventTypeWarning, reasonDuplicate, "%d Elastic IP reservations carry %s; using %s, the oldest; release the others in the Equinix Metal console", len(sorted), whose, sorted[0].GetAddress())
 	}
 	return &sorted[0]
 }

@@ -275,7 +275,7 @@ func TestPendingIsARetryNotAnError(t *testing.T) {
 	if !errors.As(err, &retry) {
 		t.Fatalf("want a RetryError, got %T %v", err, err)
 	}
-	if !strings.Contains(strings.Join(events(rec), "\n"), ReasonPending) {
+	if !strings.Contains(strings.Join(events(rec), "\n"), reasonPending) {
 		t.Fatal("no pending event")
 	}
 	api.approve()
@@ -297,7 +297,7 @@ func TestDuplicatesPickOldestAndWarn(t *testing.T) {
 	if err != nil || ip != "147.75.5.5" {
 		t.Fatalf("%s %v", ip, err)
 	}
-	if !strings.Contains(strings.Join(events(rec), "\n"), ReasonDuplicate) {
+	if !strings.Contains(strings.Join(events(rec), "\n"), reasonDuplicate) {
 		t.Fatal("no duplicate warning")
 	}
 }
@@ -315,7 +315,7 @@ func TestRelease(t *testing.T) {
 	if len(api.res) != 0 {
 		t.Fatalf("left %v", api.res)
 	}
-	if !strings.Contains(strings.Join(events(rec), "\n"), ReasonReleased) {
+	if !strings.Contains(strings.Join(events(rec), "\n"), reasonReleased) {
 		t.Fatal("no released event")
 	}
 }

@@ -26,7 +26,7 @@ import (
 // A Service with spec.loadBalancerIP set by the user to an address that is
 // not its own reservation brings its own IP: nothing is reserved. One that
 // is not a usable address gets an InvalidLoadBalancerIP Event and a
-// RetryError of InvalidIPRetry. One the CCM set whose reservation is gone
+// RetryError of invalidIPRetry. One the CCM set whose reservation is gone
 // gets a new reservation and an ElasticIPLost Event (see reportLost).
 //
 // A Service that moved (it gained, changed or dropped a sharing key) leaves
@@ -114,7 +114,7 @@ func (m *Manager) ensureOwn(ctx context.Context, svc *v1.Service) (string, error
 // (RequestReservation would also find the first one by its tags), and a
 // release never races a newcomer. A Service that does not hold the address
 // yet is admitted only if it does not clash with the Services that do
-// (Group: MetalLB's rule), and if placement puts it where the reservation
+// (group: MetalLB's rule), and if placement puts it where the reservation
 // is; otherwise it gets an ElasticIPShareRefused Event naming the other
 // Service and an error, and the service controller retries it with backoff
 // (so it gets the address once the Service in its way is gone or changed).
@@ -143,7 +143,7 @@ func (m *Manager) ensureShared(ctx context.Context, svc *v1.Service, key string)
 	if err != nil {
 		return "", m.fail(svc, err)
 	}
-	admitted, refused := Group(keyGroup(all, svc, key, addr), addr)
+	admitted, refused := group(keyGroup(all, svc, key, addr), addr)
 	for _, r := range refused {
 		if r.Service == id(svc) {
 			return "", m.refuse(svc, r.Error()+"; the Service gets the address once that changes")
@@ -222,7 +222,7 @@ func (m *Manager) awaitApproval(ctx context.Context, svc *v1.Service, res *metal
 		return nil, m.fail(svc, fmt.Errorf("reading Elastic IP reservation %s: %w", res.GetId(), err))
 	}
 	if pending(fresh) {
-		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonPending, "Elastic IP reservation %s is requested and waits for Equinix Metal's approval", res.GetId())
+		m.recorder.Eventf(svc, v1.EventTypeNormal, reasonPending, "Elastic IP reservation %s is requested and waits for Equinix Metal's approval", res.GetId())
 		return nil, cloudapi.NewRetryError(fmt.Sprintf("Elastic IP reservation %s is still pending approval", res.GetId()), m.PendingRetry)
 	}
 	m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonReserved, "Reserved Elastic IP %s", fresh.GetAddress())

@@ -36,12 +36,12 @@ func ClusterReservations(all []metalv1.IPReservation, clusterID string) []metalv
 	return out
 }
 
-// ownerTags are the owner tags a cluster's live Services account for
+// ownerTagSet holds the owner tags a cluster's live Services account for
 // (OwnerTags of each: its own tag, and its sharing key's).
-func ownerTags(services []*v1.Service) map[string]bool {
+func ownerTagSet(services []*v1.Service) map[string]bool {
 	out := make(map[string]bool, len(services))
 	for _, s := range services {
-		for _, t := range OwnerTags(s) {
+		for _, t := range ownerTags(s) {
 			out[t] = true
 		}
 	}
@@ -60,7 +60,7 @@ func ownedBy(r metalv1.IPReservation, live map[string]bool) (owner string, owned
 // in all that no Service in services owns. services must be every Service
 // of the cluster (a partial list would make orphans of the rest).
 func FindOrphans(all []metalv1.IPReservation, clusterID string, services []*v1.Service) []Orphan {
-	live := ownerTags(services)
+	live := ownerTagSet(services)
 	var out []Orphan
 	for _, r := range ClusterReservations(all, clusterID) {
 		owner, owned := ownedBy(r, live)

@@ -13,8 +13,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// OrphanAPI is what the orphan watcher needs from Equinix Metal.
-type OrphanAPI interface {
+// orphanAPI is what the orphan watcher needs from Equinix Metal.
+type orphanAPI interface {
 	// Reservations returns the cached reservations of the project (the
 	// watcher runs right after a full refresh, so they are fresh).
 	Reservations(ctx context.Context) ([]metalv1.IPReservation, error)
@@ -25,7 +25,7 @@ type OrphanAPI interface {
 // the cluster's reservations whose Service is gone, and with Release set
 // releases those that stayed orphaned for Grace.
 type OrphanWatcher struct {
-	API       OrphanAPI
+	API       orphanAPI
 	ClusterID string
 	// Services lists the cluster's Services from the informer cache;
 	// Synced tells whether that cache is complete. Nothing is reported
@@ -120,7 +120,7 @@ func (w *OrphanWatcher) release(ctx context.Context, orphans []Orphan, seen map[
 		klog.ErrorS(err, "Not releasing orphaned Elastic IPs: cannot list the Services to check them again")
 		return
 	}
-	tags := ownerTags(live)
+	tags := ownerTagSet(live)
 	for _, o := range due {
 		if tags[o.Owner] {
 			klog.InfoS("Not releasing an Elastic IP: its Service exists again", "address", o.Address, "id", o.ID)

@@ -23,11 +23,11 @@ func (m *Manager) Release(ctx context.Context, svc *v1.Service) error {
 		if err := m.api.DeleteIP(ctx, r.GetId()); err != nil {
 			return m.fail(svc, fmt.Errorf("releasing Elastic IP %s: %w", r.GetAddress(), err))
 		}
-		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonReleased, "Released Elastic IP %s", r.GetAddress())
+		m.recorder.Eventf(svc, v1.EventTypeNormal, reasonReleased, "Released Elastic IP %s", r.GetAddress())
 		done = append(done, r.GetAddress())
 	}
 	if key := SharingKey(svc); key != "" {
-		addrs, err := m.releaseShared(ctx, svc, SharingTag(key))
+		addrs, err := m.releaseShared(ctx, svc, sharingTag(key))
 		if err != nil {
 			return err
 		}
@@ -47,7 +47,7 @@ func (m *Manager) releaseOwn(ctx context.Context, svc *v1.Service, why string) e
 		if err := m.api.DeleteIP(ctx, r.GetId()); err != nil {
 			return m.fail(svc, fmt.Errorf("releasing Elastic IP %s: %w", r.GetAddress(), err))
 		}
-		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonReleased, "Released Elastic IP %s%s", r.GetAddress(), why)
+		m.recorder.Eventf(svc, v1.EventTypeNormal, reasonReleased, "Released Elastic IP %s%s", r.GetAddress(), why)
 	}
 	return nil
 }
@@ -61,7 +61,7 @@ func (m *Manager) releaseOwn(ctx context.Context, svc *v1.Service, why string) e
 func (m *Manager) leave(ctx context.Context, svc *v1.Service, handled ...string) error {
 	current := ""
 	if key := SharingKey(svc); key != "" {
-		current = SharingTag(key)
+		current = sharingTag(key)
 	}
 	for _, addr := range previous(svc) {
 		if slices.Contains(handled, addr) {
@@ -122,7 +122,7 @@ func (m *Manager) releaseShared(ctx context.Context, svc *v1.Service, tag string
 			return nil, m.fail(svc, fmt.Errorf("releasing shared Elastic IP %s: %w", r.GetAddress(), err))
 		}
 		klog.InfoS("Released a shared Elastic IP: no Service has its sharing key any more", "service", klog.KObj(svc), "address", r.GetAddress())
-		m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonReleased, "Released shared Elastic IP %s: no other Service has its sharing key", r.GetAddress())
+		m.recorder.Eventf(svc, v1.EventTypeNormal, reasonReleased, "Released shared Elastic IP %s: no other Service has its sharing key", r.GetAddress())
 	}
 	return addrs, nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // The rules of a shared Elastic IP, pure: which Services of a sharing key
-// compete for the address (keyGroup), which of them may have it (Group),
+// compete for the address (keyGroup), which of them may have it (group),
 // and which keep the key's reservation when one lets go (keepersOf). Who
 // may have it is MetalLB's own rule (its allocator's, which is
 // stricter than its documentation): Services may share an address when they
@@ -22,8 +22,8 @@ import (
 // Event naming the other Service, instead of handing out an address MetalLB
 // then leaves unannounced for one of them.
 
-// Refusal says why a Service may not have its key's address.
-type Refusal struct {
+// refusal says why a Service may not have its key's address.
+type refusal struct {
 	// Service and Other are "<namespace>/<name>": the refused Service and
 	// the one in its way.
 	Service, Other string
@@ -31,7 +31,7 @@ type Refusal struct {
 	Reason string
 }
 
-func (r Refusal) Error() string {
+func (r refusal) Error() string {
 	return fmt.Sprintf("Service %s cannot share its Elastic IP with %s (same sharing key): %s", r.Service, r.Other, r.Reason)
 }
 
@@ -72,13 +72,13 @@ func keyGroup(all []*v1.Service, svc *v1.Service, key, addr string) []*v1.Servic
 	return group
 }
 
-// Group decides which Services of one sharing key get its address. Those
+// group decides which Services of one sharing key get its address. Those
 // that already have it (address among their status ingress) come first,
 // then the older, then by namespace and name, so that a newcomer never
 // takes the address from a Service that has it; each is admitted unless it
 // clashes with one admitted before it. address may be "" (no reservation
 // yet). The input is not modified.
-func Group(services []*v1.Service, address string) (admitted []*v1.Service, refused []Refusal) {
+func group(services []*v1.Service, address string) (admitted []*v1.Service, refused []refusal) {
 	sorted := slices.Clone(services)
 	slices.SortStableFunc(sorted, func(a, b *v1.Service) int {
 		if ha, hb := holds(a, address), holds(b, address); ha != hb {
@@ -96,7 +96,7 @@ next:
 	for _, s := range sorted {
 		for _, in := range admitted {
 			if why := Clash(in, s); why != "" {
-				refused = append(refused, Refusal{Service: id(s), Other: id(in), Reason: why})
+				refused = append(refused, refusal{Service: id(s), Other: id(in), Reason: why})
 				continue next
 			}
 		}
@@ -110,7 +110,7 @@ next:
 func keepersOf(services []*v1.Service, tag string, self types.UID) []string {
 	var out []string
 	for _, s := range services {
-		if s.UID != self && s.DeletionTimestamp == nil && slices.Contains(OwnerTags(s), tag) {
+		if s.UID != self && s.DeletionTimestamp == nil && slices.Contains(ownerTags(s), tag) {
 			out = append(out, id(s))
 		}
 	}

@@ -101,7 +101,7 @@ func TestGroup(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := slices.Clone(tc.services)
-			admitted, refused := Group(tc.services, tc.address)
+			admitted, refused := group(tc.services, tc.address)
 			var gotA, gotR []string
 			for _, s := range admitted {
 				gotA = append(gotA, s.Name)
@@ -147,7 +147,7 @@ func TestSharingKey(t *testing.T) {
 
 func TestOwnerTags(t *testing.T) {
 	// base64(sha256("dns")), computed outside Go.
-	if got, want := SharingTag("dns"), "sharing-key=3XWp1vswnEOZ/kJc1fkP+V66E11pJPuRdm7l03JrFoo="; got != want {
+	if got, want := sharingTag("dns"), "sharing-key=3XWp1vswnEOZ/kJc1fkP+V66E11pJPuRdm7l03JrFoo="; got != want {
 		t.Fatalf("SharingTag = %s, want %s", got, want)
 	}
 	lb := func(ann map[string]string, typ v1.ServiceType, class *string) *v1.Service {
@@ -162,19 +162,19 @@ func TestOwnerTags(t *testing.T) {
 		want []string
 	}{
 		{"unshared", lb(nil, v1.ServiceTypeLoadBalancer, nil), []string{own}},
-		{"shared", lb(map[string]string{LegacySharingAnnotation: "dns"}, v1.ServiceTypeLoadBalancer, nil), []string{own, SharingTag("dns")}},
+		{"shared", lb(map[string]string{LegacySharingAnnotation: "dns"}, v1.ServiceTypeLoadBalancer, nil), []string{own, sharingTag("dns")}},
 		{"not a load balancer", lb(map[string]string{SharingAnnotation: "dns"}, v1.ServiceTypeClusterIP, nil), nil},
 		{"another load balancer's", lb(map[string]string{SharingAnnotation: "dns"}, v1.ServiceTypeLoadBalancer, &class), []string{own}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := OwnerTags(tc.svc); !slices.Equal(got, tc.want) {
+			if got := ownerTags(tc.svc); !slices.Equal(got, tc.want) {
 				t.Fatalf("OwnerTags = %v, want %v", got, tc.want)
 			}
 		})
 	}
 	for tags, want := range map[string]string{
 		UsageTag + "," + own + ",cluster=x":               own,
-		UsageTag + "," + SharingTag("dns") + ",cluster=x": SharingTag("dns"),
+		UsageTag + "," + sharingTag("dns") + ",cluster=x": sharingTag("dns"),
 		"cp-eip,cluster=x":                                "",
 	} {
 		if got := OwnerTag(strings.Split(tags, ",")); got != want {
@@ -210,7 +210,7 @@ func TestKeepersAndGroup(t *testing.T) {
 		mk("byo-same", "k", func(s *v1.Service) { s.Spec.LoadBalancerIP = "147.75.0.1" }),
 		mk("classed", "k", func(s *v1.Service) { s.Spec.LoadBalancerClass = &class }),
 	}
-	keepers := keepersOf(all, SharingTag("k"), self.UID)
+	keepers := keepersOf(all, sharingTag("k"), self.UID)
 	if want := []string{"default/byo-elsewhere", "default/byo-same", "default/peer"}; !slices.Equal(keepers, want) {
 		t.Errorf("keepersOf = %v, want %v", keepers, want)
 	}
@@ -234,7 +234,7 @@ func BenchmarkGroup(b *testing.B) {
 		}
 		b.Run(itoa(n), func(b *testing.B) {
 			for b.Loop() {
-				if admitted, _ := Group(services, ""); len(admitted) != n {
+				if admitted, _ := group(services, ""); len(admitted) != n {
 					b.Fatalf("%d admitted", len(admitted))
 				}
 			}

@@ -77,11 +77,11 @@ func WantsLoadBalancer(svc *v1.Service) bool {
 // such tag, so upstream never takes a shared reservation for a Service's own.
 const sharingTagPrefix = "sharing-key="
 
-// SharingTag identifies a sharing key within the cluster: base64 (standard,
+// sharingTag identifies a sharing key within the cluster: base64 (standard,
 // padded) of the SHA-256 of the key, like ServiceTag. The key is
 // cluster-wide, as in MetalLB: Services of different namespaces with one key
 // share one address.
-func SharingTag(key string) string {
+func sharingTag(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return sharingTagPrefix + base64.StdEncoding.EncodeToString(sum[:])
 }
@@ -89,7 +89,7 @@ func SharingTag(key string) string {
 // SharedTags are the three tags of a sharing key's reservation: the usage
 // tag, the key's tag in place of a Service's, and the cluster's tag.
 func SharedTags(clusterID, key string) []string {
-	return []string{UsageTag, SharingTag(key), ClusterTag(clusterID)}
+	return []string{UsageTag, sharingTag(key), ClusterTag(clusterID)}
 }
 
 // OwnerTag is the tag that says whom a reservation of this CCM was made for:
@@ -104,7 +104,7 @@ func OwnerTag(tags []string) string {
 	return ""
 }
 
-// OwnerTags are the owner tags an existing Service accounts for: the
+// ownerTags are the owner tags an existing Service accounts for: the
 // Service's own tag, and its sharing key's tag when it has one. This is the
 // one rule of who owns a reservation: a reservation of the cluster (usage
 // and cluster tags) is owned while its OwnerTag is among the OwnerTags of a
@@ -120,13 +120,13 @@ func OwnerTag(tags []string) string {
 // Release applies the same rule to the Services other than the one being
 // deleted, and also leaves out those being deleted, whose own release is
 // under way.
-func OwnerTags(svc *v1.Service) []string {
+func ownerTags(svc *v1.Service) []string {
 	if svc.Spec.Type != v1.ServiceTypeLoadBalancer {
 		return nil
 	}
 	tags := []string{ServiceTag(svc.Namespace, svc.Name)}
 	if key := SharingKey(svc); key != "" && WantsLoadBalancer(svc) {
-		tags = append(tags, SharingTag(key))
+		tags = append(tags, sharingTag(key))
 	}
 	return tags
 }

@@ -13,7 +13,7 @@ import (
 // with --cloud-provider=external.
 const providedNodeIPAnnotation = "alpha.kubernetes.io/provided-node-ip"
 
-// NodeAddresses derives a node's addresses from its device.
+// nodeAddresses derives a node's addresses from its device.
 //
 // The kubelet's --node-ip comes first as InternalIP: users on Layer 2 VLANs
 // or with private Elastic IPs set it because the API cannot know which
@@ -22,7 +22,7 @@ const providedNodeIPAnnotation = "alpha.kubernetes.io/provided-node-ip"
 // that, so an Elastic IP that happens to be assigned to the node (the
 // control-plane EIP, which moves between nodes) is never a node address.
 // IPv6 is reported as ExternalIP (upstream dropped it).
-func NodeAddresses(device *metalv1.Device, node *v1.Node) ([]v1.NodeAddress, error) {
+func nodeAddresses(device *metalv1.Device, node *v1.Node) ([]v1.NodeAddress, error) {
 	var out []v1.NodeAddress
 	seen := map[string]bool{}
 	add := func(t v1.NodeAddressType, addr string) {

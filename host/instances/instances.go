@@ -11,10 +11,10 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 )
 
-// Devices is what this package needs from the Equinix Metal client; the
+// devices is what this package needs from the Equinix Metal client; the
 // client answers from its cache where it can, since the node controllers ask
 // for every node every few minutes (and every 5 s for NotReady nodes).
-type Devices interface {
+type devices interface {
 	Device(ctx context.Context, id string) (*metalv1.Device, error)
 	// DeviceFresh bypasses the cache: whether a device still exists or is
 	// powered off must not be up to a cache period old.
@@ -24,7 +24,7 @@ type Devices interface {
 
 // Instances implements cloudprovider.InstancesV2.
 type Instances struct {
-	devices Devices
+	devices devices
 	// notFound reports whether an error is the API's 404 for the device. Any
 	// other error is passed up: answering "does not exist" on a timeout or a
 	// 401 would make the node lifecycle controller delete the Node.
@@ -34,7 +34,7 @@ type Instances struct {
 var _ cloudprovider.InstancesV2 = (*Instances)(nil)
 
 // New returns InstancesV2 over the given device source.
-func New(devices Devices, notFound func(error) bool) *Instances {
+func New(devices devices, notFound func(error) bool) *Instances {
 	return &Instances{devices: devices, notFound: notFound}
 }
 
@@ -93,13 +93,13 @@ func (i *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloud
 		}
 		return nil, err
 	}
-	addrs, err := NodeAddresses(d, node)
+	addrs, err := nodeAddresses(d, node)
 	if err != nil {
 		return nil, err
 	}
 	plan, metro, facility := d.GetPlan(), d.GetMetro(), d.GetFacility()
 	return &cloudprovider.InstanceMetadata{
-		ProviderID:    ProviderID(d.GetId()),
+		ProviderID:    providerID(d.GetId()),
 		InstanceType:  plan.GetSlug(),
 		NodeAddresses: addrs,
 		Region:        metro.GetCode(),

@@ -92,7 +92,7 @@ func TestNodeAddresses(t *testing.T) {
 			if tc.nodeIP != "" {
 				node.Annotations = map[string]string{providedNodeIPAnnotation: tc.nodeIP}
 			}
-			got, err := NodeAddresses(device(), node)
+			got, err := nodeAddresses(device(), node)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestNodeAddresses(t *testing.T) {
 	t.Run("no addresses yet", func(t *testing.T) {
 		d := device()
 		d.IpAddresses = nil
-		if _, err := NodeAddresses(d, nil); err == nil {
+		if _, err := nodeAddresses(d, nil); err == nil {
 			t.Fatal("want an error for a device without addresses")
 		}
 	})

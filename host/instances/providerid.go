@@ -11,8 +11,8 @@ const ProviderName = "equinixmetal"
 // legacyProviderName is the scheme of clusters that started with the Packet CCM.
 const legacyProviderName = "packet"
 
-// ProviderID builds the provider ID of a device.
-func ProviderID(deviceID string) string { return ProviderName + "://" + deviceID }
+// providerID builds the provider ID of a device.
+func providerID(deviceID string) string { return ProviderName + "://" + deviceID }
 
 // DeviceID extracts the device UUID from a provider ID. Both schemes are
 // accepted, with two or three slashes, because nodes registered by older

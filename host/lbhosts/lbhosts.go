@@ -31,35 +31,35 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// MaxAge bounds how long the representative is reused without a node
+// maxAge bounds how long the representative is reused without a node
 // event: it is recomputed after any node change, and at least this often.
-const MaxAge = time.Second
+const maxAge = time.Second
 
-// Informer wraps the shared Node informer: its event handlers and sync
+// informer wraps the shared Node informer: its event handlers and sync
 // state are the real informer's, its Lister lists one representative node.
-type Informer struct {
+type informer struct {
 	coreinformers.NodeInformer
 	lister *representative
 }
 
 // NewInformer wraps inf. The representative is computed once per node
-// change (or MaxAge), not once per Service: listing 1,000 nodes for each
+// change (or maxAge), not once per Service: listing 1,000 nodes for each
 // of 10,000 Services would cost what this package avoids.
-func NewInformer(inf coreinformers.NodeInformer) *Informer {
+func NewInformer(inf coreinformers.NodeInformer) *informer {
 	r := newRepresentative(inf.Lister(), clock.RealClock{})
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { r.invalidate() },
 		UpdateFunc: func(any, any) { r.invalidate() },
 		DeleteFunc: func(any) { r.invalidate() },
 	})
-	return &Informer{NodeInformer: inf, lister: r}
+	return &informer{NodeInformer: inf, lister: r}
 }
 
 // Lister lists, of the nodes the service controller would consider for a
 // load balancer, the first by name.
-func (i *Informer) Lister() corelisters.NodeLister { return i.lister }
+func (i *informer) Lister() corelisters.NodeLister { return i.lister }
 
-var _ coreinformers.NodeInformer = (*Informer)(nil)
+var _ coreinformers.NodeInformer = (*informer)(nil)
 
 type representative struct {
 	corelisters.NodeLister
@@ -87,27 +87,27 @@ func (r *representative) List(selector labels.Selector) ([]*v1.Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return First(nodes), nil
+		return first(nodes), nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now := r.clock.Now(); !r.valid || now.Sub(r.at) >= MaxAge {
+	if now := r.clock.Now(); !r.valid || now.Sub(r.at) >= maxAge {
 		nodes, err := r.NodeLister.List(selector)
 		if err != nil {
 			return nil, err
 		}
-		r.first, r.valid, r.at = First(nodes), true, now
+		r.first, r.valid, r.at = first(nodes), true, now
 	}
 	// A slice of its own: the caller keeps it.
 	return append([]*v1.Node(nil), r.first...), nil
 }
 
-// First returns the eligible node with the smallest name (none if no node
+// first returns the eligible node with the smallest name (none if no node
 // is eligible). Eligible is what the service controller's stable node set
 // requires: not being deleted, not labelled
 // node.kubernetes.io/exclude-from-external-load-balancers (unless the value
 // is false), not tainted for deletion by the cluster autoscaler.
-func First(nodes []*v1.Node) []*v1.Node {
+func first(nodes []*v1.Node) []*v1.Node {
 	var first *v1.Node
 	for _, n := range nodes {
 		if eligible(n) && (first == nil || n.Name < first.Name) {

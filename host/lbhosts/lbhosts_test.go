@@ -1,12 +1,10 @@
-package lbhosts_test
+package lbhosts
 
 import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbhosts"
 )
 
 func TestFirst(t *testing.T) {
@@ -41,7 +39,7 @@ func TestFirst(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := lbhosts.First(c.nodes)
+			got := first(c.nodes)
 			switch {
 			case c.want == "" && len(got) != 0:
 				t.Errorf("got %s, want none", got[0].Name)

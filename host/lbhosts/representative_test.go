@@ -56,11 +56,11 @@ func TestRepresentativeIsComputedOncePerChange(t *testing.T) {
 	if got := first(); got != "node-a" || lister.calls != 2 {
 		t.Fatalf("after a node event: %s (%d listings), want node-a (2)", got, lister.calls)
 	}
-	// A change whose event is not handled yet is seen after MaxAge.
+	// A change whose event is not handled yet is seen after maxAge.
 	if err := indexer.Delete(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}); err != nil {
 		t.Fatal(err)
 	}
-	clock.SetTime(clock.Now().Add(MaxAge))
+	clock.SetTime(clock.Now().Add(maxAge))
 	if got := first(); got != "node-b" {
 		t.Fatalf("after MaxAge: %s, want node-b", got)
 	}

@@ -33,9 +33,9 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
-// SourceFor maps the parsed loadbalancer setting to a module source: the
+// sourceFor maps the parsed loadbalancer setting to a module source: the
 // built-in's name or the file, and the options the module receives.
-func SourceFor(lb config.LoadBalancer) (builtin, path string, o sdk.Options, err error) {
+func sourceFor(lb config.LoadBalancer) (builtin, path string, o sdk.Options, err error) {
 	o = lbsnapshot.ModuleOptions(lb)
 	switch lb.Kind {
 	case config.LBMetalLBCRD:
@@ -59,7 +59,7 @@ func SourceFor(lb config.LoadBalancer) (builtin, path string, o sdk.Options, err
 // embedded in the binary, or a file checked against its sha256 pin.
 // Module log lines go to klog unless opts.Logger is set.
 func Load(ctx context.Context, lb config.LoadBalancer, opts wasmhost.Options) (*wasmhost.Module, error) {
-	builtin, path, o, err := SourceFor(lb)
+	builtin, path, o, err := sourceFor(lb)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func Load(ctx context.Context, lb config.LoadBalancer, opts wasmhost.Options) (*
 		}
 	}
 	if opts.Logger == nil {
-		opts.Logger = KlogLogger()
+		opts.Logger = klogLogger()
 	}
 	return wasmhost.LoadBytes(ctx, name, wasm, o, opts)
 }
@@ -97,12 +97,12 @@ func unwrapPathError(err error) error {
 
 // OptionsFromConfig are the module limits the CCM's configuration sets.
 func OptionsFromConfig(c *config.Config) wasmhost.Options {
-	return wasmhost.Options{CacheDir: c.ModuleCacheDir, MemoryLimitMiB: c.ModuleMemoryLimitMiB, Timeout: c.ModuleTimeout, Logger: KlogLogger()}
+	return wasmhost.Options{CacheDir: c.ModuleCacheDir, MemoryLimitMiB: c.ModuleMemoryLimitMiB, Timeout: c.ModuleTimeout, Logger: klogLogger()}
 }
 
-// KlogLogger is a slog.Logger writing to klog, for module log lines: klog
+// klogLogger is a slog.Logger writing to klog, for module log lines: klog
 // handles slog records itself, so a module's debug line is verbosity 4, its
 // warning a klog warning and its error a klog error.
-func KlogLogger() *slog.Logger {
+func klogLogger() *slog.Logger {
 	return slog.New(logr.ToSlogHandler(klog.Background()))
 }

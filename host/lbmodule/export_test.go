@@ -10,3 +10,8 @@ func SetListPageSize(n int64) (restore func()) {
 
 // FailureReason is the syncs_total result label of a failed sync's error.
 func FailureReason(err error) string { return string(failureReason(err)) }
+
+// The external tests name these.
+type EventRecorder = eventRecorder
+
+var SourceFor = sourceFor

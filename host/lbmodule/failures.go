@@ -6,9 +6,9 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/clusterevent"
 )
 
-// RecoveredReason is the reason of the Normal Event recorded when a sync
+// recoveredReason is the reason of the Normal Event recorded when a sync
 // succeeds after a reported failure.
-const RecoveredReason = "LoadBalancerModuleRecovered"
+const recoveredReason = "LoadBalancerModuleRecovered"
 
 // failureReporter turns the failures of a retried sync into one log line,
 // one Event (clusterevent: on the kube-system Namespace) and one count per
@@ -22,8 +22,8 @@ type failureReporter struct {
 }
 
 func newFailureReporter(cfg ReconcilerConfig, log klog.Logger) *failureReporter {
-	r := &clusterevent.Reporter{Object: cfg.EventObject, Reason: EventReason, Clock: cfg.Clock,
-		RecoveredReason: RecoveredReason, RecoveredMessage: "The load-balancer module's output is applied again"}
+	r := &clusterevent.Reporter{Object: cfg.EventObject, Reason: eventReason, Clock: cfg.Clock,
+		RecoveredReason: recoveredReason, RecoveredMessage: "The load-balancer module's output is applied again"}
 	if cfg.Recorder != nil {
 		r.Recorder = cfg.Recorder
 	}

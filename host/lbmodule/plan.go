@@ -27,12 +27,12 @@ type Change struct {
 	Kind      string        `json:"kind"`
 	Namespace string        `json:"namespace,omitempty"`
 	Name      string        `json:"name"`
-	Fields    []FieldChange `json:"fields,omitempty"`
+	Fields    []fieldChange `json:"fields,omitempty"`
 }
 
-// FieldChange is one field an apply would set (To) where the live object
+// fieldChange is one field an apply would set (To) where the live object
 // has From; a nil To on a node annotation means it is removed.
-type FieldChange struct {
+type fieldChange struct {
 	Path string `json:"path"`
 	From any    `json:"from,omitempty"`
 	To   any    `json:"to,omitempty"`
@@ -106,7 +106,7 @@ func recordChange(record, owned map[kindKey]bool) (Change, bool) {
 		return Change{}, false
 	}
 	return Change{Action: "update", Kind: "ConfigMap", Namespace: RecordNamespace, Name: RecordName,
-		Fields: []FieldChange{{Path: "data.kinds", To: "adds " + strings.Join(added, ", ")}}}, true
+		Fields: []fieldChange{{Path: "data.kinds", To: "adds " + strings.Join(added, ", ")}}}, true
 }
 
 // planWrite compares one object to apply with the live one.
@@ -131,7 +131,7 @@ func (r *Reconciler) planWrite(ctx context.Context, w target, body []byte) (*Cha
 	if err := json.Unmarshal(b, &have); err != nil {
 		return nil, err
 	}
-	c.Fields = DiffFields("", want, have)
+	c.Fields = diffFields("", want, have)
 	if len(c.Fields) == 0 {
 		return nil, nil
 	}
@@ -139,16 +139,16 @@ func (r *Reconciler) planWrite(ctx context.Context, w target, body []byte) (*Cha
 	return c, nil
 }
 
-// DiffFields lists the fields of want (a decoded JSON document) whose value
+// diffFields lists the fields of want (a decoded JSON document) whose value
 // in have differs: what a server-side apply of want would set. Maps are
 // compared key by key; anything else (lists included) as a whole.
-func DiffFields(path string, want, have any) []FieldChange {
+func diffFields(path string, want, have any) []fieldChange {
 	wm, ok := want.(map[string]any)
 	if !ok {
 		if reflect.DeepEqual(want, have) {
 			return nil
 		}
-		return []FieldChange{{Path: path, From: have, To: want}}
+		return []fieldChange{{Path: path, From: have, To: want}}
 	}
 	hm, _ := have.(map[string]any)
 	keys := make([]string, 0, len(wm))
@@ -156,13 +156,13 @@ func DiffFields(path string, want, have any) []FieldChange {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var out []FieldChange
+	var out []fieldChange
 	for _, k := range keys {
 		p := k
 		if path != "" {
 			p = path + "." + k
 		}
-		out = append(out, DiffFields(p, wm[k], hm[k])...)
+		out = append(out, diffFields(p, wm[k], hm[k])...)
 	}
 	return out
 }
@@ -206,15 +206,15 @@ func (r *Reconciler) planNodeAnnotations(ctx context.Context, want map[string]ma
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		owned := moduleAnnotationKeys(n)
-		var fields []FieldChange
+		var fields []fieldChange
 		for _, k := range sortedStrings(want[n.Name]) {
 			if v, ok := n.Annotations[k]; !ok || v != want[n.Name][k] {
-				fields = append(fields, FieldChange{Path: "metadata.annotations." + k, From: n.Annotations[k], To: want[n.Name][k]})
+				fields = append(fields, fieldChange{Path: "metadata.annotations." + k, From: n.Annotations[k], To: want[n.Name][k]})
 			}
 		}
 		for _, k := range owned {
 			if _, keep := want[n.Name][k]; !keep {
-				fields = append(fields, FieldChange{Path: "metadata.annotations." + k, From: n.Annotations[k]})
+				fields = append(fields, fieldChange{Path: "metadata.annotations." + k, From: n.Annotations[k]})
 			}
 		}
 		if len(fields) > 0 {

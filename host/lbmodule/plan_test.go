@@ -18,7 +18,7 @@ func TestDiffFields(t *testing.T) {
 		{"empty map wants nothing", map[string]any{"m": map[string]any{}}, map[string]any{}, nil},
 	} {
 		var paths []string
-		for _, f := range DiffFields("", tc.want, tc.have) {
+		for _, f := range diffFields("", tc.want, tc.have) {
 			paths = append(paths, f.Path)
 		}
 		if !reflect.DeepEqual(paths, tc.paths) {

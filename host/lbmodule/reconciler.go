@@ -26,13 +26,13 @@ import (
 )
 
 const (
-	// EventReason is the reason of the Warning Event recorded, once per
+	// eventReason is the reason of the Warning Event recorded, once per
 	// cause, when a sync fails (see failureReporter).
-	EventReason = "LoadBalancerModuleFailed"
+	eventReason = "LoadBalancerModuleFailed"
 
-	// DefaultDebounce gathers a burst of Service and node events into one
+	// defaultDebounce gathers a burst of Service and node events into one
 	// generate call.
-	DefaultDebounce = time.Second
+	defaultDebounce = time.Second
 	queueKey        = "lbconfig"
 )
 
@@ -41,8 +41,8 @@ const (
 // options and Existing.
 type SnapshotFunc func(ctx context.Context) (sdk.GenerateRequest, error)
 
-// EventRecorder is the part of client-go's record.EventRecorder used here.
-type EventRecorder interface {
+// eventRecorder is the part of client-go's record.EventRecorder used here.
+type eventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
 }
 
@@ -59,14 +59,14 @@ type ReconcilerConfig struct {
 	Kube     kubernetes.Interface
 	Snapshot SnapshotFunc
 	// Recorder receives the failure Events; nil records none.
-	Recorder EventRecorder
+	Recorder eventRecorder
 	// EventObject is what the failure Events are recorded on; nil is
 	// clusterevent.Object (the kube-system Namespace).
 	EventObject *corev1.ObjectReference
 	// Mapper resolves kinds to resources; nil builds one from Kube's
 	// discovery, refreshed when a kind is not found (CRDs installed later).
 	Mapper meta.RESTMapper
-	// Debounce defaults to DefaultDebounce.
+	// Debounce defaults to defaultDebounce.
 	Debounce time.Duration
 	// RetryBase and RetryMax bound the exponential backoff after a failed
 	// sync; they default to 1s and 5m.
@@ -123,7 +123,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 		return nil, errors.New("lbmodule.NewReconciler needs Module, Dynamic, Kube and Snapshot")
 	}
 	if cfg.Debounce == 0 {
-		cfg.Debounce = DefaultDebounce
+		cfg.Debounce = defaultDebounce
 	}
 	if cfg.RetryBase == 0 {
 		cfg.RetryBase = time.Second

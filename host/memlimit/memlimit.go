@@ -21,10 +21,10 @@ import (
 	"strings"
 )
 
-// Fraction of the container's memory limit (less the module's) given to
+// fraction of the container's memory limit (less the module's) given to
 // the Go runtime: the rest is for what the runtime does not count (thread
 // stacks, the module's compiled code) and for headroom.
-const Fraction = 0.9
+const fraction = 0.9
 
 // minSoft is the smallest limit worth giving the runtime: below it the
 // collector would run all the time. When the module's limit leaves less,
@@ -48,7 +48,7 @@ func Set(reserved int64) (did, warning string) {
 		if err != nil {
 			continue
 		}
-		limit, ok := Parse(string(b))
+		limit, ok := parse(string(b))
 		if !ok {
 			return "none (the container has no memory limit)", ""
 		}
@@ -63,22 +63,22 @@ func Set(reserved int64) (did, warning string) {
 }
 
 // Soft is the runtime's share of a container memory limit when a module
-// may use reserved bytes of it: Fraction of what the module leaves. If
-// that is under 64 MiB, it is Fraction of the whole limit instead, and ok
+// may use reserved bytes of it: fraction of what the module leaves. If
+// that is under 64 MiB, it is fraction of the whole limit instead, and ok
 // is false.
 func Soft(limit, reserved int64) (soft int64, note string, ok bool) {
 	if reserved > 0 {
-		if soft := int64(float64(limit-reserved) * Fraction); soft >= minSoft {
-			return soft, fmt.Sprintf("%.0f%% of the container's %d MiB less the load-balancer module's %d MiB", Fraction*100, limit>>20, reserved>>20), true
+		if soft := int64(float64(limit-reserved) * fraction); soft >= minSoft {
+			return soft, fmt.Sprintf("%.0f%% of the container's %d MiB less the load-balancer module's %d MiB", fraction*100, limit>>20, reserved>>20), true
 		}
 	}
-	soft = int64(float64(limit) * Fraction)
-	return soft, fmt.Sprintf("%.0f%% of the container's %d MiB", Fraction*100, limit>>20), reserved == 0
+	soft = int64(float64(limit) * fraction)
+	return soft, fmt.Sprintf("%.0f%% of the container's %d MiB", fraction*100, limit>>20), reserved == 0
 }
 
-// Parse reads a cgroup memory limit: a byte count, or "max" (v2) or a
+// parse reads a cgroup memory limit: a byte count, or "max" (v2) or a
 // huge number (v1) for none.
-func Parse(s string) (int64, bool) {
+func parse(s string) (int64, bool) {
 	s = strings.TrimSpace(s)
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n <= 0 || n >= 1<<60 {

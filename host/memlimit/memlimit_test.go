@@ -1,9 +1,7 @@
-package memlimit_test
+package memlimit
 
 import (
 	"testing"
-
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
 )
 
 func TestParse(t *testing.T) {
@@ -19,7 +17,7 @@ func TestParse(t *testing.T) {
 		{"0", 0, false},
 	}
 	for _, c := range cases {
-		got, ok := memlimit.Parse(c.in)
+		got, ok := parse(c.in)
 		if got != c.want || ok != c.ok {
 			t.Errorf("Parse(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
 		}
@@ -41,7 +39,7 @@ func TestSoft(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, note, ok := memlimit.Soft(c.limit, c.reserved)
+			got, note, ok := Soft(c.limit, c.reserved)
 			if got != c.want || note != c.note || ok != c.ok {
 				t.Errorf("Soft(%d MiB, %d MiB) = %d, %q, %v; want %d, %q, %v", c.limit/mib, c.reserved/mib, got, note, ok, c.want, c.note, c.ok)
 			}

@@ -15,15 +15,15 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
 )
 
-// ErrKeyRejected is wrapped by every error of a call refused without asking
+// errKeyRejected is wrapped by every error of a call refused without asking
 // the API because the key was rejected (401) recently.
-var ErrKeyRejected = errors.New("the Equinix Metal API rejected the API key")
+var errKeyRejected = errors.New("the Equinix Metal API rejected the API key")
 
-// KeyProbeInterval is how often, while the key is rejected, one call is let
+// keyProbeInterval is how often, while the key is rejected, one call is let
 // through to see whether the key works again (it may have been re-enabled
 // in the console). Every other call fails at once: many workers retrying
 // with a key the API refuses would only be a storm of 401s.
-var KeyProbeInterval = 30 * time.Second
+var keyProbeInterval = 30 * time.Second
 
 var (
 	keyRejected = metrics.NewGauge(&metrics.GaugeOpts{
@@ -66,9 +66,9 @@ func (a *authState) current() (config.Secret, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.rejected {
-		if now := a.now(); now.Sub(a.lastProbe) < KeyProbeInterval {
+		if now := a.now(); now.Sub(a.lastProbe) < keyProbeInterval {
 			return "", fmt.Errorf("%w (401 since %s); no call is sent until the key changes (rotate apiKey in the cloud-config Secret; the CCM picks it up without a restart) or the next probe in %s",
-				ErrKeyRejected, a.since.UTC().Format(time.RFC3339), (KeyProbeInterval - now.Sub(a.lastProbe)).Round(time.Second))
+				errKeyRejected, a.since.UTC().Format(time.RFC3339), (keyProbeInterval - now.Sub(a.lastProbe)).Round(time.Second))
 		} else {
 			a.lastProbe = now
 		}

@@ -42,7 +42,7 @@ func TestKeyRejectedAndRotated(t *testing.T) {
 		t.Errorf("%d calls reached the API after a 401, want 1", n)
 	}
 	_, err := c.Reservation(ctx, "r")
-	if !errors.Is(err, ErrKeyRejected) || !strings.Contains(err.Error(), "rotate apiKey") {
+	if !errors.Is(err, errKeyRejected) || !strings.Contains(err.Error(), "rotate apiKey") {
 		t.Errorf("held-back call: %v; want ErrKeyRejected saying what to do", err)
 	}
 	if ok, why := c.KeyAccepted(); ok || !strings.Contains(why, "401") {
@@ -60,8 +60,8 @@ func TestKeyRejectedAndRotated(t *testing.T) {
 		t.Errorf("the rejection was logged %d times, want once:\n%s", len(seen), logs.String())
 	}
 
-	// A probe after KeyProbeInterval; still rejected.
-	c.auth.now = func() time.Time { return start.Add(KeyProbeInterval + time.Second) }
+	// A probe after keyProbeInterval; still rejected.
+	c.auth.now = func() time.Time { return start.Add(keyProbeInterval + time.Second) }
 	_, _ = c.Reservation(ctx, "r")
 	_, _ = c.Reservation(ctx, "r")
 	if n := calls.Load(); n != 2 {

@@ -80,7 +80,7 @@ func (c *Client) EnsureDeviceBGPSession(ctx context.Context, deviceID string) er
 	in := metalv1.BGPSessionInput{AddressFamily: metalv1.BGPSESSIONINPUTADDRESSFAMILY_IPV4.Ptr()}
 	_, resp, err := c.api.DevicesApi.CreateBgpSession(cctx, deviceID).BGPSessionInput(in).Execute()
 	err = c.red.apiError(opCreateBGPSession, resp, err)
-	var apiErr *Error
+	var apiErr *callError
 	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnprocessableEntity {
 		if strings.Contains(strings.ToLower(apiErr.Message), "already has session") {
 			err = nil

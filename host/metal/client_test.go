@@ -476,7 +476,7 @@ func TestRetries(t *testing.T) {
 		})
 		c := f.client()
 		_, err := c.DeviceFresh(context.Background(), "d1")
-		var e *Error
+		var e *callError
 		if !errors.As(err, &e) || e.StatusCode != 429 || e.RetryAfter != time.Hour {
 			t.Fatalf("error = %#v, want a 429 with RetryAfter 1h", err)
 		}
@@ -581,9 +581,9 @@ func TestTransportErrorsDoNotPanic(t *testing.T) {
 			if IsNotFound(err) {
 				t.Errorf("a transport error counts as not found: %v", err)
 			}
-			var e *Error
+			var e *callError
 			if !errors.As(err, &e) || e.StatusCode != 0 {
-				t.Errorf("error %v is not an *Error without status", err)
+				t.Errorf("error %v is not an *callError without status", err)
 			}
 			if strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), fakeKey) {
 				t.Errorf("bad error text: %q", err)

@@ -201,7 +201,7 @@ func (c *Client) DeviceByHostname(ctx context.Context, hostname string) (*metalv
 		}
 	}
 	if len(devs) == 0 {
-		return nil, &NotFoundError{What: fmt.Sprintf("device with hostname %q in project %s", hostname, c.opts.ProjectID)}
+		return nil, &notFoundError{What: fmt.Sprintf("device with hostname %q in project %s", hostname, c.opts.ProjectID)}
 	}
 	return pickByHostname(hostname, devs)
 }

@@ -18,7 +18,7 @@
 // times, exponential backoff with jitter between RetryWaitMin and
 // RetryWaitMax) after a transport error or timeout, a 5xx other than 501,
 // or a 429/503. A Retry-After header is honoured; one asking for longer than
-// RetryWaitMax is not waited for: the call fails at once with an *Error whose
+// RetryWaitMax is not waited for: the call fails at once with an *callError whose
 // RetryAfter tells the caller when to requeue. These methods are safe to
 // repeat: reading twice, or deleting what is already gone (a 404 from
 // DeleteIP counts as success), changes nothing.
@@ -63,7 +63,7 @@
 //
 // # Errors and secrets
 //
-// Every failure is an *Error whose message is one line: the operation, the
+// Every failure is an *callError whose message is one line: the operation, the
 // HTTP status and the API's own message, for example
 //
 //	request IP reservation: 422 Unprocessable Entity: "metro sv has no public IPv4 available"

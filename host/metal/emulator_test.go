@@ -300,9 +300,9 @@ func TestEmulatorTransportErrorsAreErrors(t *testing.T) {
 	checks["DeleteIP"] = c.DeleteIP(ctx, "00000000-0000-0000-0000-000000000000")
 	_, checks["AssignIP"] = c.AssignIP(ctx, dv.ID, "198.51.100.1")
 	for name, err := range checks {
-		var e *Error
+		var e *callError
 		if err == nil || !errors.As(err, &e) || e.StatusCode != 0 || IsNotFound(err) {
-			t.Errorf("%s: %v, want an *Error without status", name, err)
+			t.Errorf("%s: %v, want an *callError without status", name, err)
 		}
 		if err != nil && strings.Contains(err.Error(), fakeKey) {
 			t.Errorf("%s: the key is in %q", name, err)
@@ -317,7 +317,7 @@ func TestEmulatorWrongKeyErrorIsReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.ReservationsWithTags(context.Background(), "x")
-	var ae *Error
+	var ae *callError
 	if !errors.As(err, &ae) || ae.StatusCode != 401 || !strings.Contains(err.Error(), "METAL_API_KEY") {
 		t.Errorf("error = %v, want a 401 that says which setting to fix", err)
 	}

@@ -39,7 +39,7 @@ var (
 	opAssignIP         = operation{"create_ip_assignment", "assign IP address"}
 )
 
-// Error is what every failed API call returns: a one-line message that names
+// callError is what every failed API call returns: a one-line message that names
 // the operation and carries the API's own message, never a credential.
 //
 // StatusCode is the HTTP status, or 0 when no usable answer arrived
@@ -47,7 +47,7 @@ var (
 // is the server's Retry-After on a 429 or 503 that was not retried here
 // because it asked for a longer wait than the client allows; a caller can
 // requeue after it.
-type Error struct {
+type callError struct {
 	Operation  string
 	StatusCode int
 	RetryAfter time.Duration
@@ -58,30 +58,30 @@ type Error struct {
 	err error
 }
 
-func (e *Error) Error() string { return e.msg }
+func (e *callError) Error() string { return e.msg }
 
 // Unwrap gives errors.Is access to context.Canceled, context.DeadlineExceeded
 // and the transport's error.
-func (e *Error) Unwrap() error { return e.err }
+func (e *callError) Unwrap() error { return e.err }
 
-// NotFoundError says that the API authoritatively has no such object: a 404
+// notFoundError says that the API authoritatively has no such object: a 404
 // on a GET, or a complete listing that does not contain it.
-type NotFoundError struct {
+type notFoundError struct {
 	What string
 }
 
-func (e *NotFoundError) Error() string { return e.What + " not found" }
+func (e *notFoundError) Error() string { return e.What + " not found" }
 
 // IsNotFound is true only when the API said the object does not exist (HTTP
 // 404, or an authoritative listing without it). Timeouts, transport errors,
 // 401/403 and 5xx are never "not found", so a caller such as InstanceExists
 // does not delete a Node because the API was unreachable.
 func IsNotFound(err error) bool {
-	var nf *NotFoundError
+	var nf *notFoundError
 	if errors.As(err, &nf) {
 		return true
 	}
-	var e *Error
+	var e *callError
 	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
 }
 
@@ -124,13 +124,13 @@ func (r redactor) clean(s string) string {
 	return s
 }
 
-// apiError turns the SDK's (response, error) pair into an *Error. It never
+// apiError turns the SDK's (response, error) pair into an *callError. It never
 // dereferences a nil response: a transport error has none.
 func (r redactor) apiError(op operation, resp *http.Response, err error) error {
 	if err == nil {
 		return nil
 	}
-	e := &Error{Operation: op.label, err: err}
+	e := &callError{Operation: op.label, err: err}
 	switch {
 	case resp == nil:
 		e.msg = fmt.Sprintf("%s: %s", op.desc, describeTransportError(err))

@@ -102,7 +102,7 @@ func TestAPIError(t *testing.T) {
 			if err == nil || err.Error() != tt.want {
 				t.Fatalf("error = %v\nwant    %s", err, tt.want)
 			}
-			var e *Error
+			var e *callError
 			if !errors.As(err, &e) || e.StatusCode != tt.wantCode || e.Operation != tt.op.label {
 				t.Errorf("Error = %+v, want status %d op %s", e, tt.wantCode, tt.op.label)
 			}
@@ -126,11 +126,11 @@ func TestIsNotFound(t *testing.T) {
 	}{
 		{nil, false},
 		{errors.New("not found"), false},
-		{&Error{StatusCode: 404}, true},
-		{fmt.Errorf("wrapped: %w", &Error{StatusCode: 404}), true},
-		{&Error{StatusCode: 500}, false},
-		{&Error{StatusCode: 0, err: context.DeadlineExceeded}, false},
-		{&NotFoundError{What: "device"}, true},
+		{&callError{StatusCode: 404}, true},
+		{fmt.Errorf("wrapped: %w", &callError{StatusCode: 404}), true},
+		{&callError{StatusCode: 500}, false},
+		{&callError{StatusCode: 0, err: context.DeadlineExceeded}, false},
+		{&notFoundError{What: "device"}, true},
 	}
 	for _, tt := range tests {
 		if got := IsNotFound(tt.err); got != tt.want {

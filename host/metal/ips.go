@@ -281,7 +281,7 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 		if createMayBeRetried(err, c.opts.RetryWaitMax) {
 			lastErr = err
 			// Honour the server's Retry-After on top of the backoff.
-			var ae *Error
+			var ae *callError
 			if errors.As(err, &ae) && ae.RetryAfter > 0 {
 				t := time.NewTimer(ae.RetryAfter)
 				defer t.Stop()
@@ -327,7 +327,7 @@ func (c *Client) reservationsBeforeCreate(ctx context.Context, key string) error
 // its object: no answer, or a 5xx (the server may have failed after the
 // write). A 429 or another 4xx is a refusal.
 func outcomeUnknown(err error) bool {
-	var e *Error
+	var e *callError
 	if !errors.As(err, &e) {
 		return false
 	}
@@ -356,7 +356,7 @@ func (c *Client) setUncertain(key string, v bool) {
 // a fresh lookup by tags: the API was overloaded or unreachable, not
 // refusing the request.
 func createMayBeRetried(err error, maxWait time.Duration) bool {
-	var e *Error
+	var e *callError
 	if !errors.As(err, &e) {
 		return false
 	}

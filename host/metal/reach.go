@@ -40,7 +40,7 @@ func newReachState() *reachState { return &reachState{now: time.Now} }
 // observe records one call's outcome. Calls held back for a rejected key
 // or ended by their own context say nothing about reachability.
 func (r *reachState) observe(ctx context.Context, resp *http.Response, err error) {
-	if ctx.Err() != nil || errors.Is(err, ErrKeyRejected) {
+	if ctx.Err() != nil || errors.Is(err, errKeyRejected) {
 		return
 	}
 	failed := err != nil || resp == nil || resp.StatusCode >= 500

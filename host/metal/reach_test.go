@@ -31,7 +31,7 @@ func TestReachability(t *testing.T) {
 		{time.Second, nil, reset, ctx, true, ""},
 		{10 * time.Second, answer(503), nil, ctx, true, ""},
 		{UnreachableAfter, nil, reset, ctx, false, "has not answered since 2026-01-01T10:00:01Z (3 calls failed; the last: read: connection reset by peer)"},
-		{time.Second, nil, ErrKeyRejected, ctx, false, "(3 calls failed"},
+		{time.Second, nil, errKeyRejected, ctx, false, "(3 calls failed"},
 		{time.Second, nil, context.Canceled, canceled(), false, "(3 calls failed"},
 		{time.Second, answer(404), nil, ctx, true, ""},
 		{time.Second, answer(500), nil, ctx, true, ""},

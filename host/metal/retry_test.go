@@ -126,13 +126,13 @@ func TestCreateMayBeRetried(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{"transport error", &Error{StatusCode: 0, err: errors.New("connection reset")}, true},
-		{"cancelled", &Error{StatusCode: 0, err: context.Canceled}, false},
-		{"500", &Error{StatusCode: 500}, true},
-		{"503 short Retry-After", &Error{StatusCode: 503, RetryAfter: time.Second}, true},
-		{"429 long Retry-After", &Error{StatusCode: 429, RetryAfter: time.Hour}, false},
-		{"501", &Error{StatusCode: 501}, false},
-		{"422 no IPs left", &Error{StatusCode: 422}, false},
+		{"transport error", &callError{StatusCode: 0, err: errors.New("connection reset")}, true},
+		{"cancelled", &callError{StatusCode: 0, err: context.Canceled}, false},
+		{"500", &callError{StatusCode: 500}, true},
+		{"503 short Retry-After", &callError{StatusCode: 503, RetryAfter: time.Second}, true},
+		{"429 long Retry-After", &callError{StatusCode: 429, RetryAfter: time.Hour}, false},
+		{"501", &callError{StatusCode: 501}, false},
+		{"422 no IPs left", &callError{StatusCode: 422}, false},
 		{"not an API error", errors.New("no tags"), false},
 	}
 	for _, tt := range tests {

@@ -79,8 +79,8 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	}
 	// Every call reaches the fake API, 401 or not: this test is about what
 	// each path does with an answer that echoes the key.
-	defer func(d time.Duration) { KeyProbeInterval = d }(KeyProbeInterval)
-	KeyProbeInterval = 0
+	defer func(d time.Duration) { keyProbeInterval = d }(keyProbeInterval)
+	keyProbeInterval = 0
 	c := f.client()
 	ctx := context.Background()
 

@@ -156,8 +156,8 @@ func (t attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// ErrReadOnly is the error of a write through a ReadOnly client.
-var ErrReadOnly = errors.New("refused: this Equinix Metal client is read-only")
+// errReadOnly is the error of a write through a ReadOnly client.
+var errReadOnly = errors.New("refused: this Equinix Metal client is read-only")
 
 // readOnly lets reads through and refuses anything else unsent.
 type readOnly struct{ next http.RoundTripper }
@@ -167,7 +167,7 @@ func (t readOnly) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
-		return nil, fmt.Errorf("%w: %s %s", ErrReadOnly, req.Method, req.URL.Path)
+		return nil, fmt.Errorf("%w: %s %s", errReadOnly, req.Method, req.URL.Path)
 	}
 	return t.next.RoundTrip(req)
 }

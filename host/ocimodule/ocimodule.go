@@ -7,7 +7,7 @@
 //
 // The artifact follows the layout of the CNCF TAG Runtime "Wasm OCI
 // artifact" proposal: an OCI image manifest with the config media type
-// ConfigMediaType and exactly one layer of media type WasmMediaType, the
+// configMediaType and exactly one layer of media type wasmMediaType, the
 // module itself, uncompressed.
 package ocimodule
 
@@ -38,10 +38,10 @@ const (
 	// Scheme is the loadbalancer URL scheme of a module in a registry:
 	// wasm+oci://registry.example/team/module@sha256:<hex>.
 	Scheme = "wasm+oci://"
-	// ConfigMediaType is the artifact's config media type.
-	ConfigMediaType types.MediaType = "application/vnd.wasm.config.v0+json"
-	// WasmMediaType is the media type of the one layer, the module.
-	WasmMediaType types.MediaType = "application/wasm"
+	// configMediaType is the artifact's config media type.
+	configMediaType types.MediaType = "application/vnd.wasm.config.v0+json"
+	// wasmMediaType is the media type of the one layer, the module.
+	wasmMediaType types.MediaType = "application/wasm"
 )
 
 // wasmMagic starts every WebAssembly binary module.
@@ -54,8 +54,8 @@ func Package(wasm []byte, created time.Time) (v1.Image, error) {
 		return nil, fmt.Errorf("is not a WebAssembly module (no \\0asm header); build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared")
 	}
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, ConfigMediaType)
-	img, err := mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(wasm, WasmMediaType)})
+	img = mutate.ConfigMediaType(img, configMediaType)
+	img, err := mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(wasm, wasmMediaType)})
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ type Fetcher struct {
 
 // Fetch returns the module the artifact at ref (registry/repo@sha256:hex)
 // holds, after checking that the manifest has ref's digest, that it is a
-// Wasm artifact (ConfigMediaType, one WasmMediaType layer) and that the
+// Wasm artifact (configMediaType, one wasmMediaType layer) and that the
 // layer has the digest the manifest names. A cached copy is used only if
 // its manifest and module still hash to the digests they are named by.
 // It returns the path of the module in CacheDir ("" without one) too.
@@ -137,12 +137,12 @@ func moduleOf(img v1.Image) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.Config.MediaType != ConfigMediaType || len(m.Layers) != 1 || m.Layers[0].MediaType != WasmMediaType {
+	if m.Config.MediaType != configMediaType || len(m.Layers) != 1 || m.Layers[0].MediaType != wasmMediaType {
 		var layers []string
 		for _, l := range m.Layers {
 			layers = append(layers, string(l.MediaType))
 		}
-		return nil, fmt.Errorf("is not a Wasm module artifact (config %s, layers %v; want config %s and one %s layer): make module-image packages a .wasm as one", m.Config.MediaType, layers, ConfigMediaType, WasmMediaType)
+		return nil, fmt.Errorf("is not a Wasm module artifact (config %s, layers %v; want config %s and one %s layer): make module-image packages a .wasm as one", m.Config.MediaType, layers, configMediaType, wasmMediaType)
 	}
 	layer, err := img.LayerByDigest(m.Layers[0].Digest)
 	if err != nil {
@@ -164,7 +164,7 @@ func moduleOf(img v1.Image) ([]byte, error) {
 		return nil, fmt.Errorf("the module layer does not match its digest %s", m.Layers[0].Digest)
 	}
 	if !bytes.HasPrefix(wasm, wasmMagic) {
-		return nil, fmt.Errorf("the %s layer is not a WebAssembly module (no \\0asm header)", WasmMediaType)
+		return nil, fmt.Errorf("the %s layer is not a WebAssembly module (no \\0asm header)", wasmMediaType)
 	}
 	return wasm, nil
 }

@@ -23,21 +23,21 @@ import (
 // that slipped past a capture is refused, and the plan fails, rather than
 // performed.
 
-// Metal is the Equinix Metal API for the CCM's code during a plan: the
+// metalCapture is the Equinix Metal API for the CCM's code during a plan: the
 // read-only client for reads, with the writes the Elastic IP and BGP code
 // make captured. Methods not overridden here are the client's own, and
 // the client refuses writes.
-type Metal struct {
+type metalCapture struct {
 	*metal.Client
 
 	mu      sync.Mutex
-	writes  MetalWrites
+	writes  metalWrites
 	planned map[string]*metalv1.IPReservation
 }
 
-// NewMetal wraps a read-only client.
-func NewMetal(c *metal.Client) *Metal {
-	return &Metal{Client: c, planned: map[string]*metalv1.IPReservation{}}
+// newMetal wraps a read-only client.
+func newMetal(c *metal.Client) *metalCapture {
+	return &metalCapture{Client: c, planned: map[string]*metalv1.IPReservation{}}
 }
 
 // plannedPrefix marks the IDs of reservations that exist only in the plan.
@@ -46,7 +46,7 @@ const plannedPrefix = "planned-"
 // RequestReservation records the request and answers with a pending
 // reservation that exists only in the plan, so the Elastic IP code stops
 // there as it would while Equinix approves one.
-func (m *Metal) RequestReservation(ctx context.Context, r metal.ReservationRequest) (*metalv1.IPReservation, error) {
+func (m *metalCapture) RequestReservation(ctx context.Context, r metal.ReservationRequest) (*metalv1.IPReservation, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// The code asks RequestReservation to be idempotent by tags; so is this.
@@ -66,7 +66,7 @@ func (m *Metal) RequestReservation(ctx context.Context, r metal.ReservationReque
 
 // Reservation answers a planned reservation from the plan, any other from
 // the API.
-func (m *Metal) Reservation(ctx context.Context, id string) (*metalv1.IPReservation, error) {
+func (m *metalCapture) Reservation(ctx context.Context, id string) (*metalv1.IPReservation, error) {
 	m.mu.Lock()
 	p, ok := m.planned[id]
 	m.mu.Unlock()
@@ -78,7 +78,7 @@ func (m *Metal) Reservation(ctx context.Context, id string) (*metalv1.IPReservat
 }
 
 // DeleteIP records the release.
-func (m *Metal) DeleteIP(_ context.Context, id string) error {
+func (m *metalCapture) DeleteIP(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes.Deletes = append(m.writes.Deletes, id)
@@ -86,7 +86,7 @@ func (m *Metal) DeleteIP(_ context.Context, id string) error {
 }
 
 // EnsureDeviceBGPSession records the session if the device has none.
-func (m *Metal) EnsureDeviceBGPSession(ctx context.Context, deviceID string) error {
+func (m *metalCapture) EnsureDeviceBGPSession(ctx context.Context, deviceID string) error {
 	sessions, err := m.Client.DeviceBGPSessions(ctx, deviceID)
 	if err != nil {
 		return err
@@ -103,15 +103,15 @@ func (m *Metal) EnsureDeviceBGPSession(ctx context.Context, deviceID string) err
 }
 
 // EnableProjectBGP records the request.
-func (m *Metal) EnableProjectBGP(_ context.Context, asn int64, _ config.Secret) error {
+func (m *metalCapture) EnableProjectBGP(_ context.Context, asn int64, _ config.Secret) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes.ProjectASN = &asn
 	return nil
 }
 
-// MetalWrites are the Equinix Metal writes Metal captured.
-type MetalWrites struct {
+// metalWrites are the Equinix Metal writes Metal captured.
+type metalWrites struct {
 	// Requests are the reservations requested (RequestReservation).
 	Requests []metal.ReservationRequest
 	// Deletes are the IDs of the reservations released (DeleteIP).
@@ -125,11 +125,11 @@ type MetalWrites struct {
 }
 
 // Take returns and forgets what was captured since the last Take.
-func (m *Metal) Take() MetalWrites {
+func (m *metalCapture) Take() metalWrites {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	w := m.writes
-	m.writes = MetalWrites{}
+	m.writes = metalWrites{}
 	return w
 }
 
@@ -149,24 +149,24 @@ func sameTags(a, b []string) bool {
 	return true
 }
 
-// KubeWrite is one write to the API server the CCM's code made.
-type KubeWrite struct {
+// kubeWrite is one write to the API server the CCM's code made.
+type kubeWrite struct {
 	Method string
 	Path   string
 	Body   string
 }
 
-// Kube captures the API server writes of the code given its rest.Config:
+// kubeCapture captures the API server writes of the code given its rest.Config:
 // a write is recorded and answered with the object as it is (a GET of the
 // same path), which is what the code reads back from a write that changed
 // nothing.
-type Kube struct {
+type kubeCapture struct {
 	mu     sync.Mutex
-	writes []KubeWrite
+	writes []kubeWrite
 }
 
 // Config returns a copy of cfg whose writes are captured by k.
-func (k *Kube) Config(cfg *rest.Config) *rest.Config {
+func (k *kubeCapture) Config(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	prev := out.WrapTransport
 	out.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -179,7 +179,7 @@ func (k *Kube) Config(cfg *rest.Config) *rest.Config {
 }
 
 // Take returns and forgets the writes captured since the last Take.
-func (k *Kube) Take() []KubeWrite {
+func (k *kubeCapture) Take() []kubeWrite {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	w := k.writes
@@ -188,7 +188,7 @@ func (k *Kube) Take() []KubeWrite {
 }
 
 type captureTransport struct {
-	k    *Kube
+	k    *kubeCapture
 	next http.RoundTripper
 }
 
@@ -202,7 +202,7 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		_ = req.Body.Close()
 	}
 	t.k.mu.Lock()
-	t.k.writes = append(t.k.writes, KubeWrite{Method: req.Method, Path: req.URL.Path, Body: string(body)})
+	t.k.writes = append(t.k.writes, kubeWrite{Method: req.Method, Path: req.URL.Path, Body: string(body)})
 	t.k.mu.Unlock()
 	get, err := http.NewRequestWithContext(req.Context(), http.MethodGet, req.URL.String(), nil)
 	if err != nil {
@@ -287,5 +287,5 @@ func objectName(obj runtime.Object) string {
 	return ""
 }
 
-// Reasons joins captured Events into one reason.
-func Reasons(events []string) string { return strings.Join(events, "; ") }
+// reasons joins captured Events into one reason.
+func reasons(events []string) string { return strings.Join(events, "; ") }

@@ -13,7 +13,7 @@ import (
 // forgets them all: the next Take sees only what came after.
 func TestMetalTake(t *testing.T) {
 	ctx := context.Background()
-	m := NewMetal(nil) // the captured writes never reach the client
+	m := newMetal(nil) // the captured writes never reach the client
 	req := metal.ReservationRequest{Location: location.Location{Metro: "da"}, Tags: []string{"a", "b"}}
 	if _, err := m.RequestReservation(ctx, req); err != nil {
 		t.Fatal(err)
@@ -29,11 +29,11 @@ func TestMetalTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	asn := int64(65000)
-	want := MetalWrites{Requests: []metal.ReservationRequest{req}, Deletes: []string{"r1"}, ProjectASN: &asn}
+	want := metalWrites{Requests: []metal.ReservationRequest{req}, Deletes: []string{"r1"}, ProjectASN: &asn}
 	if got := m.Take(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Take() = %+v, want %+v", got, want)
 	}
-	if got := m.Take(); !reflect.DeepEqual(got, MetalWrites{}) {
+	if got := m.Take(); !reflect.DeepEqual(got, metalWrites{}) {
 		t.Errorf("second Take() = %+v, want nothing", got)
 	}
 }

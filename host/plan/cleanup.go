@@ -11,8 +11,8 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 )
 
-// CleanupAPI is what cleanup needs from Equinix Metal.
-type CleanupAPI interface {
+// cleanupAPI is what cleanup needs from Equinix Metal.
+type cleanupAPI interface {
 	Reservations(ctx context.Context) ([]metalv1.IPReservation, error)
 	DeleteIP(ctx context.Context, id string) error
 }
@@ -22,7 +22,7 @@ type CleanupAPI interface {
 // that cluster's tag; never the control-plane EIP, another cluster's, or
 // anything untagged), and with yes releases them. It is for a cluster that
 // is gone: nothing checks whether its Services still exist.
-func Cleanup(ctx context.Context, api CleanupAPI, clusterUID string, yes bool, w io.Writer) error {
+func Cleanup(ctx context.Context, api cleanupAPI, clusterUID string, yes bool, w io.Writer) error {
 	if clusterUID == "" {
 		return errors.New("--cluster-uid is required: the UID of the gone cluster's kube-system namespace (the cluster=<uid> tag of its Elastic IPs)")
 	}

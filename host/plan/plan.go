@@ -28,14 +28,14 @@ type Result struct {
 	// OrphanMode is the orphanEIPs setting the plan ran with.
 	OrphanMode string `json:"orphanMode"`
 
-	EIPs []EIP `json:"eips"`
+	EIPs []eipChange `json:"eips"`
 	// Placement lists the Services whose existing Elastic IP is not where
 	// the placement policy would put it now.
-	Placement   []Placement            `json:"placement"`
+	Placement   []placement            `json:"placement"`
 	Orphans     []eip.Orphan           `json:"orphans"`
 	ProjectBGP  string                 `json:"projectBGP,omitempty"`
-	BGPSessions []BGPSession           `json:"bgpSessions"`
-	Annotations []NodeAnnotationChange `json:"nodeAnnotations"`
+	BGPSessions []bgpSession           `json:"bgpSessions"`
+	Annotations []nodeAnnotationChange `json:"nodeAnnotations"`
 	Objects     []lbmodule.Change      `json:"objects"`
 	Warnings    []string               `json:"warnings"`
 	// Later lists what the plan cannot show yet because it depends on a
@@ -51,17 +51,17 @@ const (
 	ActionRelease = "release"
 	// ActionSetLoadBalancerIP is the CCM's patch of spec.loadBalancerIP.
 	ActionSetLoadBalancerIP = "set-loadBalancerIP"
-	// ActionAssign is a bring-your-own address written to the status.
-	ActionAssign = "assign"
+	// actionAssign is a bring-your-own address written to the status.
+	actionAssign = "assign"
 	// ActionWait is a reservation still pending approval: nothing changes.
 	ActionWait = "wait"
-	// ActionRefuse is a Service the sync would refuse (placement denied,
+	// actionRefuse is a Service the sync would refuse (placement denied,
 	// an invalid spec.loadBalancerIP, …): nothing changes but an Event.
-	ActionRefuse = "refuse"
+	actionRefuse = "refuse"
 )
 
-// EIP is one Elastic IP step for one Service.
-type EIP struct {
+// eipChange is one Elastic IP step for one Service.
+type eipChange struct {
 	Action   string `json:"action"`
 	Service  string `json:"service"`
 	Address  string `json:"address,omitempty"`
@@ -71,27 +71,27 @@ type EIP struct {
 	Reason string `json:"reason"`
 }
 
-// Placement is a Service whose Elastic IP is in From while the placement
+// placement is a Service whose Elastic IP is in From while the placement
 // policy now says To. The CCM does not move an existing Elastic IP (that
 // would change the Service's address): the reservation stays until the
 // Service is recreated, which then lands in To.
-type Placement struct {
+type placement struct {
 	Service string `json:"service"`
 	Address string `json:"address"`
 	From    string `json:"from"`
 	To      string `json:"to"`
 }
 
-// BGPSession is a device that would get its IPv4 BGP session.
-type BGPSession struct {
+// bgpSession is a device that would get its IPv4 BGP session.
+type bgpSession struct {
 	Node   string `json:"node"`
 	Device string `json:"device"`
 }
 
-// NodeAnnotationChange is the core's BGP annotations of one node that a
+// nodeAnnotationChange is the core's BGP annotations of one node that a
 // sync would set or remove (the module's own are in Objects, action
 // annotate).
-type NodeAnnotationChange struct {
+type nodeAnnotationChange struct {
 	Node   string            `json:"node"`
 	Set    map[string]string `json:"set,omitempty"`
 	Remove []string          `json:"remove,omitempty"`
@@ -105,7 +105,7 @@ type NodeAnnotationChange struct {
 // next Services.
 func (r *Result) Changes() bool {
 	for _, e := range r.EIPs {
-		if e.Action != ActionWait && e.Action != ActionRefuse {
+		if e.Action != ActionWait && e.Action != actionRefuse {
 			return true
 		}
 	}

@@ -43,7 +43,7 @@ type Planner struct {
 // LoadBalancing is what the plan needs of the provider's load balancing.
 type LoadBalancing struct {
 	// Policies names the loaded policies in the reasons of the plan.
-	Policies PolicySource
+	Policies policySource
 	// Placer is the placement policy over the given nodes, as the running
 	// CCM asks it over the Node informer's.
 	Placer func(nodes corelisters.NodeLister) eip.Placer
@@ -56,8 +56,8 @@ type LoadBalancing struct {
 	Snapshot func(svcs []*v1.Service, nodes []bgp.Node) lbmodule.SnapshotFunc
 }
 
-// PolicySource names where the policies were loaded from (policy.Engine).
-type PolicySource interface {
+// policySource names where the policies were loaded from (policy.Engine).
+type policySource interface {
 	Source() string
 }
 
@@ -90,12 +90,12 @@ func (p *Planner) Run(ctx context.Context, restConfig *rest.Config) (*Result, er
 	if p.LB == nil {
 		return res, nil // load balancing is off: no EIPs, BGP or module
 	}
-	mc := NewMetal(p.Metal)
+	mc := newMetal(p.Metal)
 	bgpNodes, err := p.planBGP(ctx, mc, nodes, res)
 	if err != nil {
 		return nil, err
 	}
-	e := &eipPlanner{policies: p.LB.Policies, mc: mc, all: all, res: res, rec: &Recorder{}, kube: &Kube{},
+	e := &eipPlanner{policies: p.LB.Policies, mc: mc, all: all, res: res, rec: &Recorder{}, kube: &kubeCapture{},
 		placer: p.LB.Placer(nodeLister(nodes))}
 	addrs, err := e.run(ctx, ro, clusterID, svcs)
 	if err != nil {
@@ -116,9 +116,9 @@ func newResult(clusterID, orphanMode string, orphans []eip.Orphan) *Result {
 	if orphans == nil {
 		orphans = []eip.Orphan{}
 	}
-	return &Result{ClusterUID: clusterID, OrphanMode: orphanMode, EIPs: []EIP{}, Placement: []Placement{},
-		Orphans: orphans, BGPSessions: []BGPSession{},
-		Annotations: []NodeAnnotationChange{}, Objects: []lbmodule.Change{}, Warnings: []string{}, Later: []string{}}
+	return &Result{ClusterUID: clusterID, OrphanMode: orphanMode, EIPs: []eipChange{}, Placement: []placement{},
+		Orphans: orphans, BGPSessions: []bgpSession{},
+		Annotations: []nodeAnnotationChange{}, Objects: []lbmodule.Change{}, Warnings: []string{}, Later: []string{}}
 }
 
 // later notes what depends on this sync's own writes.
@@ -131,7 +131,7 @@ func later(res *Result) {
 	}
 }
 
-func countAction(es []EIP, action string) int {
+func countAction(es []eipChange, action string) int {
 	n := 0
 	for _, e := range es {
 		if e.Action == action {

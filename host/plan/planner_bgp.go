@@ -13,7 +13,7 @@ import (
 
 // planBGP runs the project set-up, the selection policy and the per-node
 // annotation rules, and returns the BGP nodes the module would get.
-func (p *Planner) planBGP(ctx context.Context, mc *Metal, nodes []*v1.Node, res *Result) ([]bgp.Node, error) {
+func (p *Planner) planBGP(ctx context.Context, mc *metalCapture, nodes []*v1.Node, res *Result) ([]bgp.Node, error) {
 	if _, err := bgp.EnableProject(ctx, mc, p.Config.LocalASN, p.Config.BGPPass); err != nil {
 		return nil, err
 	}
@@ -52,12 +52,12 @@ func (p *Planner) planBGP(ctx context.Context, mc *Metal, nodes []*v1.Node, res 
 
 // planNode is the BGP controller's fetch of one node: its session, its
 // neighbours and its device.
-func (p *Planner) planNode(ctx context.Context, mc *Metal, n *v1.Node, deviceID string, res *Result) (bgp.Node, error) {
+func (p *Planner) planNode(ctx context.Context, mc *metalCapture, n *v1.Node, deviceID string, res *Result) (bgp.Node, error) {
 	if err := mc.EnsureDeviceBGPSession(ctx, deviceID); err != nil {
 		return bgp.Node{}, fmt.Errorf("reading the BGP sessions of device %s (node %s): %w", deviceID, n.Name, err)
 	}
 	if len(mc.Take().Sessions) > 0 {
-		res.BGPSessions = append(res.BGPSessions, BGPSession{Node: n.Name, Device: deviceID})
+		res.BGPSessions = append(res.BGPSessions, bgpSession{Node: n.Name, Device: deviceID})
 	}
 	neighbours, err := p.Metal.DeviceBGPNeighbors(ctx, deviceID)
 	if err != nil {
@@ -70,11 +70,11 @@ func (p *Planner) planNode(ctx context.Context, mc *Metal, n *v1.Node, deviceID 
 	return bgp.NodeFrom(n, deviceID, device, neighbours), nil
 }
 
-func annotationChange(n *v1.Node, patch map[string]*string) (NodeAnnotationChange, bool) {
+func annotationChange(n *v1.Node, patch map[string]*string) (nodeAnnotationChange, bool) {
 	if len(patch) == 0 {
-		return NodeAnnotationChange{}, false
+		return nodeAnnotationChange{}, false
 	}
-	ch := NodeAnnotationChange{Node: n.Name, Set: map[string]string{}}
+	ch := nodeAnnotationChange{Node: n.Name, Set: map[string]string{}}
 	for k, v := range patch {
 		if v == nil {
 			ch.Remove = append(ch.Remove, k)

@@ -21,12 +21,12 @@ import (
 // eipPlanner runs eip.Manager over the capturing layers, one Service at a
 // time, and turns what it captured into plan entries.
 type eipPlanner struct {
-	policies PolicySource
-	mc       *Metal
+	policies policySource
+	mc       *metalCapture
 	all      []metalv1.IPReservation
 	res      *Result
 	rec      *Recorder
-	kube     *Kube
+	kube     *kubeCapture
 	placer   eip.Placer
 }
 
@@ -68,9 +68,9 @@ func (p *eipPlanner) collect(s *v1.Service, ip string, err error, releaseWhy str
 	name := id(s)
 	captured := p.mc.Take()
 	writes := p.kube.Take()
-	reason := Reasons(p.rec.Take(name))
+	reason := reasons(p.rec.Take(name))
 	for _, r := range captured.Requests {
-		p.add(EIP{Action: ActionReserve, Service: name, Location: r.Location.String(),
+		p.add(eipChange{Action: ActionReserve, Service: name, Location: r.Location.String(),
 			Reason: fmt.Sprintf("no reservation carries the Service's tags; the placement policy (%s) decided %s", p.policies.Source(), r.Location)})
 	}
 	for _, d := range captured.Deletes {
@@ -78,21 +78,21 @@ func (p *eipPlanner) collect(s *v1.Service, ip string, err error, releaseWhy str
 		if why == "" {
 			why = reason
 		}
-		p.add(EIP{Action: ActionRelease, Service: name, Address: p.address(d), Reason: why})
+		p.add(eipChange{Action: ActionRelease, Service: name, Address: p.address(d), Reason: why})
 	}
 	var pending *cloudapi.RetryError
 	switch {
 	case err != nil && len(captured.Requests) == 0 && errors.As(err, &pending):
-		p.add(EIP{Action: ActionWait, Service: name, Reason: err.Error()})
+		p.add(eipChange{Action: ActionWait, Service: name, Reason: err.Error()})
 	case err != nil && len(captured.Requests) == 0:
-		p.add(EIP{Action: ActionRefuse, Service: name, Reason: err.Error()})
+		p.add(eipChange{Action: actionRefuse, Service: name, Reason: err.Error()})
 	}
 	if ip != "" && !inStatus(s, ip) {
 		p.addStatus(name, ip)
 	}
 	for _, w := range writes {
 		if w.Method == "PATCH" && strings.Contains(w.Body, `"loadBalancerIP"`) {
-			p.add(EIP{Action: ActionSetLoadBalancerIP, Service: name, Address: ip, Reason: "the CCM writes the Elastic IP into spec.loadBalancerIP, where load balancers written for upstream read it"})
+			p.add(eipChange{Action: ActionSetLoadBalancerIP, Service: name, Address: ip, Reason: "the CCM writes the Elastic IP into spec.loadBalancerIP, where load balancers written for upstream read it"})
 			continue
 		}
 		p.res.Warnings = append(p.res.Warnings, fmt.Sprintf("the Elastic IP code for Service %s would also %s %s", name, w.Method, w.Path))
@@ -103,13 +103,13 @@ func (p *eipPlanner) collect(s *v1.Service, ip string, err error, releaseWhy str
 // reservation's, adopted, or the user's own.
 func (p *eipPlanner) addStatus(name, ip string) {
 	if p.reserved(ip) {
-		p.add(EIP{Action: ActionAdopt, Service: name, Address: ip, Reason: "a reservation carries the Service's tags (made by this CCM or by upstream's); the Service's status gets its address"})
+		p.add(eipChange{Action: ActionAdopt, Service: name, Address: ip, Reason: "a reservation carries the Service's tags (made by this CCM or by upstream's); the Service's status gets its address"})
 	} else {
-		p.add(EIP{Action: ActionAssign, Service: name, Address: ip, Reason: "spec.loadBalancerIP is the user's own address; the Service's status gets it"})
+		p.add(eipChange{Action: actionAssign, Service: name, Address: ip, Reason: "spec.loadBalancerIP is the user's own address; the Service's status gets it"})
 	}
 }
 
-func (p *eipPlanner) add(e EIP) { p.res.EIPs = append(p.res.EIPs, e) }
+func (p *eipPlanner) add(e eipChange) { p.res.EIPs = append(p.res.EIPs, e) }
 
 // placement compares an existing reservation of the Service's with where
 // the placement policy would put it now.
@@ -123,7 +123,7 @@ func (p *eipPlanner) placement(ctx context.Context, s *v1.Service, ip string) {
 		return // a refusal shows among the EIPs when it matters (new Services)
 	}
 	if from := locationOf(r, loc); from != strings.ToLower(loc.String()) {
-		p.res.Placement = append(p.res.Placement, Placement{Service: id(s), Address: ip, From: from, To: loc.String()})
+		p.res.Placement = append(p.res.Placement, placement{Service: id(s), Address: ip, From: from, To: loc.String()})
 	}
 }
 

@@ -100,7 +100,7 @@ func WriteText(w io.Writer, r *Result, secrets *redact.Set) error {
 	return err
 }
 
-func writeAnnotations(b *strings.Builder, a NodeAnnotationChange) {
+func writeAnnotations(b *strings.Builder, a nodeAnnotationChange) {
 	fmt.Fprintf(b, "  node %s:\n", a.Node)
 	keys := make([]string, 0, len(a.Set))
 	for k := range a.Set {

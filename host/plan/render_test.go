@@ -34,13 +34,13 @@ func TestExitCode(t *testing.T) {
 		want int
 	}{
 		{"empty", Result{}, ExitNoChanges},
-		{"refused and waiting change nothing", Result{EIPs: []EIP{{Action: ActionRefuse}, {Action: ActionWait}}}, ExitNoChanges},
-		{"reserve", Result{EIPs: []EIP{{Action: ActionReserve}}}, ExitChanges},
+		{"refused and waiting change nothing", Result{EIPs: []eipChange{{Action: actionRefuse}, {Action: ActionWait}}}, ExitNoChanges},
+		{"reserve", Result{EIPs: []eipChange{{Action: ActionReserve}}}, ExitChanges},
 		{"orphan reported", Result{OrphanMode: "report", Orphans: []eip.Orphan{{ID: "x"}}}, ExitNoChanges},
 		{"orphan released", Result{OrphanMode: "release", Orphans: []eip.Orphan{{ID: "x"}}}, ExitChanges},
-		{"placement", Result{Placement: []Placement{{Service: "a/b"}}}, ExitChanges},
+		{"placement", Result{Placement: []placement{{Service: "a/b"}}}, ExitChanges},
 		{"object", Result{Objects: []lbmodule.Change{{Action: "prune"}}}, ExitChanges},
-		{"session", Result{BGPSessions: []BGPSession{{Node: "n"}}}, ExitChanges},
+		{"session", Result{BGPSessions: []bgpSession{{Node: "n"}}}, ExitChanges},
 	} {
 		if got := tc.res.ExitCode(); got != tc.want {
 			t.Errorf("%s: exit code %d, want %d", tc.name, got, tc.want)
@@ -52,7 +52,7 @@ func TestExitCode(t *testing.T) {
 func TestWriteRedacts(t *testing.T) {
 	secrets := &redact.Set{}
 	secrets.Add("s3cretBGPpass")
-	res := &Result{Annotations: []NodeAnnotationChange{{Node: "n", Set: map[string]string{"pass": "s3cretBGPpass"}}}}
+	res := &Result{Annotations: []nodeAnnotationChange{{Node: "n", Set: map[string]string{"pass": "s3cretBGPpass"}}}}
 	for name, write := range map[string]func(*bytes.Buffer) error{
 		"text": func(b *bytes.Buffer) error { return WriteText(b, res, secrets) },
 		"json": func(b *bytes.Buffer) error { return WriteJSON(b, res, secrets) },

@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite the OPA capabilities file at th
 
 // capabilitiesPath is the file users and `make policy-test` give to
 // `opa check --capabilities`.
-var capabilitiesPath = filepath.Join("..", "..", CapabilitiesFile)
+var capabilitiesPath = filepath.Join("..", "..", capabilitiesFile)
 
 // TestCapabilitiesFile: the shipped capabilities file is exactly what the
 // CCM compiles policies with, so `opa check --capabilities` refuses what the
@@ -38,7 +38,7 @@ func TestCapabilitiesFile(t *testing.T) {
 		t.Fatalf("%v; run go test ./host/policy -run TestCapabilitiesFile -update", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the capabilities the CCM compiles with; run go test ./host/policy -run TestCapabilitiesFile -update", CapabilitiesFile)
+		t.Fatalf("%s differs from the capabilities the CCM compiles with; run go test ./host/policy -run TestCapabilitiesFile -update", capabilitiesFile)
 	}
 
 	// And OPA reads it as the same set of builtins: none of the disabled

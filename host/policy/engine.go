@@ -34,23 +34,23 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultTimeout      = 2 * time.Second
-	DefaultReloadDelay  = 500 * time.Millisecond
-	DefaultResyncPeriod = time.Minute
+	defaultTimeout      = 2 * time.Second
+	defaultReloadDelay  = 500 * time.Millisecond
+	defaultResyncPeriod = time.Minute
 )
 
 // Options tune an Engine; the zero value gives the defaults.
 type Options struct {
-	// Timeout bounds one evaluation (DefaultTimeout). The defaults take
+	// Timeout bounds one evaluation (defaultTimeout). The defaults take
 	// microseconds for a placement and milliseconds for 5,000 nodes, so it
 	// only stops a runaway policy.
 	Timeout time.Duration
 	// ReloadDelay is how long Watch waits after a change before reloading
-	// (DefaultReloadDelay), so that the several events of one ConfigMap
+	// (defaultReloadDelay), so that the several events of one ConfigMap
 	// update cause one reload.
 	ReloadDelay time.Duration
 	// ResyncPeriod is how often Watch re-reads the directory even without
-	// an event (DefaultResyncPeriod), in case an event was lost. A re-read
+	// an event (defaultResyncPeriod), in case an event was lost. A re-read
 	// that finds the same files does nothing.
 	ResyncPeriod time.Duration
 	// OnReload, if set, is called after each reload Watch attempts that
@@ -62,13 +62,13 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+		o.Timeout = defaultTimeout
 	}
 	if o.ReloadDelay <= 0 {
-		o.ReloadDelay = DefaultReloadDelay
+		o.ReloadDelay = defaultReloadDelay
 	}
 	if o.ResyncPeriod <= 0 {
-		o.ResyncPeriod = DefaultResyncPeriod
+		o.ResyncPeriod = defaultResyncPeriod
 	}
 	return o
 }
@@ -190,8 +190,8 @@ func (e *Engine) Reload(ctx context.Context) (changed bool, err error) {
 }
 
 // Placement decides where the EIP of in.Service is reserved. The error is
-// a *DenyError (errors.Is ErrDenied) when the policy denies, else one
-// matching ErrUndefined, ErrInvalidDecision, ErrEvaluation or ErrTimeout;
+// a *denyError (errors.Is errDenied) when the policy denies, else one
+// matching errUndefined, ErrInvalidDecision, ErrEvaluation or ErrTimeout;
 // its message is meant for an Event on the Service.
 func (e *Engine) Placement(ctx context.Context, in PlacementInput) (location.Location, error) {
 	c := e.current.Load()
@@ -277,7 +277,7 @@ func (e *Engine) eval(ctx context.Context, c *compiled, pq rego.PreparedEvalQuer
 	}
 	if len(denials) > 0 {
 		denialsTotal.WithLabelValues(decision).Inc()
-		return nil, &DenyError{Decision: what, Source: c.source, Subject: subject, Rule: denyRule, Messages: denials}
+		return nil, &denyError{Decision: what, Source: c.source, Subject: subject, Rule: denyRule, Messages: denials}
 	}
 	values, _ := bindings["decision"].([]any)
 	if len(values) == 0 {
@@ -287,7 +287,7 @@ func (e *Engine) eval(ctx context.Context, c *compiled, pq rego.PreparedEvalQuer
 			rule = selectionRule
 			hint = "make it a set of node names (selected_nodes contains name if { ... }), or add a deny message that says why not"
 		}
-		return nil, e.fail(decision, ErrUndefined, nil,
+		return nil, e.fail(decision, errUndefined, nil,
 			"%s policy (%s) gave no decision for %s: %s is undefined and %s is empty; %s", what, c.source, subject, rule, denyRule, hint)
 	}
 	return values[0], nil

@@ -27,7 +27,7 @@ func TestBuiltinPlacement(t *testing.T) {
 	tests := []struct {
 		name     string
 		config   PlacementConfig
-		service  Service
+		service  service
 		want     location.Location
 		wantDeny []string // substrings of the one deny message
 	}{
@@ -36,7 +36,7 @@ func TestBuiltinPlacement(t *testing.T) {
 		{"facility annotation third", PlacementConfig{}, serviceWith(both), location.Location{Facility: "ny5"}, nil},
 		{"metro annotation fourth", PlacementConfig{}, serviceWith(map[string]string{"metal.equinix.com/eip-metro": "sv"}), location.Location{Metro: "sv"}, nil},
 		{"empty annotation ignored", PlacementConfig{}, serviceWith(map[string]string{"metal.equinix.com/eip-facility": "", "metal.equinix.com/eip-metro": "sv"}), location.Location{Metro: "sv"}, nil},
-		{"nothing set", PlacementConfig{}, Service{Namespace: "shop", Name: "web"}, location.Location{},
+		{"nothing set", PlacementConfig{}, service{Namespace: "shop", Name: "web"}, location.Location{},
 			[]string{"Service shop/web", "METAL_METRO_NAME", "--metal-facility", "metal.equinix.com/eip-metro=<metro>", "metal.equinix.com/eip-facility=<facility>"}},
 	}
 	for _, tt := range tests {
@@ -50,8 +50,8 @@ func TestBuiltinPlacement(t *testing.T) {
 				}
 				return
 			}
-			var deny *DenyError
-			if !errors.As(err, &deny) || !errors.Is(err, ErrDenied) {
+			var deny *denyError
+			if !errors.As(err, &deny) || !errors.Is(err, errDenied) {
 				t.Fatalf("Placement = %+v, %v; want a *DenyError", got, err)
 			}
 			if len(deny.Messages) != 1 || deny.Rule != "data.equinix.eip.deny" || deny.Source != "built-in" {
@@ -147,7 +147,7 @@ func TestParseSelector(t *testing.T) {
 
 func TestFromKubernetes(t *testing.T) {
 	n := NodeFromKubernetes(&corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "w1", Labels: map[string]string{LabelMetro: "da", LabelFacility: "da11", "x": "y"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "w1", Labels: map[string]string{labelMetro: "da", labelFacility: "da11", "x": "y"}},
 		Spec:       corev1.NodeSpec{ProviderID: "equinixmetal://abc"},
 	})
 	if n.Name != "w1" || n.Metro != "da" || n.Facility != "da11" || n.ProviderID != "equinixmetal://abc" || n.Labels["x"] != "y" {
@@ -259,7 +259,7 @@ func TestPlacementErrors(t *testing.T) {
 		denyMsgs []string
 		timeout  time.Duration
 	}{
-		{name: "undefined", eip: `placement := {"metro": "da"} if input.service.name == "other"`, kind: ErrUndefined,
+		{name: "undefined", eip: `placement := {"metro": "da"} if input.service.name == "other"`, kind: errUndefined,
 			want: []string{"gave no decision for Service shop/web", "data.equinix.eip.placement is undefined", `{"metro": "<metro>"}`}},
 		{name: "string", eip: `placement := "da"`, kind: ErrInvalidDecision, want: []string{`data.equinix.eip.placement = "da"`, `it must be {"metro": "<metro>"} or {"facility": "<facility>"}`}},
 		{name: "number", eip: `placement := {"metro": 5}`, kind: ErrInvalidDecision, want: []string{`{"metro":5}`, "non-empty string"}},
@@ -271,9 +271,9 @@ func TestPlacementErrors(t *testing.T) {
 		{name: "builtin error", eip: `placement := {"metro": sprintf("%d", [to_number(input.service.name)])}`,
 			kind: ErrEvaluation, want: []string{"failed for Service shop/web", "to_number"}},
 		{name: "deny wins over placement", eip: "placement := {\"metro\": \"da\"}\n\ndeny contains \"b: no\"\n\ndeny contains \"a: never\"",
-			kind: ErrDenied, denyMsgs: []string{"a: never", "b: no"}, want: []string{"EIP placement policy (in ", ") denied Service shop/web: a: never; b: no"}},
+			kind: errDenied, denyMsgs: []string{"a: never", "b: no"}, want: []string{"EIP placement policy (in ", ") denied Service shop/web: a: never; b: no"}},
 		{name: "deny object message", eip: "placement := {\"metro\": \"da\"}\n\ndeny contains {\"msg\": \"no\"}",
-			kind: ErrDenied, denyMsgs: []string{`{"msg":"no"}`}},
+			kind: errDenied, denyMsgs: []string{`{"msg":"no"}`}},
 		{name: "deny not a set", eip: "placement := {\"metro\": \"da\"}\n\ndeny := \"no\"", kind: ErrInvalidDecision,
 			want: []string{"invalid data.equinix.eip.deny", "set of messages"}},
 		{name: "timeout", timeout: 50 * time.Millisecond, kind: ErrTimeout,
@@ -298,13 +298,13 @@ func TestPlacementErrors(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, s)
 				}
 			}
-			var deny *DenyError
+			var deny *denyError
 			if errors.As(err, &deny) && !slices.Equal(deny.Messages, tt.denyMsgs) {
 				t.Errorf("deny messages = %q, want %q", deny.Messages, tt.denyMsgs)
 			}
 			after := counters(decisionPlacement)
 			wantDelta := metricCounts{decisions: 1}
-			if tt.kind == ErrDenied {
+			if tt.kind == errDenied {
 				wantDelta.denials = 1
 			} else {
 				wantDelta.errors = map[string]float64{errorReason(tt.kind): 1}
@@ -334,12 +334,12 @@ func TestSelectionErrors(t *testing.T) {
 		kind error
 		want []string
 	}{
-		{name: "undefined", bgp: `selected_nodes := {"a"} if input.nothing`, kind: ErrUndefined,
+		{name: "undefined", bgp: `selected_nodes := {"a"} if input.nothing`, kind: errUndefined,
 			want: []string{"gave no decision for the selection of 2 nodes", "data.equinix.bgp.selected_nodes is undefined", "set of node names"}},
 		{name: "not a set", bgp: `selected_nodes := "a"`, kind: ErrInvalidDecision, want: []string{`data.equinix.bgp.selected_nodes = "a"`, "set of node names"}},
 		{name: "not strings", bgp: `selected_nodes := {1}`, kind: ErrInvalidDecision, want: []string{"selected 1, which is not the name of a node"}},
 		{name: "unknown node", bgp: `selected_nodes := {"a", "ghost"}`, kind: ErrInvalidDecision, want: []string{`selected "ghost", which is not the name of a node in input.nodes`}},
-		{name: "deny", bgp: "selected_nodes := {\"a\"}\n\ndeny contains \"maintenance\"", kind: ErrDenied, want: []string{"BGP selection policy (in ", "denied the selection of 2 nodes: maintenance"}},
+		{name: "deny", bgp: "selected_nodes := {\"a\"}\n\ndeny contains \"maintenance\"", kind: errDenied, want: []string{"BGP selection policy (in ", "denied the selection of 2 nodes: maintenance"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -428,8 +428,8 @@ func TestExamples(t *testing.T) {
 		e := load(t, "eip-refuse-namespaces")
 		cfg := defaultConfig
 		cfg.Metro = "da"
-		_, err := e.Placement(context.Background(), PlacementInput{Service: Service{Namespace: "sandbox", Name: "x"}, Config: cfg})
-		if !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), `namespace "sandbox"`) {
+		_, err := e.Placement(context.Background(), PlacementInput{Service: service{Namespace: "sandbox", Name: "x"}, Config: cfg})
+		if !errors.Is(err, errDenied) || !strings.Contains(err.Error(), `namespace "sandbox"`) {
 			t.Errorf("Placement in sandbox = %v; want denied", err)
 		}
 		got, err := e.Placement(context.Background(), PlacementInput{Service: serviceWith(nil), Config: cfg})

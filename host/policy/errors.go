@@ -9,10 +9,10 @@ import (
 // matches exactly one of them with errors.Is, and its message is one line
 // fit for a Kubernetes Event: which policy, which rule, what to change.
 var (
-	// ErrDenied: the policy's deny set is not empty (see *DenyError).
-	ErrDenied = errors.New("policy denied the decision")
-	// ErrUndefined: the queried rule has no value for this input.
-	ErrUndefined = errors.New("policy decision is undefined")
+	// errDenied: the policy's deny set is not empty (see *denyError).
+	errDenied = errors.New("policy denied the decision")
+	// errUndefined: the queried rule has no value for this input.
+	errUndefined = errors.New("policy decision is undefined")
 	// ErrInvalidDecision: the rule's value has the wrong shape or type.
 	ErrInvalidDecision = errors.New("policy decision is invalid")
 	// ErrEvaluation: evaluating the policy failed (a conflict between
@@ -23,8 +23,8 @@ var (
 	ErrTimeout = errors.New("policy evaluation timed out")
 )
 
-// DenyError is a decision the policy refused with deny messages.
-type DenyError struct {
+// denyError is a decision the policy refused with deny messages.
+type denyError struct {
 	// Decision is "EIP placement" or "BGP selection"; Source says which
 	// policies (built-in or a directory); Subject is what was decided
 	// about, for example "Service shop/web".
@@ -35,7 +35,7 @@ type DenyError struct {
 	Messages []string
 }
 
-func (e *DenyError) Error() string {
+func (e *denyError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Decision)
 	b.WriteString(" policy (")
@@ -50,8 +50,8 @@ func (e *DenyError) Error() string {
 	return b.String()
 }
 
-// Is makes errors.Is(err, ErrDenied) true for a *DenyError.
-func (e *DenyError) Is(target error) bool { return target == ErrDenied }
+// Is makes errors.Is(err, errDenied) true for a *denyError.
+func (e *denyError) Is(target error) bool { return target == errDenied }
 
 // decisionError is every other failed decision: its kind is one of the
 // sentinels above, its cause (if any) the OPA error.

@@ -1,4 +1,4 @@
-package policy_test
+package policy
 
 import (
 	"context"
@@ -6,42 +6,40 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
 )
 
 // The CCM loads the policies once (dir "" = the built-ins), runs Watch in
 // the background, and asks for a decision per new EIP and per node change.
 func Example() {
 	ctx := context.Background()
-	engine, err := policy.Load(ctx, "", policy.Options{})
+	engine, err := Load(ctx, "", Options{})
 	if err != nil {
 		panic(err)
 	}
 	go func() { _ = engine.Watch(ctx) }() // returns at once for the built-ins
 
-	cfg := policy.PlacementConfig{
+	cfg := PlacementConfig{
 		AnnotationEIPMetro:    "metal.equinix.com/eip-metro",
 		AnnotationEIPFacility: "metal.equinix.com/eip-facility",
 	}
-	where, err := engine.Placement(ctx, policy.PlacementInput{
-		Service: policy.Service{Namespace: "shop", Name: "web",
+	where, err := engine.Placement(ctx, PlacementInput{
+		Service: service{Namespace: "shop", Name: "web",
 			Annotations: map[string]string{"metal.equinix.com/eip-metro": "da"}},
 		Config: cfg,
 	})
 	fmt.Println(where, err)
 
-	_, err = engine.Placement(ctx, policy.PlacementInput{Service: policy.Service{Namespace: "shop", Name: "api"}, Config: cfg})
-	var deny *policy.DenyError
+	_, err = engine.Placement(ctx, PlacementInput{Service: service{Namespace: "shop", Name: "api"}, Config: cfg})
+	var deny *denyError
 	fmt.Println(errors.As(err, &deny), len(deny.Messages))
 
 	selector, _ := labels.Parse("bgp=yes") // the bgpNodeSelector setting
-	nodes, err := engine.SelectNodes(ctx, policy.SelectionInput{
-		Nodes: []policy.Node{
+	nodes, err := engine.SelectNodes(ctx, SelectionInput{
+		Nodes: []Node{
 			{Name: "a", Labels: map[string]string{"bgp": "yes"}},
 			{Name: "b", Labels: map[string]string{"bgp": "no"}},
 		},
-		BGPNodeSelector: policy.SelectorRequirements(selector),
+		BGPNodeSelector: SelectorRequirements(selector),
 	})
 	fmt.Println(nodes.UnsortedList(), err)
 	// Output:

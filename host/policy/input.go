@@ -14,8 +14,8 @@ import (
 // names are what a policy reads (input.service.namespace, ...), and
 // policies/README.md shows them. Changing a name breaks users' policies.
 
-// Service is the part of a Kubernetes Service a placement policy sees.
-type Service struct {
+// service is the part of a Kubernetes Service a placement policy sees.
+type service struct {
 	Namespace   string            `json:"namespace"`
 	Name        string            `json:"name"`
 	Labels      map[string]string `json:"labels"`
@@ -55,7 +55,7 @@ type Requirement struct {
 // BGPNodeSelector are there so that a policy can place an EIP near the
 // nodes that announce it (see examples/policies/eip-majority-metro).
 type PlacementInput struct {
-	Service         Service         `json:"service"`
+	Service         service         `json:"service"`
 	Config          PlacementConfig `json:"config"`
 	Nodes           []Node          `json:"nodes"`
 	BGPNodeSelector []Requirement   `json:"bgpNodeSelector"`
@@ -72,8 +72,8 @@ type SelectionInput struct {
 // region to the device's metro; the zone is set by whoever labels nodes with
 // the facility (upstream leaves it empty).
 const (
-	LabelMetro    = corev1.LabelTopologyRegion
-	LabelFacility = corev1.LabelTopologyZone
+	labelMetro    = corev1.LabelTopologyRegion
+	labelFacility = corev1.LabelTopologyZone
 )
 
 // NodeFromKubernetes is the policy view of a Kubernetes Node, with the
@@ -84,14 +84,14 @@ func NodeFromKubernetes(n *corev1.Node) Node {
 		Name:       n.Name,
 		Labels:     n.Labels,
 		ProviderID: n.Spec.ProviderID,
-		Metro:      n.Labels[LabelMetro],
-		Facility:   n.Labels[LabelFacility],
+		Metro:      n.Labels[labelMetro],
+		Facility:   n.Labels[labelFacility],
 	}
 }
 
 // ServiceFromKubernetes is the policy view of a Kubernetes Service.
-func ServiceFromKubernetes(s *corev1.Service) Service {
-	return Service{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations}
+func ServiceFromKubernetes(s *corev1.Service) service {
+	return service{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations}
 }
 
 // SelectorRequirements lists the requirements of an already parsed selector
@@ -132,7 +132,7 @@ func (in SelectionInput) value(nc *nodeCache) (ast.Value, map[string]cachedNode)
 	), names
 }
 
-func (s Service) term() *ast.Term {
+func (s service) term() *ast.Term {
 	return ast.ObjectTerm(
 		ast.Item(ast.InternedTerm("namespace"), ast.StringTerm(s.Namespace)),
 		ast.Item(ast.InternedTerm("name"), ast.StringTerm(s.Name)),

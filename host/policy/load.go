@@ -52,14 +52,14 @@ type compiled struct {
 	selection rego.PreparedEvalQuery
 }
 
-// CapabilitiesFile is the OPA capabilities file at the repository root that
+// capabilitiesFile is the OPA capabilities file at the repository root that
 // holds exactly these capabilities (a test keeps the two equal), so that
 // `opa check --capabilities opa-capabilities.json` refuses before deploying
 // what the CCM would refuse.
-const CapabilitiesFile = "opa-capabilities.json"
+const capabilitiesFile = "opa-capabilities.json"
 
 // checkHint is how the CCM's refusals say to check policies beforehand.
-const checkHint = "check them with `opa check --strict --capabilities " + CapabilitiesFile + " <dir>`, using " + CapabilitiesFile + " from this CCM's repository, which lists the builtins the CCM allows"
+const checkHint = "check them with `opa check --strict --capabilities " + capabilitiesFile + " <dir>`, using " + capabilitiesFile + " from this CCM's repository, which lists the builtins the CCM allows"
 
 // capabilities are OPA's builtins minus the non-deterministic ones
 // (http.send, net.lookup_ip_addr, time.now_ns, rand.intn, uuid.rfc4122,

@@ -75,7 +75,7 @@ func registerMetrics() {
 // errorReason is the errors_total reason label of a failed decision.
 func errorReason(kind error) string {
 	switch kind {
-	case ErrUndefined:
+	case errUndefined:
 		return "undefined"
 	case ErrInvalidDecision:
 		return "invalid"

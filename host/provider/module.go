@@ -31,7 +31,7 @@ import (
 // and registers the loop that keeps the cluster at its output. A file
 // module that changes later is reloaded by moduleWatch, which keeps the
 // module in use when the new file fails to load.
-func (c *Cloud) setupModule(cfg *config.Config) error {
+func (c *cloud) setupModule(cfg *config.Config) error {
 	if choice := config.ModeChoice(cfg.LoadBalancer); choice != "" {
 		klog.InfoS("MetalLB mode chosen: "+choice, "loadbalancer", cfg.LB.String())
 	}
@@ -105,7 +105,7 @@ func (c *Cloud) setupModule(cfg *config.Config) error {
 // every Service read, and every BGP node synced once. A sync from a partial
 // snapshot would prune the pools and peers of the Services and nodes not
 // seen yet — after every restart, and when taking over from upstream.
-func (c *Cloud) waitForInputs(ctx context.Context, servicesSynced cache.InformerSynced) bool {
+func (c *cloud) waitForInputs(ctx context.Context, servicesSynced cache.InformerSynced) bool {
 	if !cache.WaitForCacheSync(ctx.Done(), servicesSynced) {
 		return false
 	}

@@ -18,9 +18,9 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
-// ModuleResync is how often a file module is re-read even without a
+// moduleResync is how often a file module is re-read even without a
 // change event (a missed event, a volume that does not notify).
-var ModuleResync = time.Minute
+var moduleResync = time.Minute
 
 // moduleWatch takes a changed file module (wasm://path, mounted from a
 // ConfigMap or volume) into use without a restart. A file that fails to
@@ -110,7 +110,7 @@ func short(digest string) string {
 // run checks at once (a new leader may have started with an older file),
 // then on every change in the file's directory (a ConfigMap update swaps a
 // symlink there, so the directory is watched, not the file) after a short
-// debounce, and every ModuleResync, until ctx ends.
+// debounce, and every moduleResync, until ctx ends.
 func (w *moduleWatch) run(ctx context.Context) {
 	w.check(ctx)
 	fw, err := fsnotify.NewWatcher()
@@ -120,13 +120,13 @@ func (w *moduleWatch) run(ctx context.Context) {
 	}
 	var events <-chan fsnotify.Event
 	if err != nil {
-		klog.ErrorS(err, "Watching the load-balancer module file; its changes are read every resync only", "path", w.lb.Path, "resync", ModuleResync)
+		klog.ErrorS(err, "Watching the load-balancer module file; its changes are read every resync only", "path", w.lb.Path, "resync", moduleResync)
 	} else {
 		events = fw.Events
 	}
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
-	resync := time.NewTicker(ModuleResync)
+	resync := time.NewTicker(moduleResync)
 	defer resync.Stop()
 	for {
 		select {

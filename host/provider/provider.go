@@ -49,8 +49,8 @@ const ProviderName = instances.ProviderName
 // count, protects the API.
 const DefaultConcurrentServiceSyncs = 50
 
-// UserAgent identifies the CCM to the Equinix Metal API.
-const UserAgent = "cloud-provider-equinix-metal (metal-ccm)"
+// userAgent identifies the CCM to the Equinix Metal API.
+const userAgent = "cloud-provider-equinix-metal (metal-ccm)"
 
 // PlanUserAgent identifies the plan and cleanup commands, to both APIs.
 const PlanUserAgent = "cloud-provider-equinix-metal-plan (metal-ccm)"
@@ -75,8 +75,8 @@ func init() {
 	})
 }
 
-// Cloud implements cloudprovider.Interface.
-type Cloud struct {
+// cloud implements cloudprovider.Interface.
+type cloud struct {
 	cfg       *config.Config
 	metal     *metal.Client
 	instances *instances.Instances
@@ -104,23 +104,23 @@ type runEnv struct {
 	recorder   record.EventRecorder
 }
 
-var _ cloudprovider.Interface = (*Cloud)(nil)
+var _ cloudprovider.Interface = (*cloud)(nil)
 
 // New builds the provider from a validated configuration. Everything that
 // can be checked without the cluster is checked here (the policies compile,
 // the module loads), so a mistake stops the CCM at start with one message.
-func New(cfg *config.Config) (*Cloud, error) { return newCloud(cfg, false) }
+func New(cfg *config.Config) (*cloud, error) { return newCloud(cfg, false) }
 
 // NewForPlan is New with a read-only Equinix Metal client, for Plan: the
 // provider is built exactly as for running (policies, module), and is
 // never started.
-func NewForPlan(cfg *config.Config) (*Cloud, error) { return newCloud(cfg, true) }
+func NewForPlan(cfg *config.Config) (*cloud, error) { return newCloud(cfg, true) }
 
-func newCloud(cfg *config.Config, readOnly bool) (*Cloud, error) {
+func newCloud(cfg *config.Config, readOnly bool) (*cloud, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("provider: no configuration")
 	}
-	opts := metal.OptionsFromConfig(cfg, UserAgent)
+	opts := metal.OptionsFromConfig(cfg, userAgent)
 	if readOnly {
 		opts.ReadOnly, opts.UserAgent = true, PlanUserAgent
 	}
@@ -128,7 +128,7 @@ func newCloud(cfg *config.Config, readOnly bool) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cloud{cfg: cfg, metal: mc, instances: instances.New(mc, metal.IsNotFound)}
+	c := &cloud{cfg: cfg, metal: mc, instances: instances.New(mc, metal.IsNotFound)}
 	if cfg.LB.Kind != config.LBNone {
 		engine, err := policy.Load(context.Background(), cfg.PolicyDir, policy.Options{OnReload: c.policiesReloaded})
 		if err != nil {
@@ -148,7 +148,7 @@ func newCloud(cfg *config.Config, readOnly bool) (*Cloud, error) {
 
 // Initialize starts the provider's own loops. k8s.io/cloud-provider calls it
 // once, after leader election, so only the leader acts.
-func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.Start(wait.ContextForChannel(stop), clientBuilder.ConfigOrDie(fieldmanager.CCM))
 }
 
@@ -156,7 +156,7 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 // k8s.io/cloud-provider's controllers share (see informertrim). The
 // framework calls it after Initialize and before it starts the factory; an
 // informer already started keeps its objects whole.
-func (c *Cloud) SetInformers(f informers.SharedInformerFactory) {
+func (c *cloud) SetInformers(f informers.SharedInformerFactory) {
 	for _, inf := range []cache.SharedIndexInformer{f.Core().V1().Services().Informer(), f.Core().V1().Nodes().Informer()} {
 		if err := inf.SetTransform(informertrim.Transform); err != nil {
 			klog.InfoS("Informer objects kept whole", "reason", err)
@@ -164,11 +164,11 @@ func (c *Cloud) SetInformers(f informers.SharedInformerFactory) {
 	}
 }
 
-var _ cloudprovider.InformerUser = (*Cloud)(nil)
+var _ cloudprovider.InformerUser = (*cloud)(nil)
 
 // Start is Initialize with a context and a client config; tests call it
 // directly.
-func (c *Cloud) Start(ctx context.Context, restConfig *rest.Config) {
+func (c *cloud) Start(ctx context.Context, restConfig *rest.Config) {
 	kube := kubernetes.NewForConfigOrDie(restConfig)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
@@ -203,7 +203,7 @@ func (c *Cloud) Start(ctx context.Context, restConfig *rest.Config) {
 // startLoadBalancing wires Elastic IPs and BGP. The parts that need the API
 // (the cluster ID, project BGP) retry in the background: the API being down
 // at start must not crash-loop the CCM.
-func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
+func (c *cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 	nodes := env.informers.Core().V1().Nodes()
 	var selector bgp.Selector = policySelector{engine: c.policies, reqs: policy.SelectorRequirements(c.cfg.NodeSelector)}
 	controller := bgp.NewController(c.metal, env.kube, nodes, selector, env.recorder, bgp.Options{
@@ -250,7 +250,7 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 // watchOrphans reports (and with orphanEIPs=release, releases) this
 // cluster's Service reservations whose Service is gone, after every full
 // refresh of the reservation cache.
-func (c *Cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer, clusterID string) {
+func (c *cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer, clusterID string) {
 	if clusterID == "" {
 		return // stopped before the cluster ID was read
 	}
@@ -281,7 +281,7 @@ func (c *Cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer
 // would wait for an unrelated node event. Selection is re-evaluated for all
 // nodes (sessions, annotations), and the load-balancer config regenerated.
 // Placement needs nothing: it is evaluated for each new Service.
-func (c *Cloud) policiesReloaded(err error) {
+func (c *cloud) policiesReloaded(err error) {
 	if err != nil {
 		return // the previous policies stay in use; nothing changed
 	}
@@ -311,7 +311,7 @@ func retry[T any](ctx context.Context, what string, f func() (T, error)) T {
 }
 
 // LoadBalancer is enabled when the loadbalancer setting is.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	if c.lb == nil {
 		return nil, false
 	}
@@ -319,22 +319,22 @@ func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 }
 
 // Instances is the deprecated interface; InstancesV2 replaces it.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+func (c *cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
 
 // InstancesV2 serves node metadata from Equinix Metal devices.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
+func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
 
 // Zones is superseded by InstancesV2's metadata.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+func (c *cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
 
 // Clusters is not used by external cloud providers.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+func (c *cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
 // Routes is not offered: Equinix Metal has no route table to program.
-func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+func (c *cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
 
 // ProviderName returns "equinixmetal".
-func (c *Cloud) ProviderName() string { return ProviderName }
+func (c *cloud) ProviderName() string { return ProviderName }
 
 // HasClusterID is true: EIPs are tagged with the kube-system namespace UID.
-func (c *Cloud) HasClusterID() bool { return true }
+func (c *cloud) HasClusterID() bool { return true }

@@ -12,7 +12,7 @@ import (
 // runs no loop yet; it is ready when its configuration, module and policies
 // loaded (they did, or New would have failed) and the API accepts the key,
 // so that it can take over at once.
-func (c *Cloud) Readiness() []readiness.Check {
+func (c *cloud) Readiness() []readiness.Check {
 	var checks []readiness.Check
 	ok, why := c.metal.KeyAccepted()
 	if ok {

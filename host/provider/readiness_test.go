@@ -61,9 +61,9 @@ func TestReadinessFollowsTheModule(t *testing.T) {
 // readiness names the failure; with the good file back, ready again; with
 // another valid module, that module is used without a restart.
 func TestModuleReloadKeepsTheLastGood(t *testing.T) {
-	old := ModuleResync
-	ModuleResync = time.Second // a missed change event costs a second, not a minute
-	defer func() { ModuleResync = old }()
+	old := moduleResync
+	moduleResync = time.Second // a missed change event costs a second, not a minute
+	defer func() { moduleResync = old }()
 	bird, err := os.ReadFile("../../examples/modules/bird/bird.wasm")
 	if err != nil {
 		t.Fatal(err)

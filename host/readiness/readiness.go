@@ -26,9 +26,9 @@ type Check struct {
 	Reason string
 }
 
-// Handler answers 200 when every check passes and 503 otherwise, with one
+// handler answers 200 when every check passes and 503 otherwise, with one
 // line per check: "ok <name>: <reason>" or "failed <name>: <reason>".
-func Handler(checks func() []Check) http.Handler {
+func handler(checks func() []Check) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		var b strings.Builder
 		ready := true
@@ -59,7 +59,7 @@ func Serve(ctx context.Context, addr string, checks func() []Check) error {
 		return fmt.Errorf("readiness endpoint: %w; set --metal-readiness-address to a free address, or empty to turn it off", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/readyz", Handler(checks))
+	mux.Handle("/readyz", handler(checks))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -19,7 +19,7 @@ func TestHandler(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			Handler(func() []Check { return tc.checks }).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			handler(func() []Check { return tc.checks }).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 			if rec.Code != tc.code {
 				t.Errorf("code %d, want %d", rec.Code, tc.code)
 			}

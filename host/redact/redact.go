@@ -26,13 +26,13 @@ import (
 	"sync/atomic"
 )
 
-// Marker replaces every secret.
-const Marker = "[redacted]"
+// marker replaces every secret.
+const marker = "[redacted]"
 
-// MinLength is the shortest value redacted. Shorter values would blank out
+// minLength is the shortest value redacted. Shorter values would blank out
 // ordinary words; the CCM's secrets are far longer (the API validates a BGP
 // password of 10 to 20 characters, and an API key has 32).
-const MinLength = 6
+const minLength = 6
 
 // Set is a growing set of secret values. The zero value is ready; it is
 // safe for concurrent use and String never blocks on Add.
@@ -58,7 +58,7 @@ func (s *Set) Add(values ...string) {
 	defer s.mu.Unlock()
 	changed := false
 	for _, v := range values {
-		if len(v) < MinLength || s.known[v] {
+		if len(v) < minLength || s.known[v] {
 			continue
 		}
 		if s.known == nil {
@@ -83,14 +83,14 @@ func (s *Set) rebuild() {
 	var needles []string
 	seen := map[string]bool{}
 	add := func(n string) {
-		if len(n) >= MinLength && !seen[n] {
+		if len(n) >= minLength && !seen[n] {
 			seen[n] = true
 			needles = append(needles, n)
 		}
 	}
 	st := &state{}
 	for v := range s.known {
-		for _, n := range Encodings(v) {
+		for _, n := range encodings(v) {
 			add(n)
 		}
 		st.raw = append(st.raw, []byte(v), []byte(base64.StdEncoding.EncodeToString([]byte(v))))
@@ -105,17 +105,17 @@ func (s *Set) rebuild() {
 	})
 	args := make([]string, 0, 2*len(needles))
 	for _, n := range needles {
-		args = append(args, n, Marker)
+		args = append(args, n, marker)
 	}
 	st.replacer = strings.NewReplacer(args...)
 	s.current.Store(st)
 }
 
-// Encodings lists the forms in which v can reach a log line: itself; its
+// encodings lists the forms in which v can reach a log line: itself; its
 // base64 (standard, URL, unpadded, and the part that is the same wherever v
 // starts inside a longer base64 text); the base64 of its base64 (a node
 // annotation inside an encoded object); hex; and its JSON and URL escapes.
-func Encodings(v string) []string {
+func encodings(v string) []string {
 	out := []string{v}
 	b64 := base64.StdEncoding.EncodeToString([]byte(v))
 	out = append(out, base64Forms([]byte(v))...)
@@ -148,7 +148,7 @@ func base64Forms(b []byte) []string {
 }
 
 // String returns s with every known secret, in every encoding, replaced by
-// Marker, and any hex dump that holds a secret blanked.
+// marker, and any hex dump that holds a secret blanked.
 func (s *Set) String(text string) string {
 	st := s.current.Load()
 	if st == nil || text == "" {
@@ -175,7 +175,7 @@ var hexRow = regexp.MustCompile(`([0-9a-f]{8})  ((?:[0-9a-f]{2} {1,2}){1,16})`)
 
 // hexDumps decodes each hex dump in text; a dump whose bytes hold a secret
 // has every row (bytes and printable column) replaced by its offset and
-// Marker. The printable column alone cannot be searched: a secret is split
+// marker. The printable column alone cannot be searched: a secret is split
 // across rows there.
 func (st *state) hexDumps(text string) string {
 	rows := hexRow.FindAllStringSubmatchIndex(text, -1)
@@ -204,7 +204,7 @@ func (st *state) hexDumps(text string) string {
 					continue
 				}
 				b.WriteString(text[last:r[0]])
-				b.WriteString(text[r[2]:r[3]] + "  " + Marker)
+				b.WriteString(text[r[2]:r[3]] + "  " + marker)
 				last = rowEnd(text, r[1])
 			}
 		}

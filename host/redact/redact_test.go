@@ -98,7 +98,7 @@ func TestHexDump(t *testing.T) {
 			if strings.Contains(out, "pass") || strings.Contains(out, "1234") {
 				t.Errorf("a part of the password survived:\n%s", out)
 			}
-			if !strings.Contains(out, "00000000  "+Marker) {
+			if !strings.Contains(out, "00000000  "+marker) {
 				t.Errorf("rows should keep their offsets:\n%s", out)
 			}
 		})
@@ -131,7 +131,7 @@ func TestSink(t *testing.T) {
 	bufferSink.WriteKlogBuffer([]byte("I1124 legacy klog.Infof line " + pass + "\n"))
 
 	out := buf.String()
-	for _, secret := range Encodings(pass) {
+	for _, secret := range encodings(pass) {
 		if strings.Contains(out, secret) {
 			t.Errorf("%q in output:\n%s", secret, out)
 		}
