@@ -68,7 +68,7 @@ func TestSubcommandHelp(t *testing.T) {
 			args: []string{"help", "plan"},
 			want: []string{"Usage:\n  cloud-provider-equinix-metal plan ", "Exit code: 0 nothing to change",
 				"--kubeconfig string", "--context string", "--cloud-config string", "--cloud-config-secret string", "-o, --output string",
-				"Equinix metal flags:", "--metal-project-id string", "--metal-api-qps float", "-v, --v Level"},
+				"Equinix Metal flags:", "--metal-project-id string", "--metal-api-qps float", "-v, --v Level"},
 			// --namespace would do nothing: plan reads every namespace.
 			notWant: []string{"--namespace", "--leader-elect", "--cloud-provider", "--log-flush-frequency", "--server"},
 		},
@@ -156,7 +156,7 @@ func TestPlanContext(t *testing.T) {
 		{name: "--context", args: []string{"--kubeconfig", path, "--context", "b"}, host: "https://b.example:6443"},
 		{name: "--context=", args: []string{"--kubeconfig=" + path, "--context=a"}, host: "https://a.example:6443"},
 		{name: "KUBECONFIG", env: path, args: []string{"--context", "b"}, host: "https://b.example:6443"},
-		{name: "unknown context", args: []string{"--kubeconfig", path, "--context", "c"}, wantErr: `context "c" does not exist`},
+		{name: "unknown context", args: []string{"--kubeconfig", path, "--context", "c"}, wantErr: `no context "c" in it; pass --context with one of a, b`},
 		// No localhost:8080 fallback: a kubeconfig without a cluster says what to pass.
 		{name: "nothing configured", args: []string{"--kubeconfig", empty}, wantErr: "pass --kubeconfig or set KUBECONFIG"},
 	} {
@@ -187,7 +187,7 @@ func TestPlanContext(t *testing.T) {
 	// Through the command line: the context is looked up before anything
 	// is read, and a missing one is one line.
 	code, _, errOut := runCmd(t, "plan", "--kubeconfig", path, "--context", "c")
-	if code != 1 || !strings.Contains(errOut, `context "c" does not exist`) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+	if code != 1 || !strings.Contains(errOut, `no context "c" in it; pass --context with one of a, b`) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 		t.Errorf("plan --context c: exit %d, stderr %q; want exit 1 and one line naming the context", code, errOut)
 	}
 }

@@ -29,7 +29,7 @@ func TestBinary(t *testing.T) {
 
 	t.Run("help lists our flags beside the standard ones", func(t *testing.T) {
 		out, _ := exec.Command(bin, "--help").CombinedOutput()
-		for _, want := range []string{"Equinix metal flags:", "--metal-project-id", "--metal-load-balancer", "--metal-bgp-node-selector", "--metal-policy-dir", "--cloud-config", "--leader-elect", "(env METAL_EIP_TAG)"} {
+		for _, want := range []string{"Equinix Metal flags:", "--metal-project-id", "--metal-load-balancer", "--metal-bgp-node-selector", "--metal-policy-dir", "--cloud-config", "--leader-elect", "(env METAL_EIP_TAG)"} {
 			if !bytes.Contains(out, []byte(want)) {
 				t.Errorf("--help lacks %q", want)
 			}

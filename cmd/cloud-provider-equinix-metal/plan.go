@@ -134,11 +134,18 @@ func (o *planOptions) run(ctx context.Context, stdout, stderr io.Writer) int {
 // kubeConfig loads the kubeconfig as kubectl does, with --kubeconfig and
 // --context applied.
 func kubeConfig(kube *genericclioptions.ConfigFlags) (*rest.Config, error) {
-	cfg, err := kubeLoader(kube).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w; pass --kubeconfig or set KUBECONFIG", err)
+	loader := kubeLoader(kube)
+	cfg, err := loader.ClientConfig()
+	if err == nil {
+		return cfg, nil
 	}
-	return cfg, nil
+	// A context that is not there is a typo more often than a missing
+	// file: name the ones there are.
+	if raw, rawErr := loader.RawConfig(); rawErr == nil && *kube.Context != "" && raw.Contexts[*kube.Context] == nil && len(raw.Contexts) > 0 {
+		names := slices.Sorted(maps.Keys(raw.Contexts))
+		return nil, fmt.Errorf("loading the kubeconfig: no context %q in it; pass --context with one of %s", *kube.Context, strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("loading the kubeconfig: %w; pass --kubeconfig or set KUBECONFIG", err)
 }
 
 // kubeLoader binds the flags of kube to kubectl's loading rules itself

@@ -10,7 +10,7 @@ import (
 )
 
 // FlagSetName is the section under which --help lists this CCM's own flags.
-const FlagSetName = "equinix metal"
+const FlagSetName = "Equinix Metal"
 
 // AddFlags registers a flag for every non-secret option, with the option's
 // default, so --help shows what applies when nothing else is set. Each flag
