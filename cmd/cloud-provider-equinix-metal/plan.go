@@ -66,20 +66,9 @@ func newPlanCommand(exit *int) (*cobra.Command, *planOptions) {
 	o.metal = fss.FlagSet(config.FlagSetName)
 	config.AddFlags(o.metal)
 
-	cmd := &cobra.Command{
-		Use:                   "plan [--kubeconfig FILE] [--context NAME] [--cloud-config FILE | --cloud-config-secret NS/NAME] [-o text|json] [--metal-... flags]",
-		Short:                 "Show what a sync of the CCM would change, changing nothing",
-		Long:                  planLong,
-		DisableFlagsInUseLine: true,
-		ValidArgsFunction:     cobra.NoFileCompletions,
-		Run: func(c *cobra.Command, args []string) {
-			if len(args) > 0 {
-				*exit = fail(c.ErrOrStderr(), fmt.Errorf("plan takes no arguments, got %q; settings are flags, see --help", args))
-				return
-			}
-			*exit = o.run(c.Context(), c.OutOrStdout(), c.ErrOrStderr())
-		},
-	}
+	cmd := newSubcommand("plan [--kubeconfig FILE] [--context NAME] [--cloud-config FILE | --cloud-config-secret NS/NAME] [-o text|json] [--metal-... flags]",
+		"Show what a sync of the CCM would change, changing nothing", planLong, exit,
+		func(c *cobra.Command) int { return o.run(c.Context(), c.OutOrStdout(), c.ErrOrStderr()) })
 	subcommandFlags(cmd, fss, exit)
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
@@ -206,22 +195,33 @@ func newCleanupCommand(exit *int) *cobra.Command {
 	metalFlags := fss.FlagSet(config.FlagSetName)
 	config.AddFlags(metalFlags)
 
-	cmd := &cobra.Command{
-		Use:                   "cleanup --cluster-uid UID [--yes] [--cloud-config FILE] [--metal-... flags]",
-		Short:                 "Release the Service Elastic IPs of a cluster that is gone",
-		Long:                  cleanupLong,
+	cmd := newSubcommand("cleanup --cluster-uid UID [--yes] [--cloud-config FILE] [--metal-... flags]",
+		"Release the Service Elastic IPs of a cluster that is gone", cleanupLong, exit,
+		func(c *cobra.Command) int {
+			return runCleanup(c.Context(), *uid, *yes, *cloudConfig, metalFlags, c.OutOrStdout(), c.ErrOrStderr())
+		})
+	subcommandFlags(cmd, fss, exit)
+	return cmd
+}
+
+// newSubcommand is a subcommand that takes no positional arguments (its
+// settings are all flags, so a stray word is a mistake to report, not to
+// ignore) and sets *exit to what run returns.
+func newSubcommand(use, short, long string, exit *int, run func(*cobra.Command) int) *cobra.Command {
+	return &cobra.Command{
+		Use:                   use,
+		Short:                 short,
+		Long:                  long,
 		DisableFlagsInUseLine: true,
 		ValidArgsFunction:     cobra.NoFileCompletions,
 		Run: func(c *cobra.Command, args []string) {
 			if len(args) > 0 {
-				*exit = fail(c.ErrOrStderr(), fmt.Errorf("cleanup takes no arguments, got %q; settings are flags, see --help", args))
+				*exit = fail(c.ErrOrStderr(), fmt.Errorf("%s takes no arguments, got %q; settings are flags, see --help", c.Name(), args))
 				return
 			}
-			*exit = runCleanup(c.Context(), *uid, *yes, *cloudConfig, metalFlags, c.OutOrStdout(), c.ErrOrStderr())
+			*exit = run(c)
 		},
 	}
-	subcommandFlags(cmd, fss, exit)
-	return cmd
 }
 
 // runCleanup is cleanup once its flags are parsed; it returns the exit code.
