@@ -65,6 +65,7 @@ help:
 	@echo "make image-push REGISTRY=registry.example/team - push the image as \$$(REGISTRY)/cloud-provider-equinix-metal:\$$(VERSION)"
 	@echo "make module-image WASM=mine.wasm - a load-balancer module as an OCI artifact in $(BIN_DIR)/modules/<name> (add MODULE_REF=... to push)"
 	@echo "make version - the version stamped everywhere ($(VERSION))"
+	@echo "make cluster-test - a real two-node cluster (containerd, kubelet, kube-proxy in netns; root; first step of the real-cluster tests, not yet part of make test)"
 	@echo "make sync-policies - copy policies/*.rego into deploy/ (kustomize and the chart carry copies; a test fails when they differ)"
 
 version:
@@ -317,3 +318,47 @@ e2e: build k8s-bins e2e-bins
 
 clean:
 	rm -rf $(BIN_DIR)
+
+# --- a real node on this machine (test/cluster; phase 1) ---
+# kubelet and the other node binaries come from the same k8s.io/kubernetes
+# module as kube-apiserver (test/testenv/k8sbins), cached beside it; pause is
+# the sandbox's one binary, compiled from that module's build/pause. The
+# runtime itself is Debian's (cluster-debs installs what is missing).
+# Needs root; `make cluster-test` runs test/cluster's tests (build tag
+# cluster; kubectl for its exec check).
+CLUSTER_BINS := $(K8S_BIN_DIR)/kubelet $(K8S_BIN_DIR)/kube-proxy $(K8S_BIN_DIR)/kube-controller-manager \
+  $(K8S_BIN_DIR)/kube-scheduler $(K8S_BIN_DIR)/pause
+# build/pause/Makefile's TAG in k8s.io/kubernetes $(K8S_VERSION); test/cluster's
+# pauseImage names the same version (containerd's sandbox_image).
+PAUSE_VERSION := 3.10.2
+
+.PHONY: cluster-bins cluster-debs cluster-test
+cluster-bins: k8s-bins $(CLUSTER_BINS)
+
+$(K8S_BIN_DIR)/kubelet $(K8S_BIN_DIR)/kube-proxy $(K8S_BIN_DIR)/kube-controller-manager $(K8S_BIN_DIR)/kube-scheduler:
+	@mkdir -p $(@D)
+	@echo ">> building $(@F) $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
+	@start=$$(date +%s); \
+	$(GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$(@F) || { rm -f $@.tmp; exit 1; }; \
+	mv $@.tmp $@; echo ">> $(@F) built in $$(( $$(date +%s) - start ))s"
+
+# Static: the pause image holds this one file and nothing else.
+$(K8S_BIN_DIR)/pause:
+	@mkdir -p $(@D)
+	@dir=$$(cd test/testenv/k8sbins && $(GO) mod download -json k8s.io/kubernetes@$(K8S_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	test -n "$$dir" || { echo "go mod download k8s.io/kubernetes@$(K8S_VERSION) gave no directory"; exit 1; }; \
+	gcc -Os -static -DVERSION=v$(PAUSE_VERSION) -o $@.tmp "$$dir/build/pause/linux/pause.c" || { rm -f $@.tmp; exit 1; }
+	@mv $@.tmp $@
+
+# The node runtime from Debian, installed when missing (root, apt-get).
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static iptables conntrack gcc
+cluster-debs:
+	@missing=""; for p in $(CLUSTER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  command -v apt-get >/dev/null || { echo "install the Debian packages$$missing (no apt-get here)"; exit 1; }; \
+	  echo ">> installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+cluster-test: cluster-debs cluster-bins $(K8S_BIN_DIR)/kubectl
+	$(GO) test -tags cluster -count=1 -v -timeout 15m ./test/cluster/

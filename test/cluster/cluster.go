@@ -1,0 +1,436 @@
+//go:build linux
+
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
+)
+
+// Options configures Start.
+type Options struct {
+	// Nodes is the number of nodes; default 1, at most 50.
+	Nodes int
+	// AssetsDir holds kube-apiserver, etcd, kubelet and pause; default
+	// testenv.DefaultAssetsDir() (make cluster-bins builds them there).
+	AssetsDir string
+	// Dir is the work directory; default a new temporary directory, removed
+	// by Stop unless KeepDir.
+	Dir     string
+	KeepDir bool
+	// Timeout bounds the start-up; default 4 minutes.
+	Timeout time.Duration
+	// Logf receives progress lines; default none.
+	Logf func(format string, args ...any)
+	// KubeProxy runs kube-proxy (iptables mode) on each node, and
+	// kube-controller-manager (EndpointSlices) on the host, so ClusterIP
+	// Services work.
+	KubeProxy bool
+	// Scheduler runs kube-scheduler (and kube-controller-manager, whose
+	// node lifecycle controller lifts the not-ready taint new Nodes get);
+	// without it pods need spec.nodeName.
+	Scheduler bool
+}
+
+// Fixed addresses (see the package documentation).
+const (
+	hostIP     = "10.200.0.1"
+	routerUpIP = "10.200.0.2"
+	routerBrIP = "10.201.0.1"
+	nodeNet    = "10.201.0.0/24"
+	podNet     = "10.202.0.0/16"
+	pauseImage = "registry.k8s.io/pause:3.10.2" // build/pause/Makefile's TAG in v1.37.1
+	// BusyboxImage is on every node: a static busybox (/bin/sh, nc, sleep,
+	// ...); pods give it with ImagePullPolicy Never.
+	BusyboxImage = "cluster.test/busybox:1"
+)
+
+// Node is one running node.
+type Node struct {
+	Name    string
+	IP      string // eth0 in the node's netns, the Node's InternalIP
+	PodCIDR string
+	NetNS   string // name under /run/netns
+	Dir     string
+	Socket  string // containerd's socket
+
+	cgroup     string // kubelet's cgroupRoot
+	runtimeCG  string // containerd's (and so its shims') cgroup
+	containerd *process
+	kubelet    *process
+	kubeProxy  *process
+}
+
+// Cluster is a running control plane with its nodes. Stop it when done.
+type Cluster struct {
+	Env   *testenv.Env
+	Nodes []*Node
+	// Client is an admin clientset.
+	Client kubernetes.Interface
+	Dir    string
+
+	id        string
+	router    string
+	hostVeth  string
+	cgroupTop string
+	existed   map[string]bool // sharedDirs before Start
+	shimsWere map[string]bool // shimSocketDir's entries before Start
+	kcm       *process
+	scheduler *process
+	removeDir bool
+	logf      func(string, ...any)
+	stopOnce  sync.Once
+}
+
+// Start brings up the control plane and the nodes, and returns once every
+// Node is Ready. On error everything started is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("cluster: needs root (network namespaces, mounts, cgroups): run the test as root")
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 1
+	}
+	if opts.Nodes < 0 || opts.Nodes > 50 {
+		return nil, fmt.Errorf("cluster: %d nodes: want 1 to 50", opts.Nodes)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 4 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	assets := opts.AssetsDir
+	if assets == "" {
+		if assets, err = testenv.DefaultAssetsDir(); err != nil {
+			return nil, err
+		}
+	}
+	bins := map[string]string{}
+	need := []string{"kubelet", "pause"}
+	if opts.KubeProxy {
+		need = append(need, "kube-proxy")
+	}
+	if opts.Scheduler {
+		need = append(need, "kube-scheduler")
+	}
+	if opts.KubeProxy || opts.Scheduler {
+		need = append(need, "kube-controller-manager")
+	}
+	for _, b := range need {
+		p := filepath.Join(assets, b)
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("cluster: %s not found in %s: run make cluster-bins", b, assets)
+		}
+		bins[b] = p
+	}
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "ip", "/usr/lib/cni/ptp", "/usr/lib/cni/host-local", "/bin/busybox"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return nil, fmt.Errorf("cluster: %s missing: apt-get install -y containerd runc containernetworking-plugins busybox-static iptables conntrack", b)
+		}
+	}
+	// One cluster per machine: the addresses are fixed.
+	if out, _ := exec.Command("ip", "route", "show", nodeNet).Output(); len(strings.TrimSpace(string(out))) > 0 {
+		return nil, fmt.Errorf("cluster: a route to %s exists already (another cluster running, or one left behind: ip netns; ip route)", nodeNet)
+	}
+
+	idb := make([]byte, 2)
+	if _, err := rand.Read(idb); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: opts.Dir, logf: logf, id: "kc" + hex.EncodeToString(idb)}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "cluster-"); err != nil {
+			return nil, fmt.Errorf("cluster: work directory: %w", err)
+		}
+		c.removeDir = !opts.KeepDir
+	} else if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: work directory: %w", err)
+	}
+	c.existed = existingDirs()
+	c.shimsWere = listDir(shimSocketDir)
+	c.router = c.id + "-r"
+	c.hostVeth = c.id + "h"
+	c.cgroupTop = "/" + c.id
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w (logs in %s)", err, c.Dir)
+			c.removeDir = false
+			c.Stop()
+		}
+	}()
+
+	began := time.Now()
+	if err := c.setupRouter(); err != nil {
+		return nil, err
+	}
+	for i := 1; i <= opts.Nodes; i++ {
+		n := &Node{
+			Name:    fmt.Sprintf("node-%d", i),
+			IP:      fmt.Sprintf("10.201.0.%d", 10+i),
+			PodCIDR: fmt.Sprintf("10.202.%d.0/24", i),
+			NetNS:   fmt.Sprintf("%s-n%d", c.id, i),
+			Dir:     filepath.Join(c.Dir, fmt.Sprintf("node-%d", i)),
+		}
+		n.cgroup = c.cgroupTop + "/" + n.Name
+		n.runtimeCG = c.cgroupTop + "/" + n.Name + "-runtime"
+		c.Nodes = append(c.Nodes, n)
+		if err := c.setupNodeNet(n, i); err != nil {
+			return nil, err
+		}
+	}
+	logf("cluster: network up after %s", time.Since(began).Round(time.Millisecond))
+
+	c.Env, err = testenv.Start(ctx, testenv.Options{
+		AssetsDir: assets,
+		Dir:       filepath.Join(c.Dir, "controlplane"),
+		Logf:      logf,
+		APIServerFlags: []string{
+			// The kubelets are in other network namespaces: loopback is
+			// not theirs. They reach the host through the router at
+			// hostIP, and check the certificate as "localhost" (the
+			// serving certificate names 127.0.0.1 and localhost only).
+			"--bind-address=0.0.0.0",
+			"--advertise-address=" + hostIP,
+			// kubectl exec/logs: the kubelets' InternalIP is the one
+			// address the host routes to.
+			"--kubelet-preferred-address-types=InternalIP",
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c.Client, err = kubernetes.NewForConfig(c.Env.Config); err != nil {
+		return nil, err
+	}
+	kubeconfig, err := c.nodeKubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	images, err := writeImages(c.Dir, bins["pause"])
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range c.Nodes {
+		if err := c.startNode(ctx, n, kubeconfig, bins["kubelet"], images); err != nil {
+			return nil, err
+		}
+	}
+	if opts.KubeProxy || opts.Scheduler {
+		if err := c.startControllers(assets, opts.Scheduler); err != nil {
+			return nil, err
+		}
+	}
+	if opts.KubeProxy {
+		for _, n := range c.Nodes {
+			if err := c.startKubeProxy(n, kubeconfig, assets); err != nil {
+				return nil, err
+			}
+		}
+	}
+	logf("cluster: %d nodes started after %s", len(c.Nodes), time.Since(began).Round(time.Millisecond))
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	logf("cluster: %d nodes Ready after %s (work dir %s)", len(c.Nodes), time.Since(began).Round(time.Millisecond), c.Dir)
+	return c, nil
+}
+
+// nodeKubeconfig writes the kubeconfig the kubelets use: the admin token
+// (phase 1: no node authorizer, no bootstrap), the host's address as seen
+// from the nodes, and the name the serving certificate carries.
+func (c *Cluster) nodeKubeconfig() (string, error) {
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(c.Env.Config.Host, "https://"))
+	if err != nil {
+		return "", fmt.Errorf("cluster: kube-apiserver address %q: %w", c.Env.Config.Host, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{
+		Server:                   "https://" + net.JoinHostPort(hostIP, port),
+		CertificateAuthorityData: c.Env.Config.CAData,
+		TLSServerName:            "localhost",
+	}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.Env.Config.BearerToken}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "admin"}
+	cfg.CurrentContext = "c"
+	path := filepath.Join(c.Dir, "node-kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", fmt.Errorf("cluster: writing %s: %w", path, err)
+	}
+	return path, nil
+}
+
+func (c *Cluster) waitReady(ctx context.Context) error {
+	var last string
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		for _, n := range c.Nodes {
+			for _, p := range []*process{n.containerd, n.kubelet, n.kubeProxy, c.kcm, c.scheduler} {
+				if p.exited() {
+					return false, p.earlyExit()
+				}
+			}
+			node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				last = n.Name + ": " + err.Error()
+				return false, nil
+			}
+			ready := false
+			for _, cond := range node.Status.Conditions {
+				if cond.Type == corev1.NodeReady {
+					ready = cond.Status == corev1.ConditionTrue
+					last = n.Name + ": Ready=" + string(cond.Status) + " " + cond.Reason + ": " + cond.Message
+				}
+			}
+			if !ready {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: nodes not Ready (last: %s): %w", last, err)
+	}
+	return nil
+}
+
+// KubeconfigPath is an admin kubeconfig for kubectl on the host.
+func (c *Cluster) KubeconfigPath() string { return c.Env.KubeconfigPath }
+
+// Stop deletes the pods on the nodes (so containerd tears their sandboxes
+// down: CNI, shims), stops the kubelets and containerds, kills anything left
+// in the cluster's cgroups, unmounts what is mounted under the work
+// directory, removes the cgroups and network namespaces, stops the control
+// plane and removes the work directory if Start made it. It may be called
+// more than once; it logs what it could not clean up.
+func (c *Cluster) Stop() {
+	c.stopOnce.Do(func() {
+		// Only live kubelets confirm a deletion: with one dead, waiting is
+		// 30 s for nothing, and the cgroup sweep below does the work.
+		alive := c.Client != nil
+		for _, n := range c.Nodes {
+			alive = alive && n.kubelet != nil && !n.kubelet.exited() && !n.containerd.exited()
+		}
+		if alive {
+			c.deletePods()
+		}
+		c.scheduler.stop(0)
+		c.kcm.stop(0)
+		for _, n := range c.Nodes {
+			n.kubeProxy.stop(0)
+			n.kubelet.stop(5 * time.Second)
+		}
+		for _, n := range c.Nodes {
+			n.containerd.stop(5 * time.Second)
+		}
+		// Shims and containers outlive containerd (they are re-parented),
+		// but all of them sit in the cluster's cgroups.
+		if n, err := killCgroup(c.cgroupTop); err != nil {
+			c.logf("cluster: %v", err)
+		} else if n > 0 {
+			c.logf("cluster: killed %d processes left in the cluster's cgroups (shims, containers)", n)
+		}
+		if err := unmountUnder(c.Dir); err != nil {
+			c.logf("cluster: %v", err)
+		}
+		if err := removeCgroup(c.cgroupTop); err != nil {
+			c.logf("cluster: %v", err)
+		}
+		// Deleting a netns only drops its name: the kernel destroys it (and
+		// the interfaces in it, the host veth's peer among them) later and
+		// asynchronously. Deleting the host's end at once takes the pair
+		// and the host's routes with it, so a new cluster can start now.
+		// (It is not there if Start failed early: no error to report.)
+		_ = exec.Command("ip", "link", "del", c.hostVeth).Run()
+		for _, n := range c.Nodes {
+			c.runLog("ip", "netns", "del", n.NetNS)
+		}
+		c.runLog("ip", "netns", "del", c.router)
+		removeLeftovers(c.Dir, c.id, c.shimsWere)
+		removeSharedDirs(c.existed)
+		if c.Env != nil {
+			c.Env.Stop()
+		}
+		if c.removeDir {
+			if err := os.RemoveAll(c.Dir); err != nil {
+				c.logf("cluster: removing %s: %v", c.Dir, err)
+			}
+		}
+	})
+}
+
+// deletePods deletes every pod on the cluster's nodes and waits (up to 30
+// s) until the kubelets confirmed: by then the sandboxes are stopped, so
+// their CNI state, netns mounts and shims are gone the normal way.
+func (c *Cluster) deletePods() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := c.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		c.logf("cluster: listing pods: %v", err)
+		return
+	}
+	grace := int64(1)
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		_ = c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	}
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		c.logf("cluster: pods not gone after 30s; killing what is left")
+	}
+}
+
+func (c *Cluster) runLog(name string, args ...string) {
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		c.logf("cluster: %s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+}
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cluster: %s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// inNS runs a command in a network namespace (nsenter, see the package
+// documentation).
+func inNS(ns string, name string, args ...string) error {
+	return run("nsenter", append([]string{"--net=/run/netns/" + ns, "--", name}, args...)...)
+}

@@ -1,0 +1,61 @@
+// Package cluster runs real Kubernetes nodes on this machine for tests:
+// kube-apiserver + etcd from test/testenv, and per node a network
+// namespace with its own containerd and kubelet, joined by a router
+// namespace. Machinery: product code never imports it.
+//
+// The layout (one cluster per machine at a time; the addresses are fixed):
+//
+//	host netns      kube-apiserver on 0.0.0.0:<port>, veth <id>h 10.200.0.1/30
+//	  │             routes 10.201.0.0/24, 10.202.0.0/16 via 10.200.0.2
+//	router netns    uplink 10.200.0.2/30, bridge br0 10.201.0.1/24, forwarding on,
+//	  │             route 10.202.N.0/24 via 10.201.0.(10+N) per node
+//	node N netns    eth0 10.201.0.(10+N)/24 on br0, default via 10.201.0.1;
+//	                containerd + kubelet; pods on 10.202.N.0/24 (CNI ptp + host-local)
+//
+// The host only gains a veth and two routes: forwarding is on in the router
+// and node namespaces only, so the host's own sysctls stay as they were.
+//
+// Traps met on a Firecracker VM (root, cgroup v1, no CAP_SYS_RESOURCE):
+//
+//   - Processes are started with `nsenter --net=...`, never `ip netns exec`:
+//     the latter remounts /sys for the namespace, and runc then finds no
+//     cgroup mount under /sys/fs/cgroup.
+//
+//   - Without CAP_SYS_RESOURCE even root cannot lower an OOM score, and the
+//     kubelet asks for -998 for each sandbox: runc fails with "can't get
+//     final child's PID from pipe: EOF" and no pod ever starts. containerd
+//     gets restrict_oom_score_adj = true and the kubelet oomScoreAdj: 0.
+//
+//   - kubelet 1.37 refuses cgroup v1 unless failCgroupV1: false.
+//
+//   - The kubelet writes a few things to fixed paths whatever its flags say:
+//     /var/lib/kubelet/pki unless --cert-dir is given (then every node would
+//     share node-1's serving certificate: it is given),
+//     /var/lib/kubelet/device-plugins/kubelet.sock (a constant: the nodes
+//     share it, harmless without device plugins) and /var/log/containers;
+//     containerd 1.6 puts its shims' sockets in /run/containerd/s and libcni
+//     its cache in /var/lib/cni. Stop removes those it created.
+//
+// The kubelets authenticate with the admin token, and accept anyone who
+// reaches them (anonymous, AlwaysAllow): phase 1 has no node authorizer nor
+// TLS bootstrap. kube-apiserver listens on 0.0.0.0 so that the nodes reach
+// it at 10.200.0.1; they check its certificate as "localhost".
+//
+// Options.KubeProxy adds kube-proxy (iptables mode) per node and
+// kube-controller-manager (EndpointSlices, no cloud controllers) on the
+// host; Options.Scheduler adds kube-scheduler (and that
+// kube-controller-manager, whose node lifecycle controller takes the
+// not-ready taint kube-apiserver puts on new Nodes off again). Without the
+// scheduler, pods need spec.nodeName (which ignores that taint).
+//
+// Stop deletes the pods first, so containerd tears the sandboxes down the
+// normal way (CNI DEL, shims exit), then kills what is left in the
+// cluster's cgroups (containerd runs in one of them, so its shims and
+// containers do too), unmounts what is under the work directory, and
+// removes the cgroups, the network namespaces and the directory.
+//
+// Nothing is pulled: the sandbox image is a static pause binary (built by
+// `make cluster-bins` from the k8s.io/kubernetes module) and the test image a
+// static busybox (Debian's busybox-static), both written as image tarballs
+// with go-containerregistry and imported into each node's containerd.
+package cluster

@@ -1,0 +1,69 @@
+//go:build linux
+
+package cluster
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// setupRouter makes the router netns: the bridge the nodes hang off, and a
+// veth to the host. Forwarding is turned on there, not on the host.
+func (c *Cluster) setupRouter() error {
+	r := c.router
+	steps := [][]string{
+		{"ip", "netns", "add", r},
+		{"ip", "-n", r, "link", "set", "lo", "up"},
+		{"ip", "link", "add", c.hostVeth, "type", "veth", "peer", "name", c.id + "u"},
+		{"ip", "link", "set", c.id + "u", "netns", r},
+		{"ip", "-n", r, "link", "set", c.id + "u", "name", "uplink"},
+		{"ip", "-n", r, "addr", "add", routerUpIP + "/30", "dev", "uplink"},
+		{"ip", "-n", r, "link", "set", "uplink", "up"},
+		{"ip", "-n", r, "link", "add", "br0", "type", "bridge"},
+		{"ip", "-n", r, "addr", "add", routerBrIP + "/24", "dev", "br0"},
+		{"ip", "-n", r, "link", "set", "br0", "up"},
+		{"ip", "addr", "add", hostIP + "/30", "dev", c.hostVeth},
+		{"ip", "link", "set", c.hostVeth, "up"},
+		{"ip", "route", "add", nodeNet, "via", routerUpIP},
+		{"ip", "route", "add", podNet, "via", routerUpIP},
+	}
+	for _, s := range steps {
+		if err := run(s[0], s[1:]...); err != nil {
+			return err
+		}
+	}
+	return sysctlNS(r, "net/ipv4/ip_forward", "1")
+}
+
+// setupNodeNet makes node i's netns: eth0 on the router's bridge, a default
+// route through the router, and the router's route to the node's pods.
+func (c *Cluster) setupNodeNet(n *Node, i int) error {
+	rv, nv := fmt.Sprintf("%sn%d", c.id, i), fmt.Sprintf("%sn%dp", c.id, i)
+	steps := [][]string{
+		{"ip", "netns", "add", n.NetNS},
+		{"ip", "-n", n.NetNS, "link", "set", "lo", "up"},
+		{"ip", "link", "add", rv, "type", "veth", "peer", "name", nv},
+		{"ip", "link", "set", rv, "netns", c.router},
+		{"ip", "-n", c.router, "link", "set", rv, "master", "br0"},
+		{"ip", "-n", c.router, "link", "set", rv, "up"},
+		{"ip", "link", "set", nv, "netns", n.NetNS},
+		{"ip", "-n", n.NetNS, "link", "set", nv, "name", "eth0"},
+		{"ip", "-n", n.NetNS, "addr", "add", n.IP + "/24", "dev", "eth0"},
+		{"ip", "-n", n.NetNS, "link", "set", "eth0", "up"},
+		{"ip", "-n", n.NetNS, "route", "add", "default", "via", routerBrIP},
+		{"ip", "-n", c.router, "route", "add", n.PodCIDR, "via", n.IP},
+	}
+	for _, s := range steps {
+		if err := run(s[0], s[1:]...); err != nil {
+			return err
+		}
+	}
+	// The CNI ptp plugin turns it on too; set it before any pod exists.
+	return sysctlNS(n.NetNS, "net/ipv4/ip_forward", "1")
+}
+
+// sysctlNS writes a net sysctl of a netns: /proc/sys/net belongs to the
+// netns of the process that opens it, so the write runs under nsenter.
+func sysctlNS(ns, key, value string) error {
+	return inNS(ns, "sh", "-c", "echo "+value+" > "+filepath.Join("/proc/sys", key))
+}
