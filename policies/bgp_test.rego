@@ -61,3 +61,18 @@ test_unknown_operator_is_denied if {
 	contains(msg, `operator "~="`)
 	contains(msg, `on "zone"`)
 }
+
+# Kubernetes' service controller reads the exclusion label's value with Go's
+# strconv.ParseBool: a false value keeps the node, anything it cannot parse
+# (an empty value too) leaves it out.
+test_exclusion_label_false_keeps_the_node if {
+	labelled := array.concat(nodes, [
+		{"name": "keep-false", "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "false"}},
+		{"name": "keep-0", "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "0"}},
+		{"name": "keep-False", "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "False"}},
+		{"name": "out-yes", "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "yes"}},
+		{"name": "out-1", "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "1"}},
+	])
+	got := bgp.selected_nodes with input as {"nodes": labelled, "bgpNodeSelector": []}
+	got == {"cp-1", "worker-1", "worker-2", "bare", "keep-false", "keep-0", "keep-False"}
+}

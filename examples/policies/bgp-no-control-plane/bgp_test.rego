@@ -28,3 +28,14 @@ test_unknown_operator_is_denied if {
 test_no_deny_for_known_operators if {
 	count(bgp.deny) == 0 with input as {"nodes": nodes, "bgpNodeSelector": [{"key": "pool", "operator": "exists", "values": []}]}
 }
+
+# As the default does: the exclusion label leaves a worker out too, unless
+# its value is false.
+test_exclusion_label_still_honoured if {
+	labelled := array.concat(nodes, [
+		{"name": "w-out", "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}},
+		{"name": "w-in", "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "false"}},
+	])
+	got := bgp.selected_nodes with input as {"nodes": labelled, "bgpNodeSelector": []}
+	got == {"w-1", "w-2", "bare", "w-in"}
+}

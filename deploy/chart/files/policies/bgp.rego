@@ -14,7 +14,8 @@ import data.equinix.labelselector
 #   The names of the nodes whose labels match every requirement of the
 #   bgpNodeSelector setting (every node when the setting is empty, as
 #   upstream does), except the nodes labelled
-#   node.kubernetes.io/exclude-from-external-load-balancers.
+#   node.kubernetes.io/exclude-from-external-load-balancers with a value
+#   other than false.
 selected_nodes := labelselector.selected(input.nodes, input.bgpNodeSelector) - excluded_nodes
 
 # METADATA
@@ -22,15 +23,24 @@ selected_nodes := labelselector.selected(input.nodes, input.bgpNodeSelector) - e
 # description: |
 #   The well-known label that takes a node out of external load balancers
 #   (most installers put it on control-plane nodes). Kubernetes' service
-#   controller honours it whatever its value, so this policy does too.
+#   controller reads its value with Go's strconv.ParseBool: a false value
+#   keeps the node, any other value (true, empty, unparsable) leaves it out.
+#   This policy decides the same.
 exclude_label := "node.kubernetes.io/exclude-from-external-load-balancers"
 
 # METADATA
+# title: false_values
+# description: The spellings strconv.ParseBool reads as false.
+false_values := {"0", "f", "F", "false", "FALSE", "False"}
+
+# METADATA
 # title: excluded_nodes
-# description: Nodes that carry exclude_label, with any value.
+# description: Nodes that carry exclude_label with a value other than false.
 excluded_nodes contains node.name if {
 	some node in input.nodes
-	labelselector.has_key(object.get(node, "labels", {}), exclude_label)
+	labels := object.get(node, "labels", {})
+	labelselector.has_key(labels, exclude_label)
+	not labels[exclude_label] in false_values
 }
 
 # METADATA
