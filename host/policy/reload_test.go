@@ -167,6 +167,22 @@ func TestWatch(t *testing.T) {
 		}
 	})
 
+	// The watch runs on the leader only: a replica that takes the lead
+	// must not decide with policies that changed while it followed until
+	// the next resync (a minute), so the watch re-reads at once.
+	t.Run("changed before the watch started", func(t *testing.T) {
+		cm := newConfigMapDir(t, with(t, fixedEIP("da")))
+		e := mustLoad(t, cm.dir, opts)
+		cm.update(with(t, fixedEIP("ny")))
+		start(t, e)
+		if err := wait(t); err != nil {
+			t.Fatal(err)
+		}
+		if got := placeMetro(t, e); got != "ny" {
+			t.Errorf("metro = %q, want ny", got)
+		}
+	})
+
 	t.Run("plain directory edited by rename", func(t *testing.T) {
 		dir := plainDir(t, with(t, fixedEIP("da")))
 		e := mustLoad(t, dir, opts)

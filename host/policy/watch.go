@@ -12,8 +12,10 @@ import (
 // Watch reloads the policy directory when its files change, until ctx
 // ends; it returns nil then, or at once for the built-in policies. It
 // watches the directory itself: a ConfigMap update swaps the "..data"
-// symlink there, and plain files edited in place show up as writes. Events
-// are debounced by Options.ReloadDelay, and the directory is re-read every
+// symlink there, and plain files edited in place show up as writes. It
+// re-reads the directory once at start (the CCM starts Watch when it takes
+// the lead, and the files may have changed while it followed). Events are
+// debounced by Options.ReloadDelay, and the directory is re-read every
 // Options.ResyncPeriod in case an event was lost. Outcomes go to the log,
 // the metrics and Options.OnReload.
 func (e *Engine) Watch(ctx context.Context) error {
@@ -55,6 +57,11 @@ func (e *Engine) watch(ctx context.Context, ready chan<- struct{}) error {
 	if ready != nil {
 		close(ready)
 	}
+	// Watch runs on the leader only, so the files may have changed while
+	// this replica followed: re-read at once rather than decide with stale
+	// policies until the first event or resync. Changes from here on are
+	// watched already.
+	reload()
 	for {
 		select {
 		case <-ctx.Done():
