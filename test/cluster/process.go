@@ -3,12 +3,13 @@
 package cluster
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 // process is a child (containerd, kubelet) in a node's netns whose output
@@ -85,21 +86,5 @@ func (p *process) stop(grace time.Duration) {
 }
 
 func (p *process) earlyExit() error {
-	return fmt.Errorf("cluster: %s exited (%v); log %s ends with:\n%s", p.name, p.waitErr, p.logPath, logTail(p.logPath, 15))
-}
-
-func logTail(path string, lines int) []byte {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return []byte("(no log: " + err.Error() + ")")
-	}
-	data = bytes.TrimRight(data, "\n")
-	for i, n := len(data)-1, 0; i >= 0; i-- {
-		if data[i] == '\n' {
-			if n++; n == lines {
-				return data[i+1:]
-			}
-		}
-	}
-	return data
+	return fmt.Errorf("cluster: %s exited (%v); log %s ends with:\n%s", p.name, p.waitErr, p.logPath, testenv.LogTail(p.logPath, 15))
 }

@@ -82,14 +82,16 @@ type earlyExit struct {
 func (e *earlyExit) Error() string { return e.err.Error() }
 
 func (p *process) earlyExit() *earlyExit {
-	tail := logTail(p.logPath, 15)
+	tail := LogTail(p.logPath, 15)
 	return &earlyExit{
 		err:       fmt.Errorf("testenv: %s exited during start-up (%v); log %s ends with:\n%s", p.name, p.waitErr, p.logPath, tail),
 		portTaken: bytes.Contains(tail, []byte("address already in use")),
 	}
 }
 
-func logTail(path string, lines int) []byte {
+// LogTail returns the last lines of the log at path (a child process's),
+// or a note that there is none: what a start-up failure quotes.
+func LogTail(path string, lines int) []byte {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return []byte("(no log: " + err.Error() + ")")

@@ -24,13 +24,13 @@ func TestLogTail(t *testing.T) {
 			if err := os.WriteFile(p, []byte(tt.log), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if got := string(logTail(p, tt.lines)); got != tt.want {
-				t.Fatalf("logTail = %q, want %q", got, tt.want)
+			if got := string(LogTail(p, tt.lines)); got != tt.want {
+				t.Fatalf("LogTail = %q, want %q", got, tt.want)
 			}
 		})
 	}
-	if got := string(logTail(filepath.Join(t.TempDir(), "missing"), 3)); !strings.HasPrefix(got, "(no log: ") {
-		t.Fatalf("logTail of a missing file = %q", got)
+	if got := string(LogTail(filepath.Join(t.TempDir(), "missing"), 3)); !strings.HasPrefix(got, "(no log: ") {
+		t.Fatalf("LogTail of a missing file = %q", got)
 	}
 }
 
