@@ -91,6 +91,19 @@ func DryRun(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstruct
 // Roles through an informer, so a check made right after the create could
 // still see the old rules.
 func Install(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured) error {
+	if err := Apply(ctx, cfg, objs); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return waitForRules(ctx, kube, objs)
+}
+
+// Apply server-side applies objs in order, as `kubectl apply
+// --server-side --force-conflicts` would.
+func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured) error {
 	c, err := newClients(cfg)
 	if err != nil {
 		return err
@@ -104,11 +117,7 @@ func Install(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstruc
 			return fmt.Errorf("applying %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	return waitForRules(ctx, kube, objs)
+	return nil
 }
 
 // waitForRules polls until one request per rule of every Role and

@@ -30,7 +30,7 @@ type keyMaterial struct {
 	saKeyPEM, saPublicPEM []byte // service-account token signing key pair
 }
 
-func newKeyMaterial(now time.Time) (keyMaterial, error) {
+func newKeyMaterial(now time.Time, extraIPs []string) (keyMaterial, error) {
 	var m keyMaterial
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -52,6 +52,13 @@ func newKeyMaterial(now time.Time) (keyMaterial, error) {
 		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(kubernetesSvcIP)},
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
+	}
+	for _, ip := range extraIPs {
+		a := net.ParseIP(ip)
+		if a == nil {
+			return m, fmt.Errorf("testenv: ServingIPs: %q is not an IP address", ip)
+		}
+		tmpl.IPAddresses = append(tmpl.IPAddresses, a)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

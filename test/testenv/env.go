@@ -47,8 +47,18 @@ type Options struct {
 	MetalLBCRDDir string
 	// CRDPaths are more CRD files or directories to install.
 	CRDPaths []string
+	// ServingIPs are more addresses kube-apiserver's serving certificate
+	// names (besides 127.0.0.1 and the kubernetes Service's), for clients
+	// that reach it elsewhere.
+	ServingIPs []string
+	// ServiceAccounts keeps kube-apiserver's ServiceAccount admission
+	// plugin: pods then get their ServiceAccount's token, and need the
+	// ServiceAccount to exist (kube-controller-manager makes the default
+	// ones). Off, it is disabled, since nothing makes them.
+	ServiceAccounts bool
 	// APIServerFlags are appended to kube-apiserver's command line (a later
-	// flag wins), for example "--feature-gates=...".
+	// flag wins, except list flags, which add up), for example
+	// "--feature-gates=...".
 	APIServerFlags []string
 	// Timeout bounds the start-up; default 2 minutes (a loaded 2-core
 	// machine running several servers at once is slow).
@@ -243,7 +253,7 @@ type startFiles struct {
 }
 
 func (e *Env) writeFiles(opts Options) (f startFiles, adminToken string, err error) {
-	km, err := newKeyMaterial(time.Now())
+	km, err := newKeyMaterial(time.Now(), opts.ServingIPs)
 	if err != nil {
 		return f, "", err
 	}
@@ -357,7 +367,7 @@ func (e *Env) startAPIServer(ctx context.Context, bin, etcdURL string, f startFi
 		}
 		args := apiserverArgs(apiserverConfig{
 			etcdURL: etcdURL, port: ports[0], dir: e.Dir, files: f,
-			auditLogPath: e.AuditLogPath,
+			auditLogPath: e.AuditLogPath, serviceAccounts: opts.ServiceAccounts,
 		})
 		args = append(args, opts.APIServerFlags...)
 		p, err := startProcess("kube-apiserver", bin, filepath.Join(e.Dir, "kube-apiserver.log"), args)
@@ -386,6 +396,8 @@ type apiserverConfig struct {
 	dir          string
 	files        startFiles
 	auditLogPath string
+	// serviceAccounts: Options.ServiceAccounts.
+	serviceAccounts bool
 }
 
 func apiserverArgs(c apiserverConfig) []string {
@@ -410,11 +422,13 @@ func apiserverArgs(c apiserverConfig) []string {
 		// RBAC as in a real cluster; AlwaysAllow would also turn off
 		// anonymous requests and hide missing rules.
 		"--authorization-mode=RBAC",
-		// No controller-manager creates the default ServiceAccount that this
-		// plugin demands of every Pod.
-		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 		"--profiling=false",
+	}
+	if !c.serviceAccounts {
+		// No controller-manager creates the default ServiceAccount that
+		// this plugin demands of every Pod.
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
 	}
 	if c.auditLogPath != "" {
 		args = append(args,
