@@ -18,11 +18,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
@@ -49,6 +51,10 @@ type Options struct {
 	// node lifecycle controller lifts the not-ready taint new Nodes get);
 	// without it pods need spec.nodeName.
 	Scheduler bool
+	// Cloud makes it an Equinix Metal cluster (cloud.go, bgp.go): it
+	// implies KubeProxy and Scheduler, and 3 nodes by default (node-1 the
+	// control plane).
+	Cloud *CloudOptions
 }
 
 // Fixed addresses (see the package documentation).
@@ -87,6 +93,11 @@ type Cluster struct {
 	// Client is an admin clientset.
 	Client kubernetes.Interface
 	Dir    string
+	// Cloud clusters only: the emulator, the two routers, and the client
+	// netns behind them.
+	Emu      *emulator.Emulator
+	Routers  []*Router
+	ClientNS string
 
 	id        string
 	router    string
@@ -94,11 +105,13 @@ type Cluster struct {
 	cgroupTop string
 	existed   map[string]bool // sharedDirs before Start
 	shimsWere map[string]bool // shimSocketDir's entries before Start
-	kcm       *process
-	scheduler *process
-	removeDir bool
-	logf      func(string, ...any)
-	stopOnce  sync.Once
+	// resultsWere: libcni's cached results before Start.
+	resultsWere map[string]bool
+	kcm         *process
+	scheduler   *process
+	removeDir   bool
+	logf        func(string, ...any)
+	stopOnce    sync.Once
 }
 
 // Start brings up the control plane and the nodes, and returns once every
@@ -106,6 +119,12 @@ type Cluster struct {
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("cluster: needs root (network namespaces, mounts, cgroups): run the test as root")
+	}
+	if opts.Cloud != nil {
+		opts.KubeProxy, opts.Scheduler = true, true
+		if opts.Nodes == 0 {
+			opts.Nodes = 3
+		}
 	}
 	if opts.Nodes == 0 {
 		opts.Nodes = 1
@@ -139,6 +158,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.KubeProxy || opts.Scheduler {
 		need = append(need, "kube-controller-manager")
 	}
+	var metallb []*unstructured.Unstructured
+	if opts.Cloud != nil {
+		for _, b := range []string{"bird", "birdc"} {
+			if _, err := exec.LookPath(b); err != nil {
+				return nil, fmt.Errorf("cluster: %s missing: apt-get install -y bird2", b)
+			}
+		}
+		if metallb, err = readMetalLB(opts.Cloud.MetalLBManifest); err != nil {
+			return nil, err
+		}
+	}
 	for _, b := range need {
 		p := filepath.Join(assets, b)
 		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
@@ -171,6 +201,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.existed = existingDirs()
 	c.shimsWere = listDir(shimSocketDir)
+	c.resultsWere = listDir("/var/lib/cni/results")
 	c.router = c.id + "-r"
 	c.hostVeth = c.id + "h"
 	c.cgroupTop = "/" + c.id
@@ -188,8 +219,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	for i := 1; i <= opts.Nodes; i++ {
 		n := &Node{
-			Name:    fmt.Sprintf("node-%d", i),
-			IP:      fmt.Sprintf("10.201.0.%d", 10+i),
+			Name: fmt.Sprintf("node-%d", i),
+			// The second address of a /31 of its own: the emulator,
+			// like Equinix Metal, gives each device a /31 of the
+			// project's private block and the device its upper half.
+			IP:      fmt.Sprintf("10.201.0.%d", 9+2*i),
 			PodCIDR: fmt.Sprintf("10.202.%d.0/24", i),
 			NetNS:   fmt.Sprintf("%s-n%d", c.id, i),
 			Dir:     filepath.Join(c.Dir, fmt.Sprintf("node-%d", i)),
@@ -201,12 +235,38 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
+	if opts.Cloud != nil {
+		if err := c.setupBGPNet(); err != nil {
+			return nil, err
+		}
+		for _, n := range c.Nodes {
+			if err := c.nodeBGPRoutes(n); err != nil {
+				return nil, err
+			}
+		}
+		if err := c.startRouters(); err != nil {
+			return nil, err
+		}
+		if err := c.startEmulator(); err != nil {
+			return nil, err
+		}
+	}
 	logf("cluster: network up after %s", time.Since(began).Round(time.Millisecond))
 
+	clientCA := filepath.Join(c.Dir, "client-ca.crt")
+	if err := writeSelfSignedCA(clientCA); err != nil {
+		return nil, err
+	}
 	c.Env, err = testenv.Start(ctx, testenv.Options{
 		AssetsDir: assets,
 		Dir:       filepath.Join(c.Dir, "controlplane"),
 		Logf:      logf,
+		// Pods get their ServiceAccount's token (the CCM and MetalLB run
+		// in cluster); kube-controller-manager makes the default ones.
+		ServiceAccounts: opts.Cloud != nil,
+		// Clients in other netns (e2e.test in the client's) reach it at
+		// the host's address.
+		ServingIPs: []string{hostIP},
 		APIServerFlags: []string{
 			// The kubelets are in other network namespaces: loopback is
 			// not theirs. They reach the host through the router at
@@ -217,6 +277,16 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			// kubectl exec/logs: the kubelets' InternalIP is the one
 			// address the host routes to.
 			"--kubelet-preferred-address-types=InternalIP",
+			// kube-apiserver publishes its client CAs in
+			// kube-system/extension-apiserver-authentication only with
+			// these flags; the CCM's secure port reads them, as in a
+			// real cluster. (No client presents a certificate here.)
+			"--client-ca-file=" + clientCA,
+			"--requestheader-client-ca-file=" + clientCA,
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--requestheader-allowed-names=front-proxy-client",
 		},
 	})
 	if err != nil {
@@ -229,12 +299,30 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	images, err := writeImages(c.Dir, bins["pause"])
+	imgs, err := baseImages(bins["pause"])
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range c.Nodes {
-		if err := c.startNode(ctx, n, kubeconfig, bins["kubelet"], images); err != nil {
+	if opts.Cloud != nil {
+		more, err := cloudImages(opts.Cloud, metallb)
+		if err != nil {
+			return nil, err
+		}
+		imgs = append(imgs, more...)
+	}
+	images, err := writeImageTars(c.Dir, imgs)
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range c.Nodes {
+		var extra []string
+		if opts.Cloud != nil {
+			extra = append(extra, "--cloud-provider=external")
+			if i == 0 {
+				extra = append(extra, "--register-with-taints="+controlPlaneLabel+"=:NoSchedule")
+			}
+		}
+		if err := c.startNode(ctx, n, kubeconfig, bins["kubelet"], images, extra); err != nil {
 			return nil, err
 		}
 	}
@@ -255,6 +343,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	logf("cluster: %d nodes Ready after %s (work dir %s)", len(c.Nodes), time.Since(began).Round(time.Millisecond), c.Dir)
+	if opts.Cloud != nil {
+		if err := c.installCloud(ctx, opts.Cloud, metallb); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -332,11 +425,16 @@ func (c *Cluster) Stop() {
 		for _, n := range c.Nodes {
 			alive = alive && n.kubelet != nil && !n.kubelet.exited() && !n.containerd.exited()
 		}
+		// The controllers first: a DaemonSet's or Deployment's pods
+		// deleted below would come back.
+		c.scheduler.stop(0)
+		c.kcm.stop(0)
+		if !c.removeDir && c.Client != nil {
+			c.savePodLogs()
+		}
 		if alive {
 			c.deletePods()
 		}
-		c.scheduler.stop(0)
-		c.kcm.stop(0)
 		for _, n := range c.Nodes {
 			n.kubeProxy.stop(0)
 			n.kubelet.stop(5 * time.Second)
@@ -366,8 +464,17 @@ func (c *Cluster) Stop() {
 		for _, n := range c.Nodes {
 			c.runLog("ip", "netns", "del", n.NetNS)
 		}
+		for _, r := range c.Routers {
+			c.runLog("ip", "netns", "del", r.Name)
+		}
+		if c.ClientNS != "" {
+			c.runLog("ip", "netns", "del", c.ClientNS)
+		}
 		c.runLog("ip", "netns", "del", c.router)
-		removeLeftovers(c.Dir, c.id, c.shimsWere)
+		if c.Emu != nil {
+			c.Emu.Close()
+		}
+		removeLeftovers(c.Dir, c.id, c.shimsWere, c.resultsWere)
 		removeSharedDirs(c.existed)
 		if c.Env != nil {
 			c.Env.Stop()
@@ -378,6 +485,36 @@ func (c *Cluster) Stop() {
 			}
 		}
 	})
+}
+
+// savePodLogs writes every container's log (and its previous run's) to
+// pod-logs/ in the work directory: the kubelets remove theirs with the
+// pods, and a failed run keeps the directory to be read.
+func (c *Cluster) savePodLogs() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pods, err := c.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(c.Dir, "pod-logs")
+	_ = os.MkdirAll(dir, 0o755)
+	for _, p := range pods.Items {
+		for _, ct := range p.Spec.Containers {
+			for _, previous := range []bool{false, true} {
+				b, err := c.Client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ct.Name, Previous: previous}).Do(ctx).Raw()
+				if err != nil || len(b) == 0 {
+					continue
+				}
+				name := fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, ct.Name)
+				if previous {
+					name += ".previous"
+				}
+				_ = os.WriteFile(filepath.Join(dir, name+".log"), b, 0o644)
+			}
+		}
+	}
+	c.logf("cluster: pods' logs saved in %s", dir)
 }
 
 // deletePods deletes every pod on the cluster's nodes and waits (up to 30

@@ -8,8 +8,8 @@
 //	host netns      kube-apiserver on 0.0.0.0:<port>, veth <id>h 10.200.0.1/30
 //	  │             routes 10.201.0.0/24, 10.202.0.0/16 via 10.200.0.2
 //	router netns    uplink 10.200.0.2/30, bridge br0 10.201.0.1/24, forwarding on,
-//	  │             route 10.202.N.0/24 via 10.201.0.(10+N) per node
-//	node N netns    eth0 10.201.0.(10+N)/24 on br0, default via 10.201.0.1;
+//	  │             route 10.202.N.0/24 via 10.201.0.(9+2N) per node
+//	node N netns    eth0 10.201.0.(9+2N)/24 on br0, default via 10.201.0.1;
 //	                containerd + kubelet; pods on 10.202.N.0/24 (CNI ptp + host-local)
 //
 // The host only gains a veth and two routes: forwarding is on in the router
@@ -53,6 +53,15 @@
 // cluster's cgroups (containerd runs in one of them, so its shims and
 // containers do too), unmounts what is under the work directory, and
 // removes the cgroups, the network namespaces and the directory.
+//
+// Options.Cloud makes it an Equinix Metal cluster (cloud.go, bgp.go): the
+// emulator on the host's address with a device per node, kubelets with
+// --cloud-provider=external, the CCM's image imported into every node and
+// the project's Helm chart installed, MetalLB's own manifest (CRDs and
+// webhooks left out), two BIRD routers on the bridge at the peer addresses
+// and a client netns behind them (Cluster.Dial, ClientHTTP, UDPExchange).
+// kube-proxy runs in a restart loop: it exits when the CCM adds addresses
+// to its Node, for its DaemonSet to start it again.
 //
 // Nothing is pulled: the sandbox image is a static pause binary (built by
 // `make cluster-bins` from the k8s.io/kubernetes module) and the test image a

@@ -39,6 +39,10 @@ func (c *Cluster) startControllers(assets string, scheduler bool) error {
 	if err := makeCgroup(cg); err != nil {
 		return err
 	}
+	caFile := filepath.Join(c.Dir, "ca.crt")
+	if err := os.WriteFile(caFile, c.Env.Config.CAData, 0o644); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
 	var err error
 	c.kcm, err = startInNS("kube-controller-manager", "", cg, filepath.Join(assets, "kube-controller-manager"),
 		filepath.Join(c.Dir, "kube-controller-manager.log"), []string{
@@ -46,6 +50,9 @@ func (c *Cluster) startControllers(assets string, scheduler bool) error {
 			"--leader-elect=false",
 			"--secure-port=0",
 			"--controllers=" + kcmControllers,
+			// kube-root-ca.crt in every namespace: how pods (the CCM,
+			// MetalLB) check kube-apiserver's certificate.
+			"--root-ca-file=" + caFile,
 			"--v=2",
 		})
 	if err != nil {
@@ -69,7 +76,8 @@ func (c *Cluster) startControllers(assets string, scheduler bool) error {
 // the scheduler places nothing). Nothing that acts as a cloud provider (this
 // project's CCM is for a later phase), no pod CIDRs (the node ranges are
 // fixed here), no taint-based eviction.
-const kcmControllers = "node-lifecycle-controller,endpointslice-controller,endpointslice-mirroring-controller,endpoints-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,replicaset-controller,deployment-controller"
+const kcmControllers = "node-lifecycle-controller,endpointslice-controller,endpointslice-mirroring-controller,endpoints-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,replicaset-controller,deployment-controller," +
+	"daemonset-controller,replicationcontroller-controller,root-ca-certificate-publisher-controller,disruption-controller,job-controller,statefulset-controller"
 
 func (c *Cluster) startKubeProxy(n *Node, kubeconfig, assets string) error {
 	cfg := filepath.Join(n.Dir, "kube-proxy.yaml")
@@ -77,8 +85,13 @@ func (c *Cluster) startKubeProxy(n *Node, kubeconfig, assets string) error {
 	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
+	// kube-proxy exits when its Node's addresses change, for its
+	// DaemonSet to start it again with the new ones; here a loop does, as
+	// the CCM adds addresses when it initialises the Node.
+	loop := fmt.Sprintf("while true; do %s --config=%s --v=2; echo kube-proxy exited: $?, starting it again; sleep 1; done",
+		filepath.Join(assets, "kube-proxy"), cfg)
 	var err error
-	n.kubeProxy, err = startInNS(n.Name+" kube-proxy", n.NetNS, n.runtimeCG, filepath.Join(assets, "kube-proxy"),
-		filepath.Join(n.Dir, "kube-proxy.log"), []string{"--config=" + cfg, "--v=2"})
+	n.kubeProxy, err = startInNS(n.Name+" kube-proxy", n.NetNS, n.runtimeCG, "/bin/sh",
+		filepath.Join(n.Dir, "kube-proxy.log"), []string{"-c", loop})
 	return err
 }

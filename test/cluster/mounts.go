@@ -142,7 +142,7 @@ func listDir(dir string) map[string]bool {
 // loopback network for the same sandboxes; and the sockets of killed shims
 // that appeared since Start (a live shim's socket accepts a connection and
 // is kept).
-func removeLeftovers(dir, id string, shimSocketsBefore map[string]bool) {
+func removeLeftovers(dir, id string, shimSocketsBefore, resultsBefore map[string]bool) {
 	if links, err := os.ReadDir("/var/log/containers"); err == nil {
 		for _, l := range links {
 			p := filepath.Join("/var/log/containers", l.Name())
@@ -165,6 +165,14 @@ func removeLeftovers(dir, id string, shimSocketsBefore map[string]bool) {
 		}
 		for sb := range sandboxes {
 			_ = os.Remove(filepath.Join(results, "cni-loopback-"+sb+"-lo"))
+		}
+		// A sandbox torn down half-way (its eth0 result deleted, its
+		// loopback's not) leaves one without a partner: any loopback
+		// result new since Start is ours (one cluster per machine).
+		for _, r := range entries {
+			if n := r.Name(); strings.HasPrefix(n, "cni-loopback-") && !resultsBefore[n] {
+				_ = os.Remove(filepath.Join(results, n))
+			}
 		}
 	}
 	for name := range listDir(shimSocketDir) {

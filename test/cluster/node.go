@@ -115,7 +115,7 @@ func fill(tmpl string, kv ...string) string {
 }
 
 // startNode starts containerd, imports the images, and starts the kubelet.
-func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet string, images []string) error {
+func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet string, images []string, extraFlags []string) error {
 	n.Socket = filepath.Join(n.Dir, "containerd.sock")
 	kv := []string{"dir", n.Dir, "sock", n.Socket, "pause", pauseImage, "net", c.id + "-" + n.Name,
 		"podcidr", n.PodCIDR, "ip", n.IP, "cgroup", n.cgroup}
@@ -164,7 +164,7 @@ func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet st
 	}
 
 	n.kubelet, err = startInNS(n.Name+" kubelet", n.NetNS, n.runtimeCG, kubelet,
-		filepath.Join(n.Dir, "kubelet.log"), []string{
+		filepath.Join(n.Dir, "kubelet.log"), append([]string{
 			"--config=" + filepath.Join(n.Dir, "kubelet.yaml"),
 			"--kubeconfig=" + kubeconfig,
 			"--root-dir=" + filepath.Join(n.Dir, "kubelet"),
@@ -174,6 +174,6 @@ func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet st
 			"--hostname-override=" + n.Name,
 			"--node-ip=" + n.IP,
 			"--v=2",
-		})
+		}, extraFlags...))
 	return err
 }

@@ -1,0 +1,211 @@
+//go:build linux
+
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// The Equinix side of a cloud cluster (Options.Cloud): two routers at the
+// peer addresses Equinix Metal's BGP neighbour data names, each a netns on
+// the nodes' bridge running BIRD 2, which installs what the nodes announce
+// into its kernel table with ECMP ("merge paths"); and a client netns
+// behind both routers, whose default route spreads flows over them. Linux
+// hashes multipath on L3 only by default (fib_multipath_hash_policy 0), so
+// one client address always reaches the same node of a route: what
+// ClientIP session affinity through a load balancer needs.
+//
+//	client netns   lo 10.203.0.1-16/32 (ClientIPs); up1 10.203.1.1/30 -> router 1,
+//	               up2 10.203.2.1/30 -> router 2; default via both
+//	router i       fabric 10.201.0.(1+i)/24 on br0, lo 169.254.255.i/32,
+//	               client 10.203.i.2/30; default via 10.201.0.1 (the
+//	               gateway netns: the host, the pods)
+//	nodes          169.254.255.i/32 via 10.201.0.(1+i), as on Equinix
+//	               Metal where the peers sit behind the private gateway
+const (
+	// ClientIP is the client's first address, outside every node and pod
+	// range; the default source of what the client netns sends.
+	ClientIP  = "10.203.0.1"
+	clientNet = "10.203.0.0/16"
+	// clientAddrs is how many addresses the client has (ClientIPs): with
+	// L3 hashing, one address would always take the same path.
+	clientAddrs = 16
+	// PeerASN is the routers' ASN (the emulator's peer_as); the nodes
+	// speak the project's, projectASN.
+	PeerASN    = 65530
+	projectASN = 65000
+)
+
+// PeerIPs are the routers' BGP addresses (the emulator's peer_ips).
+var PeerIPs = []string{"169.254.255.1", "169.254.255.2"}
+
+// Router is one BGP router of a cloud cluster.
+type Router struct {
+	Name   string // its netns
+	PeerIP string
+	Fabric string // its address on the nodes' bridge
+	dir    string
+	bird   *process
+}
+
+func (c *Cluster) setupBGPNet() error {
+	cl := c.id + "-c"
+	c.ClientNS = cl
+	steps := [][]string{
+		{"ip", "netns", "add", cl},
+		{"ip", "-n", cl, "link", "set", "lo", "up"},
+		// Return traffic from the nodes and the host to the client goes
+		// through router 1.
+		{"ip", "-n", c.router, "route", "add", clientNet, "via", "10.201.0.2"},
+		{"ip", "route", "add", clientNet, "via", routerUpIP},
+	}
+	for i, peer := range PeerIPs {
+		n := i + 1
+		r := &Router{Name: fmt.Sprintf("%s-b%d", c.id, n), PeerIP: peer, Fabric: fmt.Sprintf("10.201.0.%d", 1+n),
+			dir: filepath.Join(c.Dir, fmt.Sprintf("router-%d", n))}
+		c.Routers = append(c.Routers, r)
+		fv, cv := fmt.Sprintf("%sb%d", c.id, n), fmt.Sprintf("%sc%d", c.id, n)
+		up := fmt.Sprintf("up%d", n)
+		steps = append(steps,
+			[]string{"ip", "netns", "add", r.Name},
+			[]string{"ip", "-n", r.Name, "link", "set", "lo", "up"},
+			[]string{"ip", "-n", r.Name, "addr", "add", peer + "/32", "dev", "lo"},
+			[]string{"ip", "link", "add", fv, "type", "veth", "peer", "name", fv + "p"},
+			[]string{"ip", "link", "set", fv, "netns", c.router},
+			[]string{"ip", "-n", c.router, "link", "set", fv, "master", "br0"},
+			[]string{"ip", "-n", c.router, "link", "set", fv, "up"},
+			[]string{"ip", "link", "set", fv + "p", "netns", r.Name},
+			[]string{"ip", "-n", r.Name, "link", "set", fv + "p", "name", "fabric"},
+			[]string{"ip", "-n", r.Name, "addr", "add", r.Fabric + "/24", "dev", "fabric"},
+			[]string{"ip", "-n", r.Name, "link", "set", "fabric", "up"},
+			[]string{"ip", "-n", r.Name, "route", "add", "default", "via", routerBrIP},
+			[]string{"ip", "link", "add", cv, "type", "veth", "peer", "name", cv + "p"},
+			[]string{"ip", "link", "set", cv, "netns", r.Name},
+			[]string{"ip", "-n", r.Name, "link", "set", cv, "name", "client"},
+			[]string{"ip", "-n", r.Name, "addr", "add", fmt.Sprintf("10.203.%d.2/30", n), "dev", "client"},
+			[]string{"ip", "-n", r.Name, "link", "set", "client", "up"},
+			[]string{"ip", "-n", r.Name, "route", "add", "10.203.0.0/24", "via", fmt.Sprintf("10.203.%d.1", n)},
+			[]string{"ip", "link", "set", cv + "p", "netns", cl},
+			[]string{"ip", "-n", cl, "link", "set", cv + "p", "name", up},
+			[]string{"ip", "-n", cl, "addr", "add", fmt.Sprintf("10.203.%d.1/30", n), "dev", up},
+			[]string{"ip", "-n", cl, "link", "set", up, "up"},
+		)
+	}
+	for _, a := range ClientIPs() {
+		steps = append(steps, []string{"ip", "-n", cl, "addr", "add", a + "/32", "dev", "lo"})
+	}
+	steps = append(steps, []string{"ip", "-n", cl, "route", "add", "default", "src", ClientIP,
+		"nexthop", "via", "10.203.1.2", "dev", "up1", "nexthop", "via", "10.203.2.2", "dev", "up2"})
+	for _, s := range steps {
+		if err := run(s[0], s[1:]...); err != nil {
+			return err
+		}
+	}
+	for _, r := range c.Routers {
+		if err := sysctlNS(r.Name, "net/ipv4/ip_forward", "1"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ClientIPs are the client netns' addresses, ClientIP first.
+func ClientIPs() []string {
+	var ips []string
+	for i := 1; i <= clientAddrs; i++ {
+		ips = append(ips, fmt.Sprintf("10.203.0.%d", i))
+	}
+	return ips
+}
+
+// nodeBGPRoutes gives a node its routes to the peers.
+func (c *Cluster) nodeBGPRoutes(n *Node) error {
+	for _, r := range c.Routers {
+		if err := run("ip", "-n", n.NetNS, "route", "add", r.PeerIP+"/32", "via", r.Fabric); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// birdConfig: one passive eBGP session per node (MetalLB's native speaker
+// dials), everything learned goes to the kernel, equal paths merged.
+const birdConfig = `router id {{peer}};
+log "{{dir}}/bird.log" all;
+protocol device { scan time 2; }
+protocol kernel {
+  ipv4 { import none; export where source = RTS_BGP; };
+  merge paths on;
+  scan time 2;
+}
+template bgp node {
+  local {{peer}} as {{asn}};
+  passive on;
+  hold time 9;
+  ipv4 { import all; export none; };
+}
+{{neighbors}}`
+
+func (c *Cluster) startRouters() error {
+	var nb strings.Builder
+	for i, n := range c.Nodes {
+		fmt.Fprintf(&nb, "protocol bgp node%d from node { neighbor %s as %d; }\n", i+1, n.IP, projectASN)
+	}
+	cg := c.cgroupTop + "/routers"
+	if err := makeCgroup(cg); err != nil {
+		return err
+	}
+	for _, r := range c.Routers {
+		if err := os.MkdirAll(r.dir, 0o755); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		conf := filepath.Join(r.dir, "bird.conf")
+		data := fill(birdConfig, "peer", r.PeerIP, "asn", fmt.Sprint(PeerASN), "dir", r.dir, "neighbors", nb.String())
+		if err := os.WriteFile(conf, []byte(data), 0o644); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		var err error
+		r.bird, err = startInNS("bird "+r.Name, r.Name, cg, "bird", filepath.Join(r.dir, "bird.out"),
+			[]string{"-f", "-c", conf, "-s", filepath.Join(r.dir, "bird.ctl"), "-P", filepath.Join(r.dir, "bird.pid")})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Birdc runs a BIRD command on the router ("show protocols").
+func (r *Router) Birdc(args ...string) (string, error) {
+	out, err := exec.Command("birdc", append([]string{"-s", filepath.Join(r.dir, "bird.ctl")}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// Nexthops are the addresses the router's kernel forwards ip to (the
+// nodes announcing it), none when it has no route of its own for it.
+func (r *Router) Nexthops(ip string) ([]string, error) {
+	out, err := exec.Command("ip", "-n", r.Name, "-4", "route", "show", "exact", ip+"/32").Output()
+	if err != nil {
+		return nil, fmt.Errorf("cluster: ip -n %s route show %s: %w", r.Name, ip, err)
+	}
+	var hops []string
+	f := strings.Fields(string(out))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "via" {
+			hops = append(hops, f[i+1])
+		}
+	}
+	return hops, nil
+}
+
+// Established counts the router's BGP sessions that are up.
+func (r *Router) Established() (int, error) {
+	out, err := r.Birdc("show", "protocols")
+	if err != nil {
+		return 0, fmt.Errorf("cluster: birdc on %s: %v: %s", r.Name, err, out)
+	}
+	return strings.Count(out, "Established"), nil
+}

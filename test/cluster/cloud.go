@@ -1,0 +1,401 @@
+//go:build linux
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+)
+
+// CloudOptions make the cluster an Equinix Metal one: the emulator holds
+// a device per node (same name, the node's address as its private IPv4),
+// the kubelets run with --cloud-provider=external, the CCM is installed
+// from its image with the project's Helm chart, MetalLB from its own
+// manifest with images of binaries built here, and two BIRD routers at the
+// peer addresses carry the client's traffic to the nodes that announce an
+// address (see bgp.go).
+type CloudOptions struct {
+	// CCMImage is an OCI layout with the CCM's image (make image writes
+	// bin/image).
+	CCMImage string
+	// MetalLBManifest is metallb-native.yaml of MetalLB's module, and
+	// MetalLBBins the directory with its controller and speaker built from
+	// the same version (make e2e-bins).
+	MetalLBManifest string
+	MetalLBBins     string
+	// Agnhost, when set, is imported as the e2e tests' image (AgnhostImage).
+	Agnhost string
+	// Values are chart values merged over the ones Start sets (image,
+	// config with the emulator's URL and key, loadBalancer.mode metallb).
+	Values map[string]any
+	// BeforeCCM runs once the emulator and the nodes are up, before the
+	// chart is installed (to seed reservations, say).
+	BeforeCCM func(*Cluster) error
+}
+
+const (
+	// CCMImage is the name the CCM's image is imported under.
+	CCMImage = "cluster.test/cloud-provider-equinix-metal:test"
+	// AgnhostImage is the e2e tests' image as k8s.io/kubernetes v1.37.1's
+	// test/utils/image/manifest.go names it.
+	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+	// CCMNamespace is where the chart is installed.
+	CCMNamespace     = "kube-system"
+	metallbNamespace = "metallb-system"
+	// Metro is where every device is.
+	Metro = "da"
+	// controlPlaneLabel marks node-1.
+	controlPlaneLabel = "node-role.kubernetes.io/control-plane"
+)
+
+// startEmulator seeds a device per node and serves the API on the host's
+// address the nodes reach.
+func (c *Cluster) startEmulator() error {
+	seed := emulator.DefaultSeed()
+	for i := range seed.Metros {
+		if seed.Metros[i].Code == Metro {
+			seed.Metros[i].PrivateIPv4 = nodeNet
+		}
+	}
+	seed.Projects[0].BGP = &emulator.BGPConfigSeed{ASN: projectASN}
+	for _, n := range c.Nodes {
+		seed.Devices = append(seed.Devices, emulator.DeviceSeed{Hostname: n.Name, Metro: Metro, PrivateIPv4: n.IP})
+	}
+	emu, err := emulator.New(seed, emulator.Options{})
+	if err != nil {
+		return fmt.Errorf("cluster: emulator: %w", err)
+	}
+	if _, err := emu.Listen(hostIP + ":0"); err != nil {
+		return fmt.Errorf("cluster: emulator: %w", err)
+	}
+	c.Emu = emu
+	return nil
+}
+
+// cloudImages are the images a cloud cluster adds to every node.
+func cloudImages(o *CloudOptions, metallb []*unstructured.Unstructured) ([]nodeImage, error) {
+	ccm, err := layoutImage(o.CCMImage)
+	if err != nil {
+		return nil, err
+	}
+	out := []nodeImage{{CCMImage, ccm}}
+	for _, component := range []string{"controller", "speaker"} {
+		ref := metallbImage(metallb, component)
+		if ref == "" {
+			return nil, fmt.Errorf("cluster: %s names no %s image", o.MetalLBManifest, component)
+		}
+		bin := filepath.Join(o.MetalLBBins, component)
+		img, err := hostFilesImage(map[string]string{"/" + component: bin}, false, []string{"/" + component}, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nodeImage{ref, img})
+	}
+	if o.Agnhost != "" {
+		// The e2e tests run sh -c 'curl ...' in agnhost pods.
+		img, err := hostFilesImage(map[string]string{"/agnhost": o.Agnhost, "/usr/bin/curl": "/usr/bin/curl"}, true,
+			[]string{"/agnhost"}, []string{"pause"})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nodeImage{AgnhostImage, img})
+	}
+	return out, nil
+}
+
+// readMetalLB reads MetalLB's manifest as it will be applied: without its
+// CRDs (kube-apiserver 1.37 refuses 0.15's; testenv installs the current
+// ones) and without its webhooks (the controller's admission webhook and
+// certificate rotation are off, as in the project's other data-plane
+// tests), so its objects, RBAC, Deployment and DaemonSet are MetalLB's own.
+func readMetalLB(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: MetalLB's manifest: %w (make e2e-bins downloads it)", err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("cluster: %s: %w", path, err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		switch u.GetKind() {
+		case "", "CustomResourceDefinition", "ValidatingWebhookConfiguration":
+			continue
+		case "Deployment":
+			if err := appendArgs(u, "--webhook-mode=disabled", "--disable-cert-rotation"); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func appendArgs(u *unstructured.Unstructured, args ...string) error {
+	cs, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+	if err != nil || len(cs) == 0 {
+		return fmt.Errorf("cluster: %s %s has no containers", u.GetKind(), u.GetName())
+	}
+	c := cs[0].(map[string]any)
+	have, _ := c["args"].([]any)
+	for _, a := range args {
+		have = append(have, a)
+	}
+	c["args"] = have
+	return unstructured.SetNestedSlice(u.Object, cs, "spec", "template", "spec", "containers")
+}
+
+// metallbImage is the image of MetalLB's controller or speaker in the
+// manifest.
+func metallbImage(objs []*unstructured.Unstructured, component string) string {
+	for _, u := range objs {
+		if u.GetKind() != "Deployment" && u.GetKind() != "DaemonSet" {
+			continue
+		}
+		cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		for _, c := range cs {
+			if img, _ := c.(map[string]any)["image"].(string); strings.Contains(img, "/"+component+":") {
+				return img
+			}
+		}
+	}
+	return ""
+}
+
+// chartValues: the CCM's image as imported, the emulator as its Equinix
+// Metal, MetalLB as its load balancer; o.Values over them.
+func (c *Cluster) chartValues(o *CloudOptions) map[string]any {
+	repo, tag, _ := strings.Cut(CCMImage, ":")
+	v := map[string]any{
+		"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
+		"config": map[string]any{
+			"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
+			"metro": Metro,
+		},
+		"loadBalancer": map[string]any{"mode": "metallb"},
+	}
+	return mergeValues(v, o.Values)
+}
+
+func mergeValues(dst, src map[string]any) map[string]any {
+	for k, sv := range src {
+		if sm, ok := sv.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				dst[k] = mergeValues(dm, sm)
+				continue
+			}
+		}
+		dst[k] = sv
+	}
+	return dst
+}
+
+// installCloud labels node-1 the control plane, installs the chart and
+// MetalLB, and waits until the CCM initialised every node, the speakers
+// run and each router has a session with each node.
+func (c *Cluster) installCloud(ctx context.Context, o *CloudOptions, metallb []*unstructured.Unstructured) error {
+	began := time.Now()
+	patch := []byte(`{"metadata":{"labels":{"` + controlPlaneLabel + `":""}}}`)
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, c.Nodes[0].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("cluster: labelling %s: %w", c.Nodes[0].Name, err)
+	}
+	if o.BeforeCCM != nil {
+		if err := o.BeforeCCM(c); err != nil {
+			return err
+		}
+	}
+	ch, err := deploycheck.LoadChart(chartDir())
+	if err != nil {
+		return err
+	}
+	objs, err := deploycheck.RenderChart(ch, c.chartValues(o), CCMNamespace)
+	if err != nil {
+		return err
+	}
+	if err := deploycheck.Apply(ctx, c.Env.Config, objs); err != nil {
+		return fmt.Errorf("cluster: installing the chart: %w", err)
+	}
+	if err := deploycheck.Apply(ctx, c.Env.Config, metallb); err != nil {
+		return fmt.Errorf("cluster: installing MetalLB: %w", err)
+	}
+	if err := c.waitInitialised(ctx); err != nil {
+		return err
+	}
+	c.logf("cluster: the CCM initialised %d nodes after %s", len(c.Nodes), time.Since(began).Round(time.Millisecond))
+	if err := c.waitMetalLB(ctx); err != nil {
+		return err
+	}
+	c.logf("cluster: MetalLB's controller and %d speakers ready after %s", len(c.Nodes), time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// waitMetalLB: the controller is available and a speaker is ready on
+// every node. (The speakers peer with the routers once the CCM wrote
+// their BGPPeers, with the first LoadBalancer Service.)
+func (c *Cluster) waitMetalLB(ctx context.Context) error {
+	var last string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := c.Client.AppsV1().Deployments(metallbNamespace).Get(ctx, "controller", metav1.GetOptions{})
+		if err != nil || d.Status.AvailableReplicas < 1 {
+			last = "controller not available"
+			return false, nil
+		}
+		ds, err := c.Client.AppsV1().DaemonSets(metallbNamespace).Get(ctx, "speaker", metav1.GetOptions{})
+		if err != nil || ds.Status.NumberReady != int32(len(c.Nodes)) {
+			last = "speakers not ready on every node"
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: MetalLB (%s; %s): %w", last, c.podSummary(metallbNamespace), err)
+	}
+	return nil
+}
+
+// waitInitialised: every Node has a provider ID and no uninitialized taint.
+func (c *Cluster) waitInitialised(ctx context.Context) error {
+	var last string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for _, n := range nodes.Items {
+			if n.Spec.ProviderID == "" {
+				last = n.Name + " has no provider ID"
+				return false, nil
+			}
+			for _, t := range n.Spec.Taints {
+				if t.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+					last = n.Name + " still has the uninitialized taint"
+					return false, nil
+				}
+			}
+		}
+		return len(nodes.Items) == len(c.Nodes), nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: the CCM did not initialise the nodes (%s; %s): %w", last, c.podSummary(CCMNamespace), err)
+	}
+	return nil
+}
+
+// WaitSessions waits until each router has a session up with each node.
+func (c *Cluster) WaitSessions(ctx context.Context) error {
+	var last string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, r := range c.Routers {
+			n, err := r.Established()
+			if err != nil {
+				return false, err
+			}
+			if n < len(c.Nodes) {
+				last = fmt.Sprintf("%s has %d of %d sessions up", r.Name, n, len(c.Nodes))
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: BGP sessions (%s; %s): %w", last, c.podSummary(metallbNamespace), err)
+	}
+	return nil
+}
+
+// podSummary is one line per pod of the namespace: what a failed wait
+// should show.
+func (c *Cluster) podSummary(ns string) string {
+	pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return "pods: " + err.Error()
+	}
+	var s []string
+	for _, p := range pods.Items {
+		st := string(p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Waiting != nil {
+				st += " " + cs.State.Waiting.Reason
+			}
+			if cs.RestartCount > 0 {
+				st += fmt.Sprintf(" restarts=%d", cs.RestartCount)
+			}
+		}
+		s = append(s, fmt.Sprintf("%s on %s: %s", p.Name, p.Spec.NodeName, st))
+	}
+	if len(s) == 0 {
+		return "no pods in " + ns
+	}
+	return strings.Join(s, "; ")
+}
+
+// ServiceIngress waits for the Service's first ingress IP.
+func (c *Cluster) ServiceIngress(ctx context.Context, ns, name string) (string, error) {
+	var ip string
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		s, err := c.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			if in.IP != "" {
+				ip = in.IP
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return ip, err
+}
+
+// chartDir finds deploy/chart from the working directory up (a test runs
+// in its package's directory, make run at the root).
+func chartDir() string {
+	dir, _ := os.Getwd()
+	for d := dir; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, "deploy", deploy.ChartDir)
+		if _, err := os.Stat(filepath.Join(p, "Chart.yaml")); err == nil {
+			return p
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(dir, "deploy", deploy.ChartDir)
+		}
+	}
+}
+
+// events are the reasons and messages of the object's Events.
+func (c *Cluster) events(ns, name string) string {
+	list, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return err.Error()
+	}
+	var s []string
+	for _, e := range list.Items {
+		s = append(s, e.Reason+": "+e.Message)
+	}
+	return strings.Join(s, " | ")
+}

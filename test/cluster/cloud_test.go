@@ -1,0 +1,420 @@
+//go:build cluster && linux
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// cloudOptions reads what make cluster-test passes: the CCM's image, and
+// MetalLB's manifest and binaries.
+func cloudOptions(t *testing.T) *CloudOptions {
+	t.Helper()
+	o := &CloudOptions{
+		CCMImage:        os.Getenv("METAL_CCM_CLUSTER_CCM_IMAGE"),
+		MetalLBManifest: os.Getenv("METAL_CCM_CLUSTER_METALLB_MANIFEST"),
+		MetalLBBins:     os.Getenv("METAL_CCM_CLUSTER_METALLB_BINS"),
+		Agnhost:         os.Getenv("METAL_CCM_CLUSTER_AGNHOST"),
+	}
+	if o.CCMImage == "" || o.MetalLBManifest == "" || o.MetalLBBins == "" || o.Agnhost == "" {
+		t.Fatal("METAL_CCM_CLUSTER_{CCM_IMAGE,METALLB_MANIFEST,METALLB_BINS,AGNHOST} unset: run make cluster-test")
+	}
+	return o
+}
+
+func startCloud(t *testing.T, o *CloudOptions) *Cluster {
+	t.Helper()
+	c, err := Start(context.Background(), Options{Cloud: o, Logf: t.Logf, Timeout: 6 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.removeDir = false
+			t.Logf("cluster: test failed; logs kept in %s", c.Dir)
+		}
+		c.Stop()
+		checkNothingLeft(t, c)
+	})
+	return c
+}
+
+func waitAvailable(t *testing.T, c *Cluster, name string, want int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		d, err := c.Client.AppsV1().Deployments(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas == want, nil
+	})
+	if err != nil {
+		t.Fatalf("deployment %s: %d replicas not available: %v (%s)", name, want, err, c.podSummary(metav1.NamespaceDefault))
+	}
+}
+
+func serviceIngress(c *Cluster, name string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ip, err := c.ServiceIngress(ctx, metav1.NamespaceDefault, name)
+	if err != nil {
+		return "", fmt.Errorf("%w; events: %s", err, c.events(metav1.NamespaceDefault, name))
+	}
+	return ip, nil
+}
+
+// get is one HTTP GET through the client netns.
+func get(c *Cluster, src, url string) (string, error) {
+	resp, err := c.ClientHTTP(src, 2*time.Second).Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != 200 {
+		return "", fmt.Errorf("%s: %s: %s", url, resp.Status, b)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// untilAnswers polls the URL from the client until it answers; it returns
+// how long that took.
+func untilAnswers(c *Cluster, url string, timeout time.Duration) (time.Duration, error) {
+	began := time.Now()
+	var last error
+	for time.Since(began) < timeout {
+		if _, err := get(c, "", url); err == nil {
+			return time.Since(began), nil
+		} else {
+			last = err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("no answer from %s after %s: %v", url, timeout, last)
+}
+
+// nexthops is what both routers forward ip to, sorted and deduplicated.
+func nexthops(t *testing.T, c *Cluster, ip string) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range c.Routers {
+		hops, err := r.Nexthops(ip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hops {
+			seen[h] = true
+		}
+	}
+	var out []string
+	for h := range seen {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Cluster) nodeByIP(ip string) string {
+	for _, n := range c.Nodes {
+		if n.IP == ip {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+// TestCloudTraffic is the short real-cluster check make test runs: the CCM
+// (chart, image) initialises three kubelets' nodes, MetalLB's speakers
+// announce a Service's Elastic IP to two BIRD routers, and a client
+// behind the routers reaches the pods through it over HTTP and UDP; an
+// externalTrafficPolicy Local Service is announced only from the node with
+// its pod and sees the client's address; a worker that falls off the
+// network is withdrawn and the Service keeps answering.
+func TestCloudTraffic(t *testing.T) {
+	c := startCloud(t, cloudOptions(t))
+	ctx := context.Background()
+	ns := metav1.NamespaceDefault
+
+	for _, n := range c.Nodes {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(node.Spec.ProviderID, "equinixmetal://") || node.Labels[corev1.LabelTopologyRegion] != Metro {
+			t.Errorf("node %s: providerID %q, region %q: want equinixmetal://..., %s", n.Name, node.Spec.ProviderID, node.Labels[corev1.LabelTopologyRegion], Metro)
+		}
+		var internal []string
+		for _, a := range node.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				internal = append(internal, a.Address)
+			}
+		}
+		if len(internal) != 1 || internal[0] != n.IP {
+			t.Errorf("node %s: InternalIP %v, want [%s]", n.Name, internal, n.IP)
+		}
+	}
+
+	// Cluster policy, a pod on each worker.
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "web", 2)
+	created := time.Now()
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip, err := serviceIngress(c, "web")
+	if err != nil {
+		t.Fatalf("Service web got no ingress IP: %v", err)
+	}
+	url := "http://" + net.JoinHostPort(ip, "80")
+	took, err := untilAnswers(c, url+"/hostname", 2*time.Minute)
+	if err != nil {
+		t.Fatalf("%v; routers' next hops for %s: %v", err, ip, nexthops(t, c, ip))
+	}
+	t.Logf("Service web: Elastic IP %s answered the client %s after it was created", ip, (time.Since(created) - time.Since(created.Add(took))).Round(time.Millisecond))
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := c.WaitSessions(sctx); err != nil {
+		t.Fatal(err)
+	}
+	var hops []string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		if hops = nexthops(t, c, ip); len(hops) == len(c.Nodes) {
+			break
+		}
+	}
+	if len(hops) != len(c.Nodes) {
+		t.Errorf("routers forward %s to %v: want every node (ECMP; each runs a speaker and peers)", ip, hops)
+	}
+	// 16 client addresses: L3 hashing spreads them over the nodes; the
+	// node that took a request is the source the pod saw (kube-proxy
+	// masquerades Cluster traffic).
+	pods, via := map[string]int{}, map[string]int{}
+	for _, src := range ClientIPs() {
+		name, err := get(c, src, url+"/hostname")
+		if err != nil {
+			t.Errorf("from %s: %v", src, err)
+			continue
+		}
+		pods[name]++
+		cip, err := get(c, src, url+"/clientip")
+		if err == nil {
+			host, _, _ := net.SplitHostPort(cip)
+			via[host]++
+		}
+	}
+	t.Logf("16 client addresses through %s: pods %v; sources the pods saw %v; routers' next hops %v", ip, pods, via, hops)
+	if len(pods) != 2 {
+		t.Errorf("answers came from pods %v: want both", pods)
+	}
+	if len(via) < 2 {
+		t.Errorf("requests entered through %v only: want several nodes", via)
+	}
+	got, err := c.UDPExchange("", net.JoinHostPort(ip, "90"), "hostname", 3*time.Second)
+	if err != nil || pods[got] == 0 {
+		t.Errorf("UDP hostname through %s:90 = %q, %v: want one of the pods %v", ip, got, err, pods)
+	} else {
+		t.Logf("UDP through %s:90 answered by %s", ip, got)
+	}
+
+	// Local policy: one pod, on node-3.
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("local", 1, "node-3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "local", 1)
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("local", "local", corev1.ServiceExternalTrafficPolicyLocal), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lip, err := serviceIngress(c, "local")
+	if err != nil {
+		t.Fatalf("Service local got no ingress IP: %v", err)
+	}
+	lurl := "http://" + net.JoinHostPort(lip, "80")
+	if _, err := untilAnswers(c, lurl+"/hostname", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if hops := nexthops(t, c, lip); len(hops) != 1 || c.nodeByIP(hops[0]) != "node-3" {
+		t.Errorf("routers forward the Local Service's %s to %v: want node-3 (%s) only", lip, hops, c.Nodes[2].IP)
+	}
+	for _, src := range ClientIPs()[:4] {
+		cip, err := get(c, src, lurl+"/clientip")
+		host, _, _ := net.SplitHostPort(cip)
+		if err != nil || host != src {
+			t.Errorf("Local Service from %s: the pod saw %q (%v): want the client's own address", src, cip, err)
+		}
+	}
+
+	// Service created -> first answer at the client through its Elastic
+	// IP, 20 Services at once (printed, not asserted).
+	timeToAnswer(t, c, 20)
+
+	// node-2 falls off the network: its routes are withdrawn (BGP hold
+	// time) and web keeps answering from node-3's pod.
+	n2 := c.Nodes[1]
+	began := time.Now()
+	if err := run("ip", "-n", n2.NetNS, "link", "set", "eth0", "down"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = run("ip", "-n", n2.NetNS, "link", "set", "eth0", "up") })
+	var lastErr time.Time
+	errorsSeen, ok := 0, 0
+	for time.Since(began) < 90*time.Second && ok < 40 {
+		failed := false
+		for _, src := range ClientIPs() {
+			if _, err := get(c, src, url+"/hostname"); err != nil {
+				failed = true
+				errorsSeen++
+			}
+		}
+		if failed {
+			ok = 0
+			lastErr = time.Now()
+		} else {
+			ok++
+		}
+	}
+	if ok < 40 {
+		t.Fatalf("web still failing 90 s after node-2 went down (%d errors); next hops %v", errorsSeen, nexthops(t, c, ip))
+	}
+	for _, h := range nexthops(t, c, ip) {
+		if h == n2.IP {
+			t.Errorf("routers still forward %s to node-2 after it went down", ip)
+		}
+	}
+	if lastErr.IsZero() {
+		t.Logf("node-2 down: no client error at all")
+	} else {
+		t.Logf("node-2 down: client errors stopped after %s (%d failed requests)", lastErr.Sub(began).Round(100*time.Millisecond), errorsSeen)
+	}
+}
+
+// TestCloudWrongModule installs the chart with a deliberately broken
+// load-balancer module (test/e2e/wrongasn: MetalLB objects whose peer ASN
+// is off by one), mounted from the host as a user's own module would be:
+// the Service still gets its Elastic IP, but no session comes up, no
+// router learns a route, and the client's traffic check fails. It shows
+// that the check in TestCloudTraffic can fail.
+func TestCloudWrongModule(t *testing.T) {
+	wasm := os.Getenv("METAL_CCM_CLUSTER_WRONG_MODULE")
+	if wasm == "" {
+		t.Fatal("METAL_CCM_CLUSTER_WRONG_MODULE unset: run make cluster-test")
+	}
+	o := cloudOptions(t)
+	o.Values = map[string]any{
+		"loadBalancer": map[string]any{
+			"mode": "module",
+			"module": map[string]any{
+				"url":       "wasm:///etc/ccm/modules/wrongasn.wasm",
+				"namespace": metallbNamespace,
+				"rules": []any{map[string]any{
+					"apiGroups": []any{"metallb.io"}, "resources": []any{"ipaddresspools", "bgppeers", "bgpadvertisements"},
+					"verbs": []any{"get", "list", "watch", "create", "patch", "update", "delete"},
+				}},
+			},
+		},
+		"volumes":      []any{map[string]any{"name": "modules", "hostPath": map[string]any{"path": filepath.Dir(wasm)}}},
+		"volumeMounts": []any{map[string]any{"name": "modules", "mountPath": "/etc/ccm/modules", "readOnly": true}},
+	}
+	c := startCloud(t, o)
+	ctx := context.Background()
+	if _, err := c.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "web", 2)
+	if _, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip, err := serviceIngress(c, "web")
+	if err != nil {
+		t.Fatalf("Service web got no ingress IP: %v", err)
+	}
+	_, err = untilAnswers(c, "http://"+net.JoinHostPort(ip, "80")+"/hostname", 45*time.Second)
+	if err == nil {
+		t.Fatalf("the client reached %s although the module's BGPPeers name the wrong peer ASN: the traffic check cannot fail", ip)
+	}
+	for _, r := range c.Routers {
+		n, err := r.Established()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%s has %d sessions up with a wrong peer ASN", r.Name, n)
+		}
+	}
+	if hops := nexthops(t, c, ip); len(hops) != 0 {
+		t.Errorf("routers forward %s to %v with a wrong peer ASN", ip, hops)
+	}
+	out, _ := c.Routers[0].Birdc("show", "protocols", "all", "node1")
+	t.Logf("as it should: %v; router 1 on node-1's session: %s", err, lastLines(out, 3))
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// timeToAnswer creates n LoadBalancer Services for the web pods at once and
+// logs p50 and p99 of created -> first HTTP answer at the client.
+func timeToAnswer(t *testing.T, c *Cluster, n int) {
+	t.Helper()
+	ctx := context.Background()
+	took := make([]time.Duration, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("timing-%02d", i)
+			began := time.Now()
+			if _, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, LoadBalancerService(name, "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+				errs[i] = err
+				return
+			}
+			ip, err := serviceIngress(c, name)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if _, err := untilAnswers(c, "http://"+net.JoinHostPort(ip, "80")+"/hostname", 2*time.Minute); err != nil {
+				errs[i] = err
+				return
+			}
+			took[i] = time.Since(began)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("timing-%02d: %v", i, err)
+		}
+	}
+	sorted := slices.Clone(took)
+	slices.Sort(sorted)
+	p := func(q float64) time.Duration { return sorted[int(q*float64(len(sorted)-1))].Round(10 * time.Millisecond) }
+	t.Logf("%d Services created at once: created -> first HTTP answer through the Elastic IP at the client: p50 %s, p99 %s, max %s", n, p(0.5), p(0.99), sorted[len(sorted)-1].Round(10*time.Millisecond))
+	for i := range n {
+		_ = c.Client.CoreV1().Services(metav1.NamespaceDefault).Delete(ctx, fmt.Sprintf("timing-%02d", i), metav1.DeleteOptions{})
+	}
+}
