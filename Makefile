@@ -55,6 +55,7 @@ all: build
 
 help:
 	@echo "make run    - the sandbox: emulator + real kube-apiserver + the CCM + sample Services"
+	@echo "make run-cluster - the same on a real cluster (root): kubelets, the CCM from its image, MetalLB, BGP routers; curl a Service's Elastic IP from the client netns"
 	@echo "make test   - every test (builds kube-apiserver and etcd into $(K8S_BIN_DIR) once)"
 	@echo "make build  - the CCM binary in $(CCM_BIN)"
 	@echo "make e2e    - the data plane: real MetalLB speakers and two GoBGP routers in a private netns (part of make test)"
@@ -65,7 +66,9 @@ help:
 	@echo "make image-push REGISTRY=registry.example/team - push the image as \$$(REGISTRY)/cloud-provider-equinix-metal:\$$(VERSION)"
 	@echo "make module-image WASM=mine.wasm - a load-balancer module as an OCI artifact in $(BIN_DIR)/modules/<name> (add MODULE_REF=... to push)"
 	@echo "make version - the version stamped everywhere ($(VERSION))"
-	@echo "make cluster-test - a real two-node cluster (containerd, kubelet, kube-proxy in netns; root; first step of the real-cluster tests, not yet part of make test)"
+	@echo "make cluster-test - real clusters (containerd, kubelet, kube-proxy in netns; root): pods, Services, and a cloud cluster's traffic through its Elastic IPs (its short check is part of make test)"
+	@echo "make conformance - Kubernetes' own [sig-network] LoadBalancers e2e tests against a real cloud cluster (root; tens of minutes); JUnit in bin/conformance"
+	@echo "make cluster-clean - remove what a killed cluster run left behind"
 	@echo "make sync-policies - copy policies/*.rego into deploy/ (kustomize and the chart carry copies; a test fails when they differ)"
 
 version:
@@ -132,6 +135,7 @@ test: lint k8s-bins modules examples policy-test image-check
 	METAL_CCM_IMAGE_BUILDS=$(CURDIR)/$(IMAGE_CHECK_DIR)/1:$(CURDIR)/$(IMAGE_CHECK_DIR)/2 $(GO) test ./...
 	cd $(SDK_DIR) && $(GO) test ./...
 	@$(MAKE) --no-print-directory e2e
+	@$(MAKE) --no-print-directory cluster-check CLUSTER_CCM_IMAGE=$(IMAGE_CHECK_DIR)/1/image
 
 # --- load-balancer modules (owned by the module work) ---
 # Each modules/<name>/ main package becomes modules/wasm/<name>.wasm, which
@@ -308,9 +312,11 @@ $(GOBGP_BIN_DIR)/gobgp:
 # The deliberately broken module (wrong peer ASN) shows the router assertion
 # can fail.
 E2E_WRONG_ASN := $(BIN_DIR)/e2e/wrongasn.wasm
-e2e: build k8s-bins e2e-bins
-	@mkdir -p $(dir $(E2E_WRONG_ASN))
-	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(E2E_WRONG_ASN) ./test/e2e/wrongasn
+$(E2E_WRONG_ASN): $(MODULE_SRCS) test/e2e/wrongasn/main.go
+	@mkdir -p $(@D)
+	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $@ ./test/e2e/wrongasn
+
+e2e: build k8s-bins e2e-bins $(E2E_WRONG_ASN)
 	@$(GO) build -o $(BIN_DIR)/sandbox ./test/cmd/sandbox
 	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
 	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) METAL_CCM_E2E_SANDBOX=$(CURDIR)/$(BIN_DIR)/sandbox \
@@ -332,7 +338,7 @@ CLUSTER_BINS := $(K8S_BIN_DIR)/kubelet $(K8S_BIN_DIR)/kube-proxy $(K8S_BIN_DIR)/
 # pauseImage names the same version (containerd's sandbox_image).
 PAUSE_VERSION := 3.10.2
 
-.PHONY: cluster-bins cluster-debs cluster-test
+.PHONY: cluster-bins cluster-debs cluster-test cluster-check cluster-clean cluster-image conformance run-cluster
 cluster-bins: k8s-bins $(CLUSTER_BINS)
 
 $(K8S_BIN_DIR)/kubelet $(K8S_BIN_DIR)/kube-proxy $(K8S_BIN_DIR)/kube-controller-manager $(K8S_BIN_DIR)/kube-scheduler:
@@ -351,7 +357,7 @@ $(K8S_BIN_DIR)/pause:
 	@mv $@.tmp $@
 
 # The node runtime from Debian, installed when missing (root, apt-get).
-CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static iptables conntrack gcc
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static iptables conntrack gcc bird2 curl
 cluster-debs:
 	@missing=""; for p in $(CLUSTER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -360,5 +366,62 @@ cluster-debs:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-cluster-test: cluster-debs cluster-bins $(K8S_BIN_DIR)/kubectl
-	$(GO) test -tags cluster -count=1 -v -timeout 15m ./test/cluster/
+# agnhost (the e2e tests' image, and the traffic tests' server) and e2e.test
+# from the same k8s.io/kubernetes module, cached beside kubelet.
+AGNHOST := $(K8S_BIN_DIR)/agnhost
+E2E_TEST := $(K8S_BIN_DIR)/e2e.test
+$(AGNHOST):
+	@mkdir -p $(@D)
+	@echo ">> building agnhost from k8s.io/kubernetes $(K8S_VERSION) into $(@D) (once)"
+	@$(GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp k8s.io/kubernetes/test/images/agnhost || { rm -f $@.tmp; exit 1; }
+	@mv $@.tmp $@
+$(E2E_TEST):
+	@mkdir -p $(@D)
+	@echo ">> building e2e.test $(K8S_VERSION) into $(@D) (once; a few minutes)"
+	@$(GO) test -C test/testenv/k8sbins -c -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/test/e2e || { rm -f $@.tmp; exit 1; }
+	@mv $@.tmp $@
+
+# A cloud cluster (Options.Cloud) runs the CCM from its image (one platform,
+# this machine's), MetalLB from its own manifest (in its module) and
+# binaries built here, and agnhost. CLUSTER_CCM_IMAGE is an OCI layout.
+CLUSTER_CCM_IMAGE ?= $(BIN_DIR)/cluster-image
+GOARCH_NATIVE := $(shell $(GO) env GOARCH)
+CLUSTER_PREREQS := cluster-debs cluster-bins $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker
+CLUSTER_ENV = METAL_CCM_CLUSTER_CCM_IMAGE=$(abspath $(CLUSTER_CCM_IMAGE)) \
+  METAL_CCM_CLUSTER_METALLB_MANIFEST=$$($(GO) mod download -json go.universe.tf/metallb@$(METALLB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/config/manifests/metallb-native.yaml \
+  METAL_CCM_CLUSTER_METALLB_BINS=$(METALLB_BIN_DIR) METAL_CCM_CLUSTER_AGNHOST=$(AGNHOST)
+
+cluster-image: modules
+	@$(MAKE) --no-print-directory -s image PLATFORMS=linux/$(GOARCH_NATIVE) IMAGE_DIR=$(CLUSTER_CCM_IMAGE) >/dev/null
+
+# Every test/cluster test (root): nodes, pods, kube-proxy, and a cloud
+# cluster's traffic through its Elastic IPs.
+cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN)
+	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 20m ./test/cluster/
+
+# The short real-cluster check of make test: one cloud cluster, Services
+# answered through their Elastic IPs, a node lost. The image is the one
+# image-check built.
+cluster-check: $(CLUSTER_PREREQS)
+	$(CLUSTER_ENV) $(GO) test -tags cluster -count=1 -v -timeout 15m -run 'TestCloudTraffic' ./test/cluster/
+
+# Kubernetes' own LoadBalancer e2e tests against a cloud cluster; the JUnit
+# report and e2e.test's log go to $(CONFORMANCE_DIR). Narrow or widen with
+#   make conformance CONFORMANCE_FOCUS='\[sig-network\] LoadBalancers should be able to preserve UDP traffic'
+CONFORMANCE_DIR ?= $(BIN_DIR)/conformance
+CONFORMANCE_FOCUS ?=
+conformance: $(CLUSTER_PREREQS) cluster-image $(E2E_TEST)
+	@rm -rf $(CONFORMANCE_DIR)
+	$(CLUSTER_ENV) METAL_CCM_CONFORMANCE_E2E=$(E2E_TEST) METAL_CCM_CONFORMANCE_REPORT=$(abspath $(CONFORMANCE_DIR)) \
+	  METAL_CCM_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' \
+	  $(GO) test -tags cluster -count=1 -v -timeout 150m -run 'TestConformance' ./test/cluster/
+
+# make run's real-cluster variant: a cloud cluster with a sample Service,
+# until Ctrl-C (root).
+run-cluster: $(CLUSTER_PREREQS) cluster-image
+	@$(GO) build -o $(BIN_DIR)/cluster ./test/cmd/cluster
+	@$(CLUSTER_ENV) PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/cluster
+
+# What a killed cluster run left behind (processes, netns, mounts, cgroups).
+cluster-clean:
+	sh test/cluster/clean.sh

@@ -10,7 +10,7 @@ V=${1:?usage: $0 v1.MINOR.PATCH}
 SV="v0.${V#v1.}"
 # Outside any module: the caller's redirect has already truncated go.mod.
 MODFILE=$(cd / && GOWORK=off go mod download -json "k8s.io/kubernetes@${V}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
-echo "module github.com/metal-ccm/cloud-provider-equinix-metal/host/testenv/k8sbins"; echo
+echo "module github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv/k8sbins"; echo
 grep -E '^(go|godebug) ' "$MODFILE"
 echo; echo "require k8s.io/kubernetes ${V}"; echo
 echo "replace ("
