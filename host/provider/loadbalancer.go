@@ -37,7 +37,8 @@ func (lb *loadBalancer) manager() (*eip.Manager, error) {
 	return m, nil
 }
 
-// GetLoadBalancer reports the Service's Elastic IP.
+// GetLoadBalancer reports the Service's Elastic IP, and that a load
+// balancer exists while a reservation the Service would release does.
 func (lb *loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
 	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
 		return nil, false, cloudprovider.ImplementedElsewhere
@@ -49,6 +50,13 @@ func (lb *loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.S
 	ip, ok, err := m.Current(ctx, svc)
 	if err != nil || !ok {
 		return nil, false, err
+	}
+	if ip == "" {
+		// A reservation without an address for the Service yet (pending
+		// approval, or its sharing key's): it exists, so that the service
+		// controller calls EnsureLoadBalancerDeleted, which releases it,
+		// before it removes the Service's finalizer (eip.Manager.Current).
+		return &v1.LoadBalancerStatus{}, true, nil
 	}
 	return status(ip), true, nil
 }
