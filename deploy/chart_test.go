@@ -196,6 +196,7 @@ func TestChartSchema(t *testing.T) {
 		{`loadBalancer: {mode: haproxy}`, "mode"},
 		{`loadBalancer: {mode: module, module: {url: "https://example/x.wasm"}}`, "url"},
 		{`replicas: 3`, "replicas"},
+		{`config: {apiKey: k, projectID: p, orphanEIPs: delete}`, "orphanEIPs"},
 	} {
 		_, err := deploycheck.RenderChart(ch, with(tc.values), deploy.Namespace)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "schema") {
@@ -205,6 +206,44 @@ func TestChartSchema(t *testing.T) {
 	_, err = deploycheck.RenderChart(ch, map[string]any{}, deploy.Namespace)
 	if err == nil || !strings.Contains(err.Error(), "config.apiKey is required") {
 		t.Errorf("without config.apiKey: %v", err)
+	}
+}
+
+// TestChartOrphanExample: the commented orphan settings in values.yaml,
+// uncommented, pass the schema and reach cloud-sa.json as they are.
+func TestChartOrphanExample(t *testing.T) {
+	b, err := os.ReadFile(deploy.ChartDir + "/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := map[string]any{"apiKey": "k", "projectID": "p"}
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, key := range []string{"orphanEIPs", "orphanEIPGrace"} {
+			if v, ok := strings.CutPrefix(line, "  # "+key+": "); ok {
+				v, _, _ = strings.Cut(v, "#")
+				config[key] = strings.TrimSpace(v)
+			}
+		}
+	}
+	if len(config) != 4 {
+		t.Fatalf("values.yaml's commented example under config: has %v, want orphanEIPs and orphanEIPGrace", config)
+	}
+	objs := renderChart(t, map[string]any{"config": config})
+	s := find(objs, "Secret", deploy.Namespace, deploy.SecretName)
+	if s == nil {
+		t.Fatal("no Secret from config")
+	}
+	enc, _, _ := unstructured.NestedString(s.Object, "data", deploy.SecretKey)
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := json.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	if file["orphanEIPs"] != "release" || file["orphanEIPGrace"] != config["orphanEIPGrace"] {
+		t.Errorf("cloud-sa.json = %s", raw)
 	}
 }
 

@@ -122,6 +122,17 @@ func (l *loader) loadFile(b []byte, path string) {
 	}
 }
 
+// ignoredEnv are the variables upstream read that this CCM does not. They
+// are warned about as an unknown cloud-config field is (loadFile), but an
+// unknown METAL_* variable in general is not: other programs read that
+// prefix too (the metal CLI's METAL_AUTH_TOKEN, METAL_CONFIG), and plan runs
+// in a user's shell, so only a setting meant for upstream is a mistake.
+var ignoredEnv = map[string]bool{
+	// upstream's loadBalancerID: an Equinix Metal Load Balancer (EMLB)
+	// for the control plane, which this CCM does not drive.
+	"METAL_LOAD_BALANCER_ID": true,
+}
+
 // loadEnv reads the METAL_* variables of environ (nil: the process's).
 func (l *loader) loadEnv(environ []string) {
 	if environ == nil {
@@ -133,18 +144,29 @@ func (l *loader) loadEnv(environ []string) {
 			envToKey[o.env] = o.key
 		}
 	}
+	var ignored []string
 	_ = l.k.Load(env.Provider("\x00", env.Opt{
 		Prefix:      "METAL_",
 		EnvironFunc: func() []string { return environ },
 		TransformFunc: func(name, value string) (string, any) {
+			if value == "" { // upstream treats an empty variable as unset
+				return "", nil
+			}
 			key, ok := envToKey[name]
-			if !ok || value == "" { // upstream treats an empty variable as unset
+			if !ok {
+				if ignoredEnv[name] {
+					ignored = append(ignored, name)
+				}
 				return "", nil
 			}
 			l.envKeys[key] = name
 			return key, value
 		},
 	}), nil)
+	if len(ignored) > 0 {
+		sort.Strings(ignored)
+		l.warnings = append(l.warnings, fmt.Sprintf("the environment variable(s) %s, which upstream read, are ignored by this CCM; the known variables are listed in the README's configuration table", strings.Join(ignored, ", ")))
+	}
 }
 
 func (l *loader) loadFlags(flags *pflag.FlagSet) {

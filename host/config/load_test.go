@@ -237,13 +237,45 @@ func TestCloudConfigNamesAreCaseInsensitive(t *testing.T) {
 	}
 }
 
-func TestUnknownCloudConfigFieldWarns(t *testing.T) {
-	cfg, err := Load(Sources{CloudConfig: []byte(`{"apiKey":"k","projectID":"p","loadBalancerID":"x"}`), Environ: []string{}})
-	if err != nil {
-		t.Fatal(err)
+// TestIgnoredSettingsWarn: upstream's loadBalancerID (the ID of an Equinix
+// Metal Load Balancer, which this CCM does not drive) is ignored with a
+// warning whichever way it is given, and the warning says where to look.
+func TestIgnoredSettingsWarn(t *testing.T) {
+	cases := []struct {
+		name    string
+		file    string
+		environ []string
+		want    string // in the one warning; "" wants none
+	}{
+		{name: "cloud-config field", file: `{"apiKey":"k","projectID":"p","loadBalancerID":"x"}`, want: `"loadBalancerID"`},
+		{name: "environment variable", file: `{"apiKey":"k","projectID":"p"}`, environ: []string{"METAL_LOAD_BALANCER_ID=x"}, want: "METAL_LOAD_BALANCER_ID"},
+		// Upstream treats an empty variable as unset, so does every other
+		// variable here.
+		{name: "empty environment variable", file: `{"apiKey":"k","projectID":"p"}`, environ: []string{"METAL_LOAD_BALANCER_ID="}},
+		// Other programs' METAL_* variables (the metal CLI's token) are not
+		// this CCM's to judge: plan runs in a user's shell.
+		{name: "another program's variable", file: `{"apiKey":"k","projectID":"p"}`, environ: []string{"METAL_AUTH_TOKEN=t"}},
 	}
-	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], `"loadBalancerID"`) {
-		t.Fatalf("warnings = %q", cfg.Warnings)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			environ := tc.environ
+			if environ == nil {
+				environ = []string{}
+			}
+			cfg, err := Load(Sources{CloudConfig: []byte(tc.file), Environ: environ})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" {
+				if len(cfg.Warnings) != 0 {
+					t.Fatalf("warnings = %q, want none", cfg.Warnings)
+				}
+				return
+			}
+			if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], tc.want) || !strings.Contains(cfg.Warnings[0], "ignored") || !strings.Contains(cfg.Warnings[0], "README's configuration table") {
+				t.Fatalf("warnings = %q, want one naming %s", cfg.Warnings, tc.want)
+			}
+		})
 	}
 }
 
