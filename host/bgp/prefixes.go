@@ -65,7 +65,7 @@ func (b *PrefixBudget) Check(addresses int, nodes []string) {
 		b.exceeded[n] = true
 		ref := &v1.ObjectReference{Kind: "Node", Name: n, UID: types.UID(n)}
 		b.recorder.Eventf(ref, v1.EventTypeWarning, reasonPrefixLimit,
-			"This node announces %d Service addresses over BGP, more than the session limit of %d; Equinix Metal drops sessions past the limit: ask Equinix to raise it and set bgpMaxPrefixes, or use fewer LoadBalancer Services", addresses, b.limit)
+			"This node announces %d Service addresses over BGP, more than the session limit of %d; Equinix Metal drops sessions past the limit: ask Equinix to raise it and set bgpMaxPrefixes, or use fewer LoadBalancer Services; bgpMaxPrefixesAction=refuse refuses new Elastic IPs past the limit instead", addresses, b.limit)
 	}
 	klog.InfoS("BGP prefix limit exceeded", "announced", addresses, "limit", b.limit)
 }

@@ -1,6 +1,7 @@
 // Package clusterevent reports failures that concern the whole cluster,
 // not one object: a load-balancer module that fails, a placement policy
-// that cannot be evaluated. Such a failure hits every Service at once and
+// that cannot be evaluated, a mounted module or policy file that fails to
+// reload. Such a failure hits every Service at once and
 // is retried; recorded on each Service at each retry it becomes thousands
 // of identical Warnings that bury everything else (and cost a write each).
 // A Reporter records it once per cause instead, on one cluster-level
@@ -23,7 +24,7 @@ import (
 var (
 	reported = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name:           "equinix_metal_cluster_failures_reported_total",
-		Help:           "Cluster-wide failures (a failing load-balancer module, a placement policy that cannot be evaluated) recorded as a Warning Event, by the Event's reason: once per cause, not per Service or per retry.",
+		Help:           "Cluster-wide failures (a failing load-balancer module, a placement policy that cannot be evaluated, a mounted module or policy file that fails to reload) recorded as a Warning Event, by the Event's reason: once per cause, not per Service or per retry.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 	registerOnce sync.Once

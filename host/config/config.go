@@ -68,6 +68,9 @@ type Config struct {
 	HealthCheckTimeout   time.Duration `key:"healthCheckTimeout"`
 	HealthCheckFailures  int           `key:"healthCheckFailures"`
 	BGPMaxPrefixes       int           `key:"bgpMaxPrefixes"`
+	// BGPMaxPrefixesAction is what happens to a new Service Elastic IP once
+	// BGPMaxPrefixes are announced: prefixesWarn or PrefixesRefuse.
+	BGPMaxPrefixesAction string `key:"bgpMaxPrefixesAction"`
 	// OrphanEIPs is what to do with this cluster's Service reservations
 	// whose Service is gone: OrphanReport or OrphanRelease.
 	OrphanEIPs     string        `key:"orphanEIPs"`
@@ -82,6 +85,17 @@ type Config struct {
 const (
 	orphanReport  = "report"
 	OrphanRelease = "release"
+)
+
+// The values of bgpMaxPrefixesAction. Equinix Metal's router drops a BGP
+// session that announces more prefixes than the project's limit, and with
+// it every Service address of the node (upstream issue #457): warn reserves
+// the Elastic IP and warns on each BGP node; refuse reserves none past the
+// limit, so one Service goes without an address instead of every Service
+// of the node going dark.
+const (
+	prefixesWarn   = "warn"
+	PrefixesRefuse = "refuse"
 )
 
 // DefaultBaseURL is the production Equinix Metal API.
@@ -178,7 +192,9 @@ var options = []option{
 	{key: "healthCheckFailures", env: "METAL_HEALTH_CHECK_FAILURES", flag: "metal-health-check-failures", def: "3",
 		usage: "consecutive failed probes before the control-plane EIP moves"},
 	{key: "bgpMaxPrefixes", env: "METAL_BGP_MAX_PREFIXES", flag: "metal-bgp-max-prefixes", def: "10",
-		usage: "prefixes a BGP session may announce before the CCM warns (Equinix's default session limit is 10)"},
+		usage: "prefixes a BGP session may announce before the CCM warns, or refuses new Elastic IPs with bgpMaxPrefixesAction=refuse (Equinix's default session limit is 10)"},
+	{key: "bgpMaxPrefixesAction", env: "METAL_BGP_MAX_PREFIXES_ACTION", flag: "metal-bgp-max-prefixes-action", def: prefixesWarn,
+		usage: "what a new Service Elastic IP past bgpMaxPrefixes gets: warn (reserved; a warning Event on each BGP node) or refuse (not reserved; a warning Event on the Service)"},
 	{key: "readinessAddress", env: "METAL_READINESS_ADDRESS", flag: "metal-readiness-address",
 		usage: "address (host:port) of the /readyz endpoint over plain HTTP, for the Deployment's readiness probe; empty serves none"},
 	{key: "orphanEIPs", env: "METAL_ORPHAN_EIPS", flag: "metal-orphan-eips", def: orphanReport,

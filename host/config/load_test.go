@@ -49,6 +49,7 @@ var layerValues = map[string][3]string{
 	"healthCheckTimeout":           {"100ms", "200ms", "300ms"},
 	"healthCheckFailures":          {"1", "2", "5"},
 	"bgpMaxPrefixes":               {"11", "12", "13"},
+	"bgpMaxPrefixesAction":         {"refuse", "warn", "refuse"},
 	"annotateBGPPass":              {"false", "true", "false"},
 	"orphanEIPs":                   {"release", "report", "release"},
 	"orphanEIPGrace":               {"1m", "2m", "3m"},

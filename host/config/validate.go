@@ -163,6 +163,9 @@ func (v *validator) limits(c *Config) {
 	if c.BGPMaxPrefixes < 1 {
 		v.add("bgpMaxPrefixes", "%d is too small; use at least 1", c.BGPMaxPrefixes)
 	}
+	if c.BGPMaxPrefixesAction != prefixesWarn && c.BGPMaxPrefixesAction != PrefixesRefuse {
+		v.add("bgpMaxPrefixesAction", "%q is not an option; use %s or %s", c.BGPMaxPrefixesAction, prefixesWarn, PrefixesRefuse)
+	}
 }
 
 func defaultOf(key string) string {

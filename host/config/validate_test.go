@@ -38,6 +38,7 @@ func TestValidationProblems(t *testing.T) {
 		{name: "json array value", file: `{"metro": ["da"]}`, env: base, want: []string{"metro", "must be a string, number or boolean"}},
 		{name: "emlb", env: append(base, "METAL_LOAD_BALANCER=emlb:///da"), want: []string{"does not support"}},
 		{name: "orphan mode", env: append(base, "METAL_ORPHAN_EIPS=delete"), want: []string{"orphanEIPs (env METAL_ORPHAN_EIPS)", `"delete" is not an option; use report or release`}},
+		{name: "prefix limit action", env: append(base, "METAL_BGP_MAX_PREFIXES_ACTION=drop"), want: []string{"bgpMaxPrefixesAction (env METAL_BGP_MAX_PREFIXES_ACTION)", `"drop" is not an option; use warn or refuse`}},
 		{name: "orphan grace", file: `{"orphanEIPGrace": "-5m"}`, env: base, want: []string{"orphanEIPGrace", "negative"}},
 		{name: "memory", env: append(base, "METAL_MODULE_MEMORY_LIMIT_MIB=1"), want: []string{"moduleMemoryLimitMiB", "between 4 and 4096"}},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -61,6 +62,11 @@ type Manager struct {
 	services Services
 	// keys serialises the work on one sharing key (by its tag).
 	keys keymutex.KeyMutex
+	// prefixCap, if set, refuses a new Elastic IP past the BGP prefix
+	// limit (prefixcap.go); capMu makes its count and the reservation one
+	// step.
+	prefixCap *PrefixCap
+	capMu     sync.Mutex
 	// PendingRetry is how soon the service controller retries a Service
 	// whose reservation Equinix has not approved yet.
 	PendingRetry time.Duration

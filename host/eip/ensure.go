@@ -194,8 +194,16 @@ func (m *Manager) ownAddress(svc *v1.Service, lbIP string) (string, error) {
 }
 
 // reserve requests a reservation with tags in loc; key, if any, is named in
-// the Events.
+// the Events. Past the BGP prefix limit, with the cap on, it reserves
+// nothing (underPrefixCap).
 func (m *Manager) reserve(ctx context.Context, svc *v1.Service, loc location.Location, tags []string, key string) (*metalv1.IPReservation, error) {
+	if m.prefixCap != nil {
+		m.capMu.Lock()
+		defer m.capMu.Unlock()
+		if err := m.underPrefixCap(ctx, svc); err != nil {
+			return nil, err
+		}
+	}
 	what, details := "a public IPv4 Elastic IP", Details
 	if key != "" {
 		what = fmt.Sprintf("a public IPv4 Elastic IP for sharing key %q", key)

@@ -73,7 +73,7 @@ func (c *cloud) setupModule(cfg *config.Config) error {
 		c.lb.dirty = rec.MarkDirty
 		c.reconciler.Store(rec)
 		if w := c.moduleWatch; w != nil {
-			w.set = rec.SetModule
+			w.set, w.events = rec.SetModule, moduleReloadEvents(env.recorder, w.lb.Path)
 			go w.run(ctx)
 		}
 		// A Service's address appears in its status after EnsureLoadBalancer
@@ -188,15 +188,28 @@ func bgpNodes(ctl *atomic.Pointer[bgp.Controller]) func() []bgp.Node {
 // checkPrefixes counts the distinct Service addresses every BGP node
 // announces.
 func (s *snapshotter) checkPrefixes(req sdk.GenerateRequest) {
+	names := make([]string, 0, len(req.Nodes))
+	for _, n := range req.Nodes {
+		names = append(names, n.Name)
+	}
+	s.budget.Check(len(announced(req)), names)
+}
+
+// announced are the distinct Service addresses of the module's input: what
+// every BGP node announces.
+func announced(req sdk.GenerateRequest) map[string]bool {
 	ips := map[string]bool{}
 	for _, svc := range req.Services {
 		for _, ip := range svc.IPs {
 			ips[ip] = true
 		}
 	}
-	names := make([]string, 0, len(req.Nodes))
-	for _, n := range req.Nodes {
-		names = append(names, n.Name)
-	}
-	s.budget.Check(len(ips), names)
+	return ips
+}
+
+// announcedBy are the addresses that svcs make every BGP node announce,
+// counted exactly as checkPrefixes counts them: for the cap on new Elastic
+// IPs (bgpMaxPrefixesAction=refuse), the same count as the warning's.
+func announcedBy(svcs []*v1.Service) map[string]bool {
+	return announced(lbsnapshot.Build(lbsnapshot.Input{Services: svcs}))
 }

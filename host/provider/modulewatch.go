@@ -13,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/clusterevent"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
@@ -26,7 +27,8 @@ var moduleResync = time.Minute
 // ConfigMap or volume) into use without a restart. A file that fails to
 // load (unreadable, not the pinned sha256, not a valid module) never
 // replaces the module in use: the previous one keeps working, the failure
-// is logged once, counted (equinix_metal_lbmodule_reload_failing) and
+// is logged once, counted (equinix_metal_lbmodule_reload_failing), recorded
+// once as a LoadBalancerModuleReloadFailed Event (reloadevents.go) and
 // named by readiness until a good module is back. Built-in modules are in
 // the binary and wasm+oci:// modules are pinned by digest: neither changes
 // while the CCM runs, so neither is watched.
@@ -34,6 +36,8 @@ type moduleWatch struct {
 	lb   config.LoadBalancer
 	opts wasmhost.Options
 	set  func(*wasmhost.Module) // the reconciler's SetModule, once it runs
+	// events records the failures and the recovery (set with set).
+	events *clusterevent.Reporter
 
 	mu        sync.Mutex
 	digest    string // sha256 of the module in use
@@ -71,6 +75,7 @@ func (w *moduleWatch) check(ctx context.Context) {
 			klog.InfoS("The load-balancer module file is the module in use again", "path", w.lb.Path, "sha256", digest)
 			w.lastErr, w.failed, w.failedMsg = nil, "", ""
 			lbmodule.RecordReload(nil)
+			w.recovered()
 		}
 		return
 	case digest == w.failed && w.lastErr != nil:
@@ -84,6 +89,7 @@ func (w *moduleWatch) check(ctx context.Context) {
 	klog.InfoS("Load-balancer module file changed; using the new module", "path", w.lb.Path, "sha256", mod.SHA256(), "previous", w.digest)
 	w.digest, w.failed, w.failedMsg, w.lastErr = mod.SHA256(), "", "", nil
 	lbmodule.RecordReload(nil)
+	w.recovered()
 	w.set(mod)
 }
 
@@ -98,6 +104,22 @@ func (w *moduleWatch) fail(err error, digest string) {
 	w.failed = digest
 	lbmodule.RecordReload(w.lastErr)
 	klog.ErrorS(w.lastErr, "Load-balancer module reload failed; put a valid module back at the path (no restart needed)", "path", w.lb.Path)
+	if w.events != nil {
+		file := w.lb.Path
+		if digest != "" {
+			file += " (sha256 " + short(digest) + ")"
+		}
+		w.events.Failed(digest+"\x00"+err.Error(), fmt.Sprintf("The load-balancer module file %s did not load, so the last good module (sha256 %s) stays in use: %v; put a valid module at that path (no restart needed)",
+			file, short(w.digest), err))
+	}
+}
+
+// recovered records the end of a reported failure: the file is the module
+// in use again, or a new valid one.
+func (w *moduleWatch) recovered() {
+	if w.events != nil {
+		w.events.Succeeded()
+	}
 }
 
 func short(digest string) string {

@@ -81,7 +81,10 @@ type cloud struct {
 	metal     *metal.Client
 	instances *instances.Instances
 	policies  *policy.Engine
-	lb        *loadBalancer
+	// policyEvents records failed policy reloads (set in Start, before the
+	// watch that calls policiesReloaded).
+	policyEvents *clusterevent.Reporter
+	lb           *loadBalancer
 	// module is the loaded load-balancer module (nil without one).
 	module *wasmhost.Module
 	bgp    atomic.Pointer[bgp.Controller]
@@ -190,6 +193,7 @@ func (c *cloud) Start(ctx context.Context, restConfig *rest.Config) {
 	// The watch starts last: a reload calls policiesReloaded, which uses
 	// what the lines above set up.
 	if c.policies != nil {
+		c.policyEvents = policyReloadEvents(env.recorder, c.cfg.PolicyDir)
 		go func() {
 			if err := c.policies.Watch(ctx); err != nil && ctx.Err() == nil {
 				klog.ErrorS(err, "Watching the policy directory failed; policies will not reload")
@@ -236,6 +240,9 @@ func (c *cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 			List:   func() ([]*v1.Service, error) { return services.Lister().List(labels.Everything()) },
 			Synced: services.Informer().HasSynced,
 		})
+		if c.cfg.BGPMaxPrefixesAction == config.PrefixesRefuse {
+			eips.SetPrefixCap(eip.PrefixCap{Limit: c.cfg.BGPMaxPrefixes, Announced: announcedBy})
+		}
 		c.lb.setEIPs(eips)
 		retry(ctx, "enabling BGP on the project", func() (bgp.ProjectState, error) {
 			return bgp.EnableProject(ctx, c.metal, c.cfg.LocalASN, c.cfg.BGPPass)
@@ -281,9 +288,21 @@ func (c *cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer
 // would wait for an unrelated node event. Selection is re-evaluated for all
 // nodes (sessions, annotations), and the load-balancer config regenerated.
 // Placement needs nothing: it is evaluated for each new Service.
+//
+// A failed reload changes nothing; it is recorded once per cause as a
+// PolicyReloadFailed Event (reloadevents.go), the next good one as
+// PolicyReloadRecovered.
 func (c *cloud) policiesReloaded(err error) {
 	if err != nil {
-		return // the previous policies stay in use; nothing changed
+		// The previous policies stay in use; nothing changed. The error
+		// names the file and line, and that the previous policies decide.
+		if c.policyEvents != nil {
+			c.policyEvents.Failed(err.Error(), fmt.Sprintf("%v (in use: the policies with digest %s); no restart needed once the files are fixed", err, short(c.policies.Digest())))
+		}
+		return
+	}
+	if c.policyEvents != nil {
+		c.policyEvents.Succeeded()
 	}
 	if controller := c.bgp.Load(); controller != nil {
 		controller.Reselect()

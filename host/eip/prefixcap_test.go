@@ -1,0 +1,87 @@
+package eip
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
+	v1 "k8s.io/api/core/v1"
+)
+
+// statusIPs stands in for the module's input (provider's announcedBy): the
+// status addresses of the Services.
+func statusIPs(services []*v1.Service) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range services {
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			out[in.IP] = true
+		}
+	}
+	return out
+}
+
+// TestPrefixCap: with the cap on, a new Elastic IP is refused (no request,
+// a Warning naming the limit and the fixes) once the addresses announced,
+// plus the live Services' reservations not announced yet, reach the limit;
+// what makes no new reservation (a sharing key's, the user's own address)
+// passes; without the cap everything is reserved, as before.
+func TestPrefixCap(t *testing.T) {
+	metro := map[string]string{"metal.equinix.com/eip-metro": "da"}
+	announced := func(name, ip string) *v1.Service { return ccmWrote(svc(name, metro, ""), ip) }
+	reserved := func(id, owner, ip string) metalv1.IPReservation {
+		state := "created"
+		if ip == "" {
+			state = "pending"
+		}
+		return metalv1.IPReservation{Id: ptr(id), Address: ptr(ip), State: ptr(state), Tags: Tags("cluster-uid", "default", owner)}
+	}
+	cases := []struct {
+		name     string
+		off      bool // no cap: bgpMaxPrefixesAction=warn
+		others   []*v1.Service
+		existing []metalv1.IPReservation
+		svc      *v1.Service
+		refused  bool
+	}{
+		{name: "off, at the limit", off: true, others: []*v1.Service{announced("a", "10.0.0.1"), announced("b", "10.0.0.2")}, svc: svc("new", metro, "")},
+		{name: "under the limit", others: []*v1.Service{announced("a", "10.0.0.1")}, svc: svc("new", metro, ""), existing: []metalv1.IPReservation{reserved("ra", "a", "10.0.0.1")}},
+		{name: "at the limit", others: []*v1.Service{announced("a", "10.0.0.1"), announced("b", "10.0.0.2")}, svc: svc("new", metro, ""), refused: true},
+		{name: "a reservation not announced yet counts", others: []*v1.Service{announced("a", "10.0.0.1"), svc("b", metro, "")},
+			existing: []metalv1.IPReservation{reserved("rb", "b", "10.0.0.2")}, svc: svc("new", metro, ""), refused: true},
+		{name: "a pending reservation counts", others: []*v1.Service{announced("a", "10.0.0.1"), svc("b", metro, "")},
+			existing: []metalv1.IPReservation{reserved("rb", "b", "")}, svc: svc("new", metro, ""), refused: true},
+		{name: "an orphan does not count", others: []*v1.Service{announced("a", "10.0.0.1")},
+			existing: []metalv1.IPReservation{reserved("rgone", "gone", "10.0.0.9")}, svc: svc("new", metro, "")},
+		{name: "sharing a key's address", others: []*v1.Service{announced("a", "10.0.0.1"), ccmWrote(keyed("k1", 80), "10.0.0.2")},
+			existing: []metalv1.IPReservation{{Id: ptr("rk"), Address: ptr("10.0.0.2"), State: ptr("created"), Tags: SharedTags("cluster-uid", "k")}}, svc: keyed("k2", 443)},
+		{name: "the user's own address", others: []*v1.Service{announced("a", "10.0.0.1"), announced("b", "10.0.0.2")}, svc: svc("new", nil, "145.60.80.60")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, api, rec, _ := sharedSetup(append([]*v1.Service{tc.svc}, tc.others...)...)
+			api.res = tc.existing
+			all := append([]*v1.Service{tc.svc}, tc.others...)
+			m.SetServices(Services{List: func() ([]*v1.Service, error) { return all, nil }})
+			if !tc.off {
+				m.SetPrefixCap(PrefixCap{Limit: 2, Announced: statusIPs})
+			}
+			ip, err := m.Ensure(context.Background(), tc.svc)
+			ev := strings.Join(events(rec), "\n")
+			if !tc.refused {
+				if err != nil || ip == "" || strings.Contains(ev, reasonPrefixLimit) {
+					t.Fatalf("Ensure = %q, %v; want an address; events:\n%s", ip, err, ev)
+				}
+				return
+			}
+			if err == nil || ip != "" || len(api.requests) != 0 {
+				t.Fatalf("Ensure = %q, %v with %d requests; want refused before any request", ip, err, len(api.requests))
+			}
+			for _, want := range []string{"Warning " + reasonPrefixLimit, "announce 2 Service addresses", "bgpMaxPrefixes 2", "max prefix", "delete LoadBalancer Services"} {
+				if !strings.Contains(ev, want) {
+					t.Errorf("events lack %q:\n%s", want, ev)
+				}
+			}
+		})
+	}
+}
