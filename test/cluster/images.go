@@ -238,7 +238,7 @@ func singleLayerImage(entries []tarEntry, entrypoint, cmd []string) (v1.Image, e
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Config.Entrypoint = entrypoint
 	cf.Config.Cmd = cmd
-	cf.Config.Env = []string{"PATH=/bin"}
+	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
 	return mutate.ConfigFile(img, cf)
 }
 
