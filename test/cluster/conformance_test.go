@@ -88,6 +88,7 @@ type junitSuites struct {
 			Skipped *struct{} `xml:"skipped"`
 			Failure *struct {
 				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
 			} `xml:"failure"`
 		} `xml:"testcase"`
 	} `xml:"testsuite"`
@@ -108,14 +109,15 @@ func junitSummary(path string) (string, error) {
 	ran, passed, failed := 0, 0, 0
 	for _, suite := range s.Suites {
 		for _, tc := range suite.Cases {
-			if tc.Skipped != nil {
+			// Ginkgo reports its suite hooks as test cases too.
+			if tc.Skipped != nil || !strings.HasPrefix(tc.Name, "[It]") {
 				continue
 			}
 			ran++
 			status := "passed"
 			if tc.Failure != nil {
 				failed++
-				status = "FAILED: " + firstLineOf(tc.Failure.Message)
+				status = "FAILED: " + firstLineOf(tc.Failure.Message+"\n"+tc.Failure.Text)
 			} else {
 				passed++
 			}
