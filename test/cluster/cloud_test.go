@@ -412,7 +412,9 @@ func timeToAnswer(t *testing.T, c *Cluster, n int) {
 	}
 	sorted := slices.Clone(took)
 	slices.Sort(sorted)
-	p := func(q float64) time.Duration { return sorted[int(q*float64(len(sorted)-1))].Round(10 * time.Millisecond) }
+	p := func(q float64) time.Duration {
+		return sorted[int(q*float64(len(sorted)-1))].Round(10 * time.Millisecond)
+	}
 	t.Logf("%d Services created at once: created -> first HTTP answer through the Elastic IP at the client: p50 %s, p99 %s, max %s", n, p(0.5), p(0.99), sorted[len(sorted)-1].Round(10*time.Millisecond))
 	for i := range n {
 		_ = c.Client.CoreV1().Services(metav1.NamespaceDefault).Delete(ctx, fmt.Sprintf("timing-%02d", i), metav1.DeleteOptions{})

@@ -66,4 +66,3 @@ func LoadBalancerService(name, app string, policy corev1.ServiceExternalTrafficP
 		},
 	}
 }
-
