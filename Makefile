@@ -399,11 +399,12 @@ cluster-image: modules
 cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 20m ./test/cluster/
 
-# The short real-cluster check of make test: one cloud cluster, Services
-# answered through their Elastic IPs, a node lost. The image is the one
-# image-check built.
-cluster-check: $(CLUSTER_PREREQS)
-	$(CLUSTER_ENV) $(GO) test -tags cluster -count=1 -v -timeout 15m -run 'TestCloudTraffic' ./test/cluster/
+# The short real-cluster check of make test: Services answered through
+# their Elastic IPs, a node lost; and the wrong-ASN module making that
+# check fail. The image is the one image-check built.
+cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN)
+	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) \
+	  $(GO) test -tags cluster -count=1 -v -timeout 15m -run 'TestCloudTraffic|TestCloudWrongModule' ./test/cluster/
 
 # Kubernetes' own LoadBalancer e2e tests against a cloud cluster; the JUnit
 # report and e2e.test's log go to $(CONFORMANCE_DIR). Narrow or widen with

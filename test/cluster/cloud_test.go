@@ -363,15 +363,21 @@ func TestCloudWrongModule(t *testing.T) {
 		t.Errorf("routers forward %s to %v with a wrong peer ASN", ip, hops)
 	}
 	out, _ := c.Routers[0].Birdc("show", "protocols", "all", "node1")
-	t.Logf("as it should: %v; router 1 on node-1's session: %s", err, lastLines(out, 3))
+	t.Logf("as it should: %v; router 1 on node-1's session: %s", err, linesWith(out, "BGP state", "Last error"))
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+// linesWith are the lines of s that contain one of the words, joined.
+func linesWith(s string, words ...string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, strings.TrimSpace(l))
+				break
+			}
+		}
 	}
-	return strings.Join(lines, " | ")
+	return strings.Join(out, " | ")
 }
 
 // timeToAnswer creates n LoadBalancer Services for the web pods at once and
