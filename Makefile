@@ -357,7 +357,7 @@ $(K8S_BIN_DIR)/pause:
 	@mv $@.tmp $@
 
 # The node runtime from Debian, installed when missing (root, apt-get).
-CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static iptables conntrack gcc bird2 curl
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static iptables conntrack gcc bird2 curl wget dash
 cluster-debs:
 	@missing=""; for p in $(CLUSTER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

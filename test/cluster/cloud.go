@@ -109,9 +109,17 @@ func cloudImages(o *CloudOptions, metallb []*unstructured.Unstructured) ([]nodeI
 		out = append(out, nodeImage{ref, img})
 	}
 	if o.Agnhost != "" {
-		// The e2e tests run sh -c 'curl ...' in agnhost pods.
-		img, err := hostFilesImage(map[string]string{"/agnhost": o.Agnhost, "/usr/bin/curl": "/usr/bin/curl"}, true,
-			[]string{"/agnhost"}, []string{"pause"})
+		// The e2e tests run sh -c 'curl ...' and sh -c 'wget ...' in
+		// agnhost pods. Debian's: busybox's wget crashes here, and
+		// busybox's sh runs its own applets before anything on PATH, so
+		// /bin/sh is dash.
+		img, err := hostFilesImage(map[string]string{"/agnhost": o.Agnhost, "/usr/bin/curl": "/usr/bin/curl",
+			"/usr/bin/wget": "/usr/bin/wget", "/bin/sh": "/bin/dash"}, true,
+			[]string{"/agnhost"}, []string{"pause"},
+			// Debian's wget tries 20 times where busybox's (which the
+			// tests expect) gives up after one: a blocked address would
+			// take minutes to report.
+			tarEntry{name: "etc/wgetrc", data: []byte("tries = 1\n"), mode: 0o644})
 		if err != nil {
 			return nil, err
 		}

@@ -85,12 +85,12 @@ func writeImageTars(dir string, images []nodeImage) ([]string, error) {
 
 // hostFilesImage is an image of files from this machine (dst in the image
 // -> src here) with the shared libraries they load (ldd's closure, at the
-// paths ldd names), a busybox /bin/sh and its applets when withShell, and
-// the entrypoint. Images of binaries built here (MetalLB, agnhost) are
+// paths ldd names), busybox's applets (those files does not give) when
+// withShell, extra entries, and the entrypoint. Images of binaries built here (MetalLB, agnhost) are
 // linked against this machine's libc; this keeps them runnable without a
 // base image from a registry.
-func hostFilesImage(files map[string]string, withShell bool, entrypoint, cmd []string) (v1.Image, error) {
-	entries := []tarEntry{{name: "tmp/", mode: 0o1777}}
+func hostFilesImage(files map[string]string, withShell bool, entrypoint, cmd []string, extra ...tarEntry) (v1.Image, error) {
+	entries := append([]tarEntry{{name: "tmp/", mode: 0o1777}}, extra...)
 	seen := map[string]bool{}
 	add := func(dst, src string) error {
 		dst = strings.TrimPrefix(dst, "/")
@@ -107,10 +107,6 @@ func hostFilesImage(files map[string]string, withShell bool, entrypoint, cmd []s
 	}
 	if withShell {
 		files["/bin/busybox"] = "/bin/busybox"
-		for _, a := range busyboxApplets {
-			entries = append(entries, tarEntry{name: "bin/" + a, link: "busybox"})
-			seen["bin/"+a] = true
-		}
 	}
 	dsts := make([]string, 0, len(files))
 	for dst := range files {
@@ -128,6 +124,14 @@ func hostFilesImage(files map[string]string, withShell bool, entrypoint, cmd []s
 		for _, l := range libs {
 			if err := add(l, l); err != nil {
 				return nil, err
+			}
+		}
+	}
+	if withShell {
+		// The applets files does not give (a /bin/sh of its own, say).
+		for _, a := range busyboxApplets {
+			if !seen["bin/"+a] {
+				entries = append(entries, tarEntry{name: "bin/" + a, link: "busybox"})
 			}
 		}
 	}
