@@ -39,19 +39,7 @@ func cloudOptions(t *testing.T) *CloudOptions {
 
 func startCloud(t *testing.T, o *CloudOptions) *Cluster {
 	t.Helper()
-	c, err := Start(context.Background(), Options{Cloud: o, Logf: t.Logf, Timeout: 6 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			c.removeDir = false
-			t.Logf("cluster: test failed; logs kept in %s", c.Dir)
-		}
-		c.Stop()
-		checkNothingLeft(t, c)
-	})
-	return c
+	return startFor(t, Options{Cloud: o, Timeout: 6 * time.Minute})
 }
 
 func waitAvailable(t *testing.T, c *Cluster, name string, want int32) {

@@ -135,6 +135,27 @@ func TestStopAfterCrash(t *testing.T) {
 	checkNothingLeft(t, c)
 }
 
+// startFor starts a cluster for the test and stops it when the test ends,
+// keeping its work directory (and saving its pods' logs) if the test
+// failed, then checks that nothing was left behind.
+func startFor(t *testing.T, o Options) *Cluster {
+	t.Helper()
+	o.Logf = t.Logf
+	c, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.removeDir = false
+			t.Logf("cluster: test failed; logs kept in %s", c.Dir)
+		}
+		c.Stop()
+		checkNothingLeft(t, c)
+	})
+	return c
+}
+
 func checkNothingLeft(t *testing.T, c *Cluster) {
 	t.Helper()
 	dir, id := c.Dir, c.id
@@ -220,18 +241,7 @@ func waitPod(t *testing.T, c *Cluster, ns, name string, phase corev1.PodPhase, t
 // through a ClusterIP Service.
 func TestClusterIPService(t *testing.T) {
 	ctx := context.Background()
-	c, err := Start(ctx, Options{Nodes: 2, KubeProxy: true, Scheduler: true, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			c.removeDir = false
-			t.Logf("cluster: test failed; logs kept in %s", c.Dir)
-		}
-		c.Stop()
-		checkNothingLeft(t, c)
-	})
+	c := startFor(t, Options{Nodes: 2, KubeProxy: true, Scheduler: true})
 	ns := metav1.NamespaceDefault
 	server := serverPod("echo", "")
 	server.Labels = map[string]string{"app": "echo"}
@@ -245,7 +255,7 @@ func TestClusterIPService(t *testing.T) {
 			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
 	}
-	svc, err = c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	svc, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
