@@ -166,19 +166,7 @@ func TestChartUpstreamValues(t *testing.T) {
 	if find(objs, "ClusterRole", "", "system:cloud-controller-manager") == nil {
 		t.Error("clusterRole.name is not the ClusterRole's name")
 	}
-	s := find(objs, "Secret", deploy.Namespace, deploy.SecretName)
-	if s == nil {
-		t.Fatal("no Secret from config")
-	}
-	enc, _, _ := unstructured.NestedString(s.Object, "data", deploy.SecretKey)
-	raw, err := base64.StdEncoding.DecodeString(enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file map[string]any
-	if err := json.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
+	file, raw := cloudSAJSON(t, objs)
 	if file["projectID"] != "4e1a6b2c-2f8e-4e8a-9c5d-0123456789ab" || file["loadbalancer"] != "metallb:///metallb-system" {
 		t.Errorf("cloud-sa.json = %s", raw)
 	}
@@ -229,6 +217,15 @@ func TestChartOrphanExample(t *testing.T) {
 		t.Fatalf("values.yaml's commented example under config: has %v, want orphanEIPs and orphanEIPGrace", config)
 	}
 	objs := renderChart(t, map[string]any{"config": config})
+	file, raw := cloudSAJSON(t, objs)
+	if file["orphanEIPs"] != "release" || file["orphanEIPGrace"] != config["orphanEIPGrace"] {
+		t.Errorf("cloud-sa.json = %s", raw)
+	}
+}
+
+// cloudSAJSON is the cloud-sa.json of the rendered Secret, decoded and raw.
+func cloudSAJSON(t *testing.T, objs []*unstructured.Unstructured) (map[string]any, []byte) {
+	t.Helper()
 	s := find(objs, "Secret", deploy.Namespace, deploy.SecretName)
 	if s == nil {
 		t.Fatal("no Secret from config")
@@ -242,9 +239,7 @@ func TestChartOrphanExample(t *testing.T) {
 	if err := json.Unmarshal(raw, &file); err != nil {
 		t.Fatal(err)
 	}
-	if file["orphanEIPs"] != "release" || file["orphanEIPGrace"] != config["orphanEIPGrace"] {
-		t.Errorf("cloud-sa.json = %s", raw)
-	}
+	return file, raw
 }
 
 // TestChartPoliciesMatchPolicies: the chart's copy of the built-in
