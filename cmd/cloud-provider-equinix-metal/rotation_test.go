@@ -166,9 +166,11 @@ func TestKeyRotation(t *testing.T) {
 			return true, ""
 		})
 	}
-	readyz := func(wantCode int, wantLines ...string) func() (bool, string) {
+	// get asks the readiness listener for path (/readyz, /livez or a check's
+	// own path, in Kubernetes' healthz format).
+	get := func(path string, wantCode int, wantLines ...string) func() (bool, string) {
 		return func() (bool, string) {
-			resp, err := http.Get("http://" + readyAddr + "/readyz")
+			resp, err := http.Get("http://" + readyAddr + path)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -190,7 +192,7 @@ func TestKeyRotation(t *testing.T) {
 	}
 
 	serviceGetsIP("before")
-	eventually("ready", readyz(200, "ok equinix-api", "ok module", "ok policies", "ok caches: informers synced"))
+	eventually("ready", get("/readyz?verbose", 200, "[+]equinix-api ok\n", "[+]module ok\n", "[+]policies ok\n", "[+]caches ok\n", "readyz check passed\n"))
 	pid := cmd.Process.Pid
 
 	// Rotate: the new key exists, the file changes, the old key is revoked.
@@ -211,7 +213,9 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("the CCM reports the rejected key", logged("rejects the API key (401 Unauthorized)"))
-	eventually("not ready while the key is rejected", readyz(503, "failed equinix-api: the Equinix Metal API has rejected the API key (401)"))
+	eventually("not ready while the key is rejected", get("/readyz?verbose", 503, "[-]equinix-api failed: reason withheld\n", "readyz check failed\n"))
+	eventually("the check's own path says why", get("/readyz/equinix-api", 503, "the Equinix Metal API has rejected the API key (401)"))
+	eventually("alive while the key is rejected", get("/livez?verbose", 200, "[+]ping ok\n", "livez check passed\n"))
 	time.Sleep(5 * time.Second) // the service controller retries meanwhile
 	if n := strings.Count(out.String(), "rejects the API key (401 Unauthorized)"); n != 1 {
 		t.Errorf("the rejected key was reported %d times, want once", n)
@@ -228,7 +232,7 @@ func TestKeyRotation(t *testing.T) {
 		}
 		return true, ""
 	})
-	eventually("ready again with the new key", readyz(200, "ok equinix-api"))
+	eventually("ready again with the new key", get("/readyz?verbose", 200, "[+]equinix-api ok\n", "readyz check passed\n"))
 	running()
 	if cmd.Process.Pid != pid {
 		t.Fatal("the CCM process changed")

@@ -196,7 +196,7 @@ var options = []option{
 	{key: "bgpMaxPrefixesAction", env: "METAL_BGP_MAX_PREFIXES_ACTION", flag: "metal-bgp-max-prefixes-action", def: prefixesWarn,
 		usage: "what a new Service Elastic IP past bgpMaxPrefixes gets: warn (reserved; a warning Event on each BGP node) or refuse (not reserved; a warning Event on the Service)"},
 	{key: "readinessAddress", env: "METAL_READINESS_ADDRESS", flag: "metal-readiness-address",
-		usage: "address (host:port) of the /readyz endpoint over plain HTTP, for the Deployment's readiness probe; empty serves none"},
+		usage: "address (host:port) of /readyz and /livez over plain HTTP (Kubernetes' health format), for the Deployment's readiness probe; empty serves none"},
 	{key: "orphanEIPs", env: "METAL_ORPHAN_EIPS", flag: "metal-orphan-eips", def: orphanReport,
 		usage: "what to do with this cluster's Service Elastic IPs whose Service no longer exists: report (a metric and a log line) or release (after orphanEIPGrace)"},
 	{key: "orphanEIPGrace", env: "METAL_ORPHAN_EIP_GRACE", flag: "metal-orphan-eip-grace", def: "30m",

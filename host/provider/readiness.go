@@ -11,7 +11,9 @@ import (
 // Readiness reports the checks of /readyz. A replica that is not the leader
 // runs no loop yet; it is ready when its configuration, module and policies
 // loaded (they did, or New would have failed) and the API accepts the key,
-// so that it can take over at once.
+// so that it can take over at once. The names depend on the configuration
+// only, never on the state: /readyz serves a path per name (/readyz/module)
+// from the names of its first call.
 func (c *cloud) Readiness() []readiness.Check {
 	var checks []readiness.Check
 	ok, why := c.metal.KeyAccepted()
