@@ -97,6 +97,7 @@ loadBalancer:
 replicaCount: 1
 metrics: {enabled: false}
 `), lbEnv: "wasm:///etc/ccm/modules/mine.wasm"},
+		{name: "metrics served with a certificate of a Secret", values: with(`metrics: {tls: {secretName: ccm-metrics-tls}}`)},
 	}
 }
 
@@ -185,6 +186,9 @@ func TestChartSchema(t *testing.T) {
 		{`loadBalancer: {mode: module, module: {url: "https://example/x.wasm"}}`, "url"},
 		{`replicas: 3`, "replicas"},
 		{`config: {apiKey: k, projectID: p, orphanEIPs: delete}`, "orphanEIPs"},
+		{`config: {apiKey: k, projectID: p, bgpMaxPrefixesAction: drop}`, "bgpMaxPrefixesAction"},
+		{`config: {apiKey: k, projectID: p, bgpMaxPrefixes: 0}`, "bgpMaxPrefixes"},
+		{`metrics: {prometheusRule: {enabled: yes please}}`, "enabled"},
 	} {
 		_, err := deploycheck.RenderChart(ch, with(tc.values), deploy.Namespace)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "schema") {
@@ -197,8 +201,9 @@ func TestChartSchema(t *testing.T) {
 	}
 }
 
-// TestChartOrphanExample: the commented orphan settings in values.yaml,
-// uncommented, pass the schema and reach cloud-sa.json as they are.
+// TestChartOrphanExample: the commented orphan (and BGP prefix) settings in
+// values.yaml, uncommented, pass the schema and reach cloud-sa.json as they
+// are.
 func TestChartOrphanExample(t *testing.T) {
 	b, err := os.ReadFile(deploy.ChartDir + "/values.yaml")
 	if err != nil {
@@ -206,19 +211,20 @@ func TestChartOrphanExample(t *testing.T) {
 	}
 	config := map[string]any{"apiKey": "k", "projectID": "p"}
 	for _, line := range strings.Split(string(b), "\n") {
-		for _, key := range []string{"orphanEIPs", "orphanEIPGrace"} {
+		for _, key := range []string{"orphanEIPs", "orphanEIPGrace", "bgpMaxPrefixes", "bgpMaxPrefixesAction"} {
 			if v, ok := strings.CutPrefix(line, "  # "+key+": "); ok {
 				v, _, _ = strings.Cut(v, "#")
 				config[key] = strings.TrimSpace(v)
 			}
 		}
 	}
-	if len(config) != 4 {
-		t.Fatalf("values.yaml's commented example under config: has %v, want orphanEIPs and orphanEIPGrace", config)
+	if len(config) != 6 {
+		t.Fatalf("values.yaml's commented example under config: has %v, want orphanEIPs, orphanEIPGrace, bgpMaxPrefixes and bgpMaxPrefixesAction", config)
 	}
 	objs := renderChart(t, map[string]any{"config": config})
 	file, raw := cloudSAJSON(t, objs)
-	if file["orphanEIPs"] != "release" || file["orphanEIPGrace"] != config["orphanEIPGrace"] {
+	if file["orphanEIPs"] != "release" || file["orphanEIPGrace"] != config["orphanEIPGrace"] ||
+		file["bgpMaxPrefixes"] != "10" || file["bgpMaxPrefixesAction"] != "refuse" {
 		t.Errorf("cloud-sa.json = %s", raw)
 	}
 }

@@ -133,14 +133,9 @@ func LoadChart(dir string) (*chartv2.Chart, error) {
 // values (the -f files merged): the values are checked against
 // values.schema.json first, and the objects come back in file order.
 func RenderChart(ch *chartv2.Chart, values map[string]any, namespace string) ([]*unstructured.Unstructured, error) {
-	opts := common.ReleaseOptions{Name: deploy.ReleaseName, Namespace: namespace, Revision: 1, IsInstall: true}
-	vals, err := util.ToRenderValuesWithSchemaValidation(ch, values, opts, common.DefaultCapabilities, false)
+	files, err := renderChartFiles(ch, values, namespace)
 	if err != nil {
-		return nil, fmt.Errorf("deploy: chart values: %w", err)
-	}
-	files, err := engine.Render(ch, vals)
-	if err != nil {
-		return nil, fmt.Errorf("deploy: rendering the chart: %w", err)
+		return nil, err
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -171,4 +166,33 @@ func RenderChart(ch *chartv2.Chart, values map[string]any, namespace string) ([]
 		}
 	}
 	return out, nil
+}
+
+// RenderChartNotes renders the chart's templates/NOTES.txt as `helm
+// install` prints it after the install.
+func RenderChartNotes(ch *chartv2.Chart, values map[string]any, namespace string) (string, error) {
+	files, err := renderChartFiles(ch, values, namespace)
+	if err != nil {
+		return "", err
+	}
+	notes, ok := files[path.Join(ch.Name(), "templates", "NOTES.txt")]
+	if !ok {
+		return "", fmt.Errorf("deploy: the chart has no templates/NOTES.txt")
+	}
+	return strings.TrimSpace(notes), nil
+}
+
+// renderChartFiles renders every template of ch (the values checked
+// against values.schema.json first), by its path in the chart.
+func renderChartFiles(ch *chartv2.Chart, values map[string]any, namespace string) (map[string]string, error) {
+	opts := common.ReleaseOptions{Name: deploy.ReleaseName, Namespace: namespace, Revision: 1, IsInstall: true}
+	vals, err := util.ToRenderValuesWithSchemaValidation(ch, values, opts, common.DefaultCapabilities, false)
+	if err != nil {
+		return nil, fmt.Errorf("deploy: chart values: %w", err)
+	}
+	files, err := engine.Render(ch, vals)
+	if err != nil {
+		return nil, fmt.Errorf("deploy: rendering the chart: %w", err)
+	}
+	return files, nil
 }

@@ -82,3 +82,9 @@ empty mode reads config.loadbalancer (as upstream's chart passes it), so
 {{- end -}}
 {{- toJson $out -}}
 {{- end -}}
+
+{{/* ccm.metricsServerName: the name the secure port's certificate
+(metrics.tls.secretName) is for and the ServiceMonitor verifies. */}}
+{{- define "ccm.metricsServerName" -}}
+{{- .Values.metrics.tls.serverName | default (printf "%s-metrics.%s.svc" (include "ccm.fullname" .) .Release.Namespace) -}}
+{{- end -}}
