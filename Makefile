@@ -60,6 +60,7 @@ help:
 	@echo "make build  - the CCM binary in $(CCM_BIN)"
 	@echo "make e2e    - the data plane: real MetalLB speakers and two GoBGP routers in a private netns (part of make test)"
 	@echo "make lint   - go vet and gofmt check"
+	@echo "make promtool-test - the chart's Prometheus alert rules under promtool check and test (builds promtool once)"
 	@echo "make bench-scale - the CCM at 10,000 Services x 1,000 nodes (tens of minutes)"
 	@echo "make soak   - 300 Service cycles under 10% Equinix API faults and 7 kill -9 of the CCM (SOAK_ARGS=\"-cycles 100 -kills 3\"; minutes)"
 	@echo "make image  - OCI image (linux/amd64, linux/arm64) as an OCI layout in $(IMAGE_DIR), and the stamped chart and manifests in $(BIN_DIR)/deploy"
@@ -134,6 +135,7 @@ SDK_DIR := sdk
 test: lint k8s-bins modules examples policy-test image-check
 	METAL_CCM_IMAGE_BUILDS=$(CURDIR)/$(IMAGE_CHECK_DIR)/1:$(CURDIR)/$(IMAGE_CHECK_DIR)/2 $(GO) test ./...
 	cd $(SDK_DIR) && $(GO) test ./...
+	@$(MAKE) --no-print-directory promtool-test
 	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory cluster-check CLUSTER_CCM_IMAGE=$(IMAGE_CHECK_DIR)/1/image
 
@@ -281,13 +283,14 @@ $(K8S_BIN_DIR)/kubectl:
 
 # --- the data-plane end-to-end test (test/e2e) ---
 # The build rules of MetalLB and GoBGP (versions and directories above).
-# module@version package [env] -> $@, built in the module's download directory.
+# module@version package [env] [build flags] -> $@, built in the module's
+# download directory.
 define build-in-module
 	@mkdir -p $(@D)
 	@echo ">> building $(3) $(2) into $(@D) (once)"
 	@dir=$$($(4) $(GO) mod download -json $(1)@$(2) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	test -n "$$dir" || { echo "go mod download $(1)@$(2) gave no directory"; exit 1; }; \
-	GOFLAGS=-buildvcs=false $(GO) build -C "$$dir" -trimpath -ldflags '-s -w' -o $@.tmp ./$(3) || { rm -f $@.tmp; exit 1; }
+	GOFLAGS=-buildvcs=false $(GO) build -C "$$dir" -trimpath $(5) -ldflags '-s -w' -o $@.tmp ./$(3) || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
 endef
 
@@ -305,6 +308,25 @@ $(GOBGP_BIN_DIR)/gobgpd:
 	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgpd)
 $(GOBGP_BIN_DIR)/gobgp:
 	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgp)
+
+# --- the chart's Prometheus alerts (deploy/chart/files/prometheus-rules.yaml) ---
+# promtool from the Prometheus module (v0.316.0 is Prometheus 3.16.0), built
+# once like MetalLB; its tests (prometheus-rules_test.yaml beside the rules,
+# left out of the chart by .helmignore) fire each alert on the bad value of
+# its metric and keep it silent on the good one. Part of make test.
+# remove_all_sd (Prometheus' own build tag) leaves out the service-discovery
+# plugins rule tests never use, and with them the cloud SDKs: most of a cold
+# build's time.
+PROMETHEUS_VERSION := v0.316.0
+PROMTOOL ?= $(CACHE_HOME)/cloud-provider-equinix-metal/prometheus/$(PROMETHEUS_VERSION)/promtool
+# The module ships a go.work naming directories its zip leaves out.
+$(PROMTOOL): export GOWORK := off
+$(PROMTOOL):
+	$(call build-in-module,github.com/prometheus/prometheus,$(PROMETHEUS_VERSION),cmd/promtool,,-tags=remove_all_sd)
+.PHONY: promtool-test
+promtool-test: $(PROMTOOL)
+	$(PROMTOOL) check rules deploy/chart/files/prometheus-rules.yaml
+	$(PROMTOOL) test rules deploy/chart/files/prometheus-rules_test.yaml
 
 # Runs once in `make test`; a plain `go test ./...` skips it (build tag e2e).
 # The test re-runs itself in a private user+network namespace, or fails with
@@ -381,6 +403,16 @@ $(E2E_TEST):
 	@$(GO) test -C test/testenv/k8sbins -c -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/test/e2e || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
 
+# CoreDNS for the conformance cluster's kube-dns: a build with only the
+# plugins it needs (test/testenv/corednsbin, its own module), cached.
+COREDNS_VERSION := $(shell sed -n 's/^require github.com\/coredns\/coredns \(v[0-9.]*\)$$/\1/p' test/testenv/corednsbin/go.mod)
+COREDNS := $(CACHE_HOME)/cloud-provider-equinix-metal/coredns/$(COREDNS_VERSION)/coredns
+$(COREDNS):
+	@mkdir -p $(@D)
+	@echo ">> building CoreDNS $(COREDNS_VERSION) into $(@D) (once)"
+	@$(GO) build -C test/testenv/corednsbin -trimpath -ldflags '-s -w' -o $@.tmp . || { rm -f $@.tmp; exit 1; }
+	@mv $@.tmp $@
+
 # A cloud cluster (Options.Cloud) runs the CCM from its image (one platform,
 # this machine's), MetalLB from its own manifest (in its module) and
 # binaries built here, and agnhost. CLUSTER_CCM_IMAGE is an OCI layout.
@@ -411,9 +443,9 @@ cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN)
 #   make conformance CONFORMANCE_FOCUS='\[sig-network\] LoadBalancers should be able to preserve UDP traffic'
 CONFORMANCE_DIR ?= $(BIN_DIR)/conformance
 CONFORMANCE_FOCUS ?=
-conformance: $(CLUSTER_PREREQS) cluster-image $(E2E_TEST)
+conformance: $(CLUSTER_PREREQS) cluster-image $(E2E_TEST) $(COREDNS)
 	@rm -rf $(CONFORMANCE_DIR)
-	$(CLUSTER_ENV) METAL_CCM_CONFORMANCE_E2E=$(E2E_TEST) METAL_CCM_CONFORMANCE_REPORT=$(abspath $(CONFORMANCE_DIR)) \
+	$(CLUSTER_ENV) METAL_CCM_CLUSTER_COREDNS=$(COREDNS) METAL_CCM_CONFORMANCE_E2E=$(E2E_TEST) METAL_CCM_CONFORMANCE_REPORT=$(abspath $(CONFORMANCE_DIR)) \
 	  METAL_CCM_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' \
 	  $(GO) test -tags cluster -count=1 -v -timeout 150m -run 'TestConformance' ./test/cluster/
 

@@ -27,8 +27,8 @@ import (
 // _test packages alike. Uses from the package's own folder (the package,
 // its internal tests and its external _test package) do not count: an
 // external test may reach an unexported name through an export_test.go.
-// The nested modules (sdk/, test/testenv/k8sbins) are not read: neither
-// requires the root module, so neither can import host/.
+// The nested modules (sdk/, test/testenv/k8sbins, test/testenv/corednsbin) are not read: none
+// requires the root module, so none can import host/.
 //
 // Out of scope: methods and struct fields (a method may be needed by an
 // interface elsewhere, and a field by encoding), and names declared in

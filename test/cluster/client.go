@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // inNetNS runs fn on an OS thread moved into the named netns. A socket
@@ -96,4 +98,19 @@ func (c *Cluster) UDPExchange(src, addr, msg string, timeout time.Duration) (str
 		return "", err
 	}
 	return string(buf[:n]), nil
+}
+
+// KubeThrough is an admin clientset whose requests leave the client netns
+// for addr (host:port), checking kube-apiserver's certificate as the
+// nodes do: what a user outside the cluster reaches through the
+// control-plane Elastic IP.
+func (c *Cluster) KubeThrough(addr string) (*kubernetes.Clientset, error) {
+	cfg := rest.CopyConfig(c.Env.Config)
+	cfg.Host = "https://" + addr
+	cfg.TLSClientConfig.ServerName = "localhost"
+	cfg.Timeout = 5 * time.Second
+	cfg.Dial = func(ctx context.Context, network, a string) (net.Conn, error) {
+		return c.Dial(ctx, network, "", a)
+	}
+	return kubernetes.NewForConfig(cfg)
 }

@@ -3,11 +3,8 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
@@ -78,6 +74,7 @@ func (c *Cluster) startEmulator() error {
 	for _, n := range c.Nodes {
 		seed.Devices = append(seed.Devices, emulator.DeviceSeed{Hostname: n.Name, Metro: Metro, PrivateIPv4: n.IP})
 	}
+	seed.Reservations = append(seed.Reservations, emulator.ReservationSeed{Metro: Metro, Tags: []string{ControlPlaneEIPTag}})
 	emu, err := emulator.New(seed, emulator.Options{})
 	if err != nil {
 		return fmt.Errorf("cluster: emulator: %w", err)
@@ -138,17 +135,12 @@ func readMetalLB(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: MetalLB's manifest: %w (make e2e-bins downloads it)", err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	all, err := decodeObjects(data)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %s: %w", path, err)
+	}
 	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, fmt.Errorf("cluster: %s: %w", path, err)
-		}
-		u := &unstructured.Unstructured{Object: m}
+	for _, u := range all {
 		switch u.GetKind() {
 		case "", "CustomResourceDefinition", "ValidatingWebhookConfiguration":
 			continue
@@ -201,7 +193,7 @@ func (c *Cluster) chartValues(o *CloudOptions) map[string]any {
 		"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
 		"config": map[string]any{
 			"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
-			"metro": Metro,
+			"metro": Metro, "eipTag": ControlPlaneEIPTag,
 		},
 		"loadBalancer": map[string]any{"mode": "metallb"},
 	}
@@ -229,6 +221,9 @@ func (c *Cluster) installCloud(ctx context.Context, o *CloudOptions, metallb []*
 	patch := []byte(`{"metadata":{"labels":{"` + controlPlaneLabel + `":""}}}`)
 	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, c.Nodes[0].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("cluster: labelling %s: %w", c.Nodes[0].Name, err)
+	}
+	if err := c.forwardAPIServer(c.Nodes[0]); err != nil {
+		return err
 	}
 	if o.BeforeCCM != nil {
 		if err := o.BeforeCCM(c); err != nil {

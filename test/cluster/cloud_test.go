@@ -17,7 +17,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -159,6 +161,8 @@ func TestCloudTraffic(t *testing.T) {
 		}
 	}
 
+	checkControlPlaneEIP(t, c)
+
 	// Cluster policy, a pod on each worker.
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -258,10 +262,10 @@ func TestCloudTraffic(t *testing.T) {
 	// time) and web keeps answering from node-3's pod.
 	n2 := c.Nodes[1]
 	began := time.Now()
-	if err := run("ip", "-n", n2.NetNS, "link", "set", "eth0", "down"); err != nil {
+	if err := c.SetNodeLink(n2, false); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = run("ip", "-n", n2.NetNS, "link", "set", "eth0", "up") })
+	t.Cleanup(func() { _ = c.SetNodeLink(n2, true) })
 	var lastErr time.Time
 	errorsSeen, ok := 0, 0
 	for time.Since(began) < 90*time.Second && ok < 40 {
@@ -292,6 +296,145 @@ func TestCloudTraffic(t *testing.T) {
 	} else {
 		t.Logf("node-2 down: client errors stopped after %s (%d failed requests)", lastErr.Sub(began).Round(100*time.Millisecond), errorsSeen)
 	}
+
+	// node-2 comes back; then node-3 is drained.
+	if err := c.SetNodeLink(n2, true); err != nil {
+		t.Fatal(err)
+	}
+	drainWorker(t, c, "node-3")
+}
+
+// checkControlPlaneEIP: the CCM assigns the control-plane Elastic IP to
+// the control-plane node (the only one), the routers route it there as
+// Equinix's network would, and a Kubernetes client outside the cluster
+// reaches kube-apiserver through it (the external Service's rules on
+// node-1 send it on).
+func checkControlPlaneEIP(t *testing.T, c *Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	eip, err := c.ControlPlaneEIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var port int32
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := c.Client.CoreV1().Services("kube-system").Get(ctx, "cloud-provider-equinix-metal-kubernetes-external", metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 || len(s.Spec.Ports) == 0 {
+			return false, nil
+		}
+		port = s.Spec.Ports[0].Port
+		return s.Status.LoadBalancer.Ingress[0].IP == eip, nil
+	})
+	if err != nil {
+		t.Fatalf("the external control-plane Service has no ingress %s: %v; events: %s", eip, err, c.events("kube-system", "cloud-provider-equinix-metal-kubernetes-external"))
+	}
+	if got := c.assignedEIPs()[eip+"/32"]; got != c.Nodes[0].IP {
+		t.Errorf("the control-plane EIP %s is assigned to %q: want node-1 (%s); fabric routes %v", eip, got, c.Nodes[0].IP, c.FabricRoutes())
+	}
+	kc, err := c.KubeThrough(net.JoinHostPort(eip, fmt.Sprint(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version string
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		v, err := kc.Discovery().ServerVersion()
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		version = v.GitVersion
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("kube-apiserver not reached through the control-plane EIP %s:%d from the client: %v (last: %v); fabric routes %v", eip, port, err, last, c.FabricRoutes())
+	}
+	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) != len(c.Nodes) {
+		t.Fatalf("listing nodes through the control-plane EIP: %v (%d nodes)", err, len(nodes.Items))
+	}
+	t.Logf("control-plane EIP %s:%d (assigned to node-1) answered the Kubernetes API from the client: %s, %d nodes", eip, port, version, len(nodes.Items))
+}
+
+// drainWorker drains a worker as kubectl drain does (cordon, then evict
+// its pods) while a Local Service with endpoints on both workers is asked
+// from the client: the drained node's route is withdrawn once its pod is
+// gone, and the Service answers from the other worker throughout.
+func drainWorker(t *testing.T, c *Cluster, node string) {
+	t.Helper()
+	ctx := context.Background()
+	ns := metav1.NamespaceDefault
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := c.WaitSessions(sctx); err != nil {
+		t.Fatalf("after node-2 came back: %v", err)
+	}
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web-local", "web", corev1.ServiceExternalTrafficPolicyLocal), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip, err := serviceIngress(c, "web-local")
+	if err != nil {
+		t.Fatalf("Service web-local got no ingress IP: %v", err)
+	}
+	url := "http://" + net.JoinHostPort(ip, "80") + "/hostname"
+	var hops []string
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if hops = nexthops(t, c, ip); len(hops) == 2 {
+			break
+		}
+	}
+	if len(hops) != 2 {
+		t.Fatalf("web-local (Local, a pod on each worker) is forwarded to %v: want both workers", hops)
+	}
+	drained := ""
+	for _, n := range c.Nodes {
+		if n.Name == node {
+			drained = n.IP
+		}
+	}
+
+	began := time.Now()
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}}
+		if err := c.Client.CoreV1().Pods(ns).EvictV1(ctx, ev); err != nil {
+			t.Fatalf("evicting %s: %v", p.Name, err)
+		}
+	}
+	failed, total := 0, 0
+	withdrawn := time.Duration(0)
+	for time.Since(began) < 90*time.Second {
+		for _, src := range ClientIPs() {
+			total++
+			if _, err := get(c, src, url); err != nil {
+				failed++
+			}
+		}
+		if withdrawn == 0 && !slices.Contains(nexthops(t, c, ip), drained) {
+			withdrawn = time.Since(began)
+		}
+		if withdrawn > 0 && time.Since(began) > withdrawn+5*time.Second {
+			break
+		}
+	}
+	if withdrawn == 0 {
+		t.Fatalf("%s drained: the routers still forward web-local's %s to it after 90 s (%v)", node, ip, nexthops(t, c, ip))
+	}
+	if hops := nexthops(t, c, ip); len(hops) != 1 {
+		t.Errorf("after draining %s the routers forward web-local's %s to %v: want the other worker only", node, ip, hops)
+	}
+	for _, src := range ClientIPs() {
+		if _, err := get(c, src, url); err != nil {
+			t.Errorf("web-local from %s after draining %s: %v", src, node, err)
+		}
+	}
+	t.Logf("%s drained: its route for the Local Service withdrawn after %s; %d of %d client requests failed meanwhile", node, withdrawn.Round(100*time.Millisecond), failed, total)
 }
 
 // TestCloudWrongModule installs the chart with a deliberately broken

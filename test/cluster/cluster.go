@@ -55,6 +55,10 @@ type Options struct {
 	// implies KubeProxy and Scheduler, and 3 nodes by default (node-1 the
 	// control plane).
 	Cloud *CloudOptions
+	// CoreDNS, when set, is a CoreDNS binary (make cluster-bins builds
+	// one): it runs as kube-dns at DNSServiceIP and the kubelets give pods
+	// cluster DNS (ClusterDomain). It needs KubeProxy and Scheduler.
+	CoreDNS string
 }
 
 // Fixed addresses (see the package documentation).
@@ -112,6 +116,8 @@ type Cluster struct {
 	removeDir   bool
 	logf        func(string, ...any)
 	stopOnce    sync.Once
+	// fabricStop ends syncFabric, which closes fabricDone.
+	fabricStop, fabricDone chan struct{}
 }
 
 // Start brings up the control plane and the nodes, and returns once every
@@ -128,6 +134,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if opts.Nodes == 0 {
 		opts.Nodes = 1
+	}
+	if opts.CoreDNS != "" && !(opts.KubeProxy && opts.Scheduler) {
+		return nil, errors.New("cluster: CoreDNS needs KubeProxy and Scheduler (its Service and Deployment)")
 	}
 	if opts.Nodes < 0 || opts.Nodes > 50 {
 		return nil, fmt.Errorf("cluster: %d nodes: want 1 to 50", opts.Nodes)
@@ -250,6 +259,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if err := c.startEmulator(); err != nil {
 			return nil, err
 		}
+		c.fabricStop, c.fabricDone = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(c.fabricDone)
+			c.syncFabric(c.fabricStop)
+		}()
 	}
 	logf("cluster: network up after %s", time.Since(began).Round(time.Millisecond))
 
@@ -310,6 +324,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 		imgs = append(imgs, more...)
 	}
+	if opts.CoreDNS != "" {
+		dns, err := corednsImageOf(opts.CoreDNS)
+		if err != nil {
+			return nil, err
+		}
+		imgs = append(imgs, dns)
+	}
 	images, err := writeImageTars(c.Dir, imgs)
 	if err != nil {
 		return nil, err
@@ -322,7 +343,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 				extra = append(extra, "--register-with-taints="+controlPlaneLabel+"=:NoSchedule")
 			}
 		}
-		if err := c.startNode(ctx, n, kubeconfig, bins["kubelet"], images, extra); err != nil {
+		if err := c.startNode(ctx, n, kubeconfig, bins["kubelet"], images, opts.CoreDNS != "", extra); err != nil {
 			return nil, err
 		}
 	}
@@ -345,6 +366,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	logf("cluster: %d nodes Ready after %s (work dir %s)", len(c.Nodes), time.Since(began).Round(time.Millisecond), c.Dir)
 	if opts.Cloud != nil {
 		if err := c.installCloud(ctx, opts.Cloud, metallb); err != nil {
+			return nil, err
+		}
+	}
+	if opts.CoreDNS != "" {
+		if err := c.installDNS(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -419,6 +445,10 @@ func (c *Cluster) KubeconfigPath() string { return c.Env.KubeconfigPath }
 // more than once; it logs what it could not clean up.
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
+		if c.fabricStop != nil {
+			close(c.fabricStop)
+			<-c.fabricDone
+		}
 		// Only live kubelets confirm a deletion: with one dead, waiting is
 		// 30 s for nothing, and the cgroup sweep below does the work.
 		alive := c.Client != nil

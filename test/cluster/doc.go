@@ -63,6 +63,18 @@
 // kube-proxy runs in a restart loop: it exits when the CCM adds addresses
 // to its Node, for its DaemonSet to start it again.
 //
+// A cloud cluster's emulator also holds the control-plane Elastic IP (tag
+// ControlPlaneEIPTag, the chart's config.eipTag). Equinix's network routes
+// an Elastic IP assigned to a device to that device; fabric.go does it on
+// the routers (a static route per assignment, synced from the emulator).
+// kube-apiserver runs on the host, so node-1 forwards its own address and
+// port there: the CCM's health checks find a control-plane node answering,
+// as one whose kube-apiserver runs on it would.
+//
+// Options.CoreDNS adds cluster DNS: CoreDNS (built here with the plugins a
+// cluster needs, test/testenv/corednsbin) as kube-dns at DNSServiceIP, and
+// the kubelets' clusterDNS and clusterDomain.
+//
 // Nothing is pulled: the sandbox image is a static pause binary (built by
 // `make cluster-bins` from the k8s.io/kubernetes module) and the test image a
 // static busybox (Debian's busybox-static), both written as image tarballs

@@ -67,3 +67,26 @@ func (c *Cluster) setupNodeNet(n *Node, i int) error {
 func sysctlNS(ns, key, value string) error {
 	return inNS(ns, "sh", "-c", "echo "+value+" > "+filepath.Join("/proc/sys", key))
 }
+
+// SetNodeLink takes a node off the network (its eth0 down) or puts it
+// back. The kernel drops a link's routes when it goes down and gives back
+// only the connected one when it comes up: the default route and the
+// routes to the BGP peers are restored here, as a node's network
+// configuration would.
+func (c *Cluster) SetNodeLink(n *Node, up bool) error {
+	if !up {
+		return run("ip", "-n", n.NetNS, "link", "set", "eth0", "down")
+	}
+	if err := run("ip", "-n", n.NetNS, "link", "set", "eth0", "up"); err != nil {
+		return err
+	}
+	if err := run("ip", "-n", n.NetNS, "route", "replace", "default", "via", routerBrIP); err != nil {
+		return err
+	}
+	for _, r := range c.Routers {
+		if err := run("ip", "-n", n.NetNS, "route", "replace", r.PeerIP+"/32", "via", r.Fabric); err != nil {
+			return err
+		}
+	}
+	return nil
+}

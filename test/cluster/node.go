@@ -105,7 +105,7 @@ imageGCLowThresholdPercent: 99
 maxPods: 30
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
-`
+{{dns}}`
 
 func fill(tmpl string, kv ...string) string {
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -115,10 +115,13 @@ func fill(tmpl string, kv ...string) string {
 }
 
 // startNode starts containerd, imports the images, and starts the kubelet.
-func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet string, images []string, extraFlags []string) error {
+func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet string, images []string, dns bool, extraFlags []string) error {
 	n.Socket = filepath.Join(n.Dir, "containerd.sock")
 	kv := []string{"dir", n.Dir, "sock", n.Socket, "pause", pauseImage, "net", c.id + "-" + n.Name,
-		"podcidr", n.PodCIDR, "ip", n.IP, "cgroup", n.cgroup}
+		"podcidr", n.PodCIDR, "ip", n.IP, "cgroup", n.cgroup, "dns", ""}
+	if dns {
+		kv[len(kv)-1] = kubeletDNS
+	}
 	for _, d := range []string{"cni", "cni-ipam", "pod-logs", "volume-plugins", "kubelet", "containerd"} {
 		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
 			return fmt.Errorf("cluster: %w", err)
