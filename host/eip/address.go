@@ -16,7 +16,8 @@ import (
 )
 
 // spec.loadBalancerIP plays two roles. Set by the user, it brings the
-// user's own address: the CCM reserves nothing. Set by the CCM (fieldmanager.CCM,
+// user's own address: the CCM reserves nothing, and serves it if it is an
+// Elastic IP of the project (ownAddress). Set by the CCM (fieldmanager.CCM,
 // right after reserving), it publishes the Service's own Elastic IP for load
 // balancers written for upstream. The two are told apart by who last wrote
 // the field (managedFields), never by whether a reservation exists: a

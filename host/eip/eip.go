@@ -28,6 +28,12 @@ type api interface {
 	RequestReservation(ctx context.Context, r metal.ReservationRequest) (*metalv1.IPReservation, error)
 	Reservation(ctx context.Context, id string) (*metalv1.IPReservation, error)
 	DeleteIP(ctx context.Context, id string) error
+	// ReservationHolding is the project's Elastic IP reservation that holds
+	// an address (its /32 or a block around it), nil for none, from the
+	// cache: whether a user's own address is the project's to serve.
+	ReservationHolding(ctx context.Context, addr string) (*metalv1.IPReservation, error)
+	// ProjectID names the project in messages.
+	ProjectID() string
 }
 
 // Event reasons, one per step of an Elastic IP's life.

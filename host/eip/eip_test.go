@@ -209,7 +209,7 @@ func TestOtherClusterIsIgnored(t *testing.T) {
 }
 
 func TestBringYourOwnIP(t *testing.T) {
-	api := &fakeAPI{}
+	api := &fakeAPI{res: []metalv1.IPReservation{userReservation("mine", "145.60.80.60", "da")}}
 	s := svc("byo", nil, "145.60.80.60")
 	m, _, _ := setup(t, s, api)
 	ip, err := m.Ensure(context.Background(), s)

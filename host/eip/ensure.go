@@ -24,9 +24,11 @@ import (
 //
 // A Service with a sharing key gets its key's Elastic IP (see ensureShared).
 // A Service with spec.loadBalancerIP set by the user to an address that is
-// not its own reservation brings its own IP: nothing is reserved. One that
-// is not a usable address gets an InvalidLoadBalancerIP Event and a
-// RetryError of invalidIPRetry. One the CCM set whose reservation is gone
+// not its own reservation brings its own IP: nothing is reserved, and the
+// address is served if an Elastic IP reservation of the project holds it
+// (ownAddress), else the sync fails saying why. One that is not a usable
+// address gets an InvalidLoadBalancerIP Event and a RetryError of
+// invalidIPRetry. One the CCM set whose reservation is gone
 // gets a new reservation and an ElasticIPLost Event (see reportLost).
 //
 // A Service that moved (it gained, changed or dropped a sharing key) leaves
@@ -63,7 +65,7 @@ func (m *Manager) ensureOwn(ctx context.Context, svc *v1.Service) (string, error
 	lbIP := svc.Spec.LoadBalancerIP
 	ours := lbIP != "" && writtenByCCM(svc)
 	if lbIP != "" && !ours && (res == nil || res.GetAddress() != lbIP) {
-		return m.ownAddress(svc, lbIP)
+		return m.ownAddress(ctx, svc, lbIP)
 	}
 	// The CCM wrote spec.loadBalancerIP, yet no reservation carries the
 	// Service's tags: it was released outside the CCM (or the cache has not
@@ -124,7 +126,7 @@ func (m *Manager) ensureOwn(ctx context.Context, svc *v1.Service) (string, error
 // it, as before this CCM shared anything.
 func (m *Manager) ensureShared(ctx context.Context, svc *v1.Service, key string) (string, error) {
 	if lbIP := svc.Spec.LoadBalancerIP; lbIP != "" && !writtenByCCM(svc) {
-		return m.ownAddress(svc, lbIP)
+		return m.ownAddress(ctx, svc, lbIP)
 	}
 	tags := SharedTags(m.clusterID, key)
 	m.keys.LockKey(tags[1])
@@ -183,14 +185,68 @@ func (m *Manager) ensureShared(ctx context.Context, svc *v1.Service, key string)
 	return ip, m.releaseOwn(ctx, svc, fmt.Sprintf("; the Service now shares %s (sharing key %q)", ip, key))
 }
 
-// ownAddress is the user's own address (spec.loadBalancerIP), if usable.
-func (m *Manager) ownAddress(svc *v1.Service, lbIP string) (string, error) {
+// ownAddress is the user's own address (spec.loadBalancerIP), if usable: an
+// IPv4 address that an Elastic IP reservation of the project holds, where
+// placement puts the Service (ownAddressRefusal).
+//
+// Why the reservation is checked at all: who wrote the field is all that
+// tells the user's address from the CCM's, and a Service created again from
+// a saved object (a backup's restore, `kubectl get -o yaml` and apply) has
+// the CCM's old address with the user as its writer. The CCM released that
+// address when the Service was deleted; reporting it would route the
+// Service nowhere, or to whoever Equinix gives the address next. The lookup
+// is in the reservation cache, so a Service costs no Equinix call per sync.
+// The refusal is the sync's error, which the service controller records as
+// SyncLoadBalancerFailed and retries with backoff (at most every 5 minutes)
+// without writing a status; reserving the address fixes it without an edit.
+func (m *Manager) ownAddress(ctx context.Context, svc *v1.Service, lbIP string) (string, error) {
 	if err := checkRequestedIP(lbIP); err != nil {
 		invalidIPTotal.Inc()
 		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonInvalidIP, "%v", err)
 		return "", err
 	}
+	res, err := m.api.ReservationHolding(ctx, lbIP)
+	if err != nil {
+		return "", m.fail(svc, fmt.Errorf("looking up the Elastic IP reservation of spec.loadBalancerIP %s: %w", lbIP, err))
+	}
+	// A Service bringing its own address needs no placement: when the
+	// policy decides nothing for it (or denies it an Elastic IP of the
+	// CCM's), any metro of the project will do.
+	var loc *location.Location
+	if l, err := m.placer.Place(ctx, svc); err == nil {
+		loc = &l
+	}
+	if err := ownAddressRefusal(lbIP, res, loc, m.api.ProjectID()); err != nil {
+		return "", err
+	}
 	return lbIP, nil
+}
+
+// ownAddressRefusal says why the user's own address addr is not served,
+// or nil when it is: res is the project's Elastic IP reservation that holds
+// it (nil for none), loc where placement puts the Service (nil when it
+// decides nothing). Equinix Metal routes an Elastic IP only to the
+// project's devices in the reservation's own metro (or facility).
+func ownAddressRefusal(addr string, res *metalv1.IPReservation, loc *location.Location, project string) error {
+	const fix = "or remove spec.loadBalancerIP and the CCM reserves an Elastic IP for the Service"
+	where := ""
+	if loc != nil {
+		where = " in " + loc.String()
+	}
+	if res == nil {
+		reserve := fmt.Sprintf("reserve %s in project %s", addr, project)
+		if loc != nil {
+			reserve += " (" + loc.String() + ")"
+		}
+		return fmt.Errorf("spec.loadBalancerIP %s is not an Elastic IP reservation of project %s%s: an address the project does not hold is routed nowhere and may belong to someone else (a Service created again from a saved object keeps the address the CCM released when it was deleted); %s, %s", addr, project, where, reserve, fix)
+	}
+	if loc == nil {
+		return nil
+	}
+	if at, ok := reservedIn(res, *loc); !ok {
+		return fmt.Errorf("spec.loadBalancerIP %s is not an Elastic IP reservation of project %s%s, where placement puts the Service: it is reserved in %s, and an Elastic IP is routed only in its own metro or facility; bring an address reserved in %s, place the Service in %s (its metro or facility annotation), %s", addr, project, where, at, loc, at, fix)
+	}
+	return nil
 }
 
 // reserve requests a reservation with tags in loc; key, if any, is named in

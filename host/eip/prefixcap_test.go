@@ -55,7 +55,8 @@ func TestPrefixCap(t *testing.T) {
 			existing: []metalv1.IPReservation{reserved("rgone", "gone", "10.0.0.9")}, svc: svc("new", metro, "")},
 		{name: "sharing a key's address", others: []*v1.Service{announced("a", "10.0.0.1"), ccmWrote(keyed("k1", 80), "10.0.0.2")},
 			existing: []metalv1.IPReservation{{Id: ptr("rk"), Address: ptr("10.0.0.2"), State: ptr("created"), Tags: SharedTags("cluster-uid", "k")}}, svc: keyed("k2", 443)},
-		{name: "the user's own address", others: []*v1.Service{announced("a", "10.0.0.1"), announced("b", "10.0.0.2")}, svc: svc("new", nil, "145.60.80.60")},
+		{name: "the user's own address", others: []*v1.Service{announced("a", "10.0.0.1"), announced("b", "10.0.0.2")}, svc: svc("new", nil, "145.60.80.60"),
+			existing: []metalv1.IPReservation{userReservation("mine", "145.60.80.60", "da")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

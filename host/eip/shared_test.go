@@ -60,6 +60,7 @@ func TestSharedManager(t *testing.T) {
 	byo := keyed("byo", 8080)
 	byo.Spec.LoadBalancerIP = "145.40.1.1" // the user's
 	m, api, rec, kube := sharedSetup(a, b, byo)
+	api.res = []metalv1.IPReservation{userReservation("mine", "145.40.1.1", "da")} // the user reserved it
 
 	ipA, err := m.Ensure(ctx, a)
 	if err != nil {
@@ -69,7 +70,7 @@ func TestSharedManager(t *testing.T) {
 	if err != nil || ipB != ipA || len(api.requests) != 1 {
 		t.Fatalf("b: %s %v, a has %s; %d requests", ipB, err, ipA, len(api.requests))
 	}
-	if got := api.res[0].Tags; !hasAll(got, SharedTags("cluster-uid", "k")) || len(got) != 3 {
+	if got := api.res[1].Tags; !hasAll(got, SharedTags("cluster-uid", "k")) || len(got) != 3 {
 		t.Fatalf("tags %v", got)
 	}
 	if ip, err := m.Ensure(ctx, byo); err != nil || ip != "145.40.1.1" || len(api.requests) != 1 {
@@ -81,7 +82,7 @@ func TestSharedManager(t *testing.T) {
 	if err := kube.CoreV1().Services("default").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Release(ctx, a); err != nil || len(api.res) != 1 {
+	if err := m.Release(ctx, a); err != nil || len(api.res) != 2 {
 		t.Fatalf("release a: %v, %d reservations", err, len(api.res))
 	}
 	if ev := strings.Join(events(rec), "\n"); !strings.Contains(ev, ReasonShareKept) {
@@ -90,12 +91,12 @@ func TestSharedManager(t *testing.T) {
 	// b goes: byo still has the key.
 	b = ccmWrote(b, ipB)
 	_ = kube.CoreV1().Services("default").Delete(ctx, "b", metav1.DeleteOptions{})
-	if err := m.Release(ctx, b); err != nil || len(api.res) != 1 {
+	if err := m.Release(ctx, b); err != nil || len(api.res) != 2 {
 		t.Fatalf("release b: %v, %d reservations", err, len(api.res))
 	}
-	// The last one goes.
+	// The last one goes; the user's own reservation stays.
 	_ = kube.CoreV1().Services("default").Delete(ctx, "byo", metav1.DeleteOptions{})
-	if err := m.Release(ctx, byo); err != nil || len(api.res) != 0 {
+	if err := m.Release(ctx, byo); err != nil || len(api.res) != 1 || api.res[0].GetId() != "mine" {
 		t.Fatalf("release byo: %v, %d reservations", err, len(api.res))
 	}
 }

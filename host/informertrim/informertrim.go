@@ -7,11 +7,13 @@
 // Transform is given to every shared informer of Services and Nodes: the
 // CCM's own factory (informers.WithTransform) and the one
 // k8s.io/cloud-provider builds for its controllers (SetTransform, from the
-// provider's SetInformers).
+// provider's SetInformers). EndpointSlice is the transform of the CCM's
+// informer of every EndpointSlice.
 package informertrim
 
 import (
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
@@ -61,4 +63,34 @@ func loadBalancerIPEntry(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFi
 		return wroteLoadBalancerIP
 	}
 	return nil
+}
+
+// EndpointSlice is the transform of the CCM's EndpointSlice informer (its
+// own, not the shared factory's: the control-plane EIP reads whole slices
+// of its own): an EndpointSlice keeps its name, namespace, UID,
+// resourceVersion and Service (the kubernetes.io/service-name label), and
+// per endpoint only its node and its ready condition, which is all the
+// NoAnnouncingNode check reads (host/lbmodule). The informer watches every
+// EndpointSlice of the cluster; the addresses, ports, zones, target
+// references and managedFields it drops are most of each. Other objects
+// pass unchanged.
+func EndpointSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	out := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion},
+		AddressType: s.AddressType,
+	}
+	if svc, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
+		out.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	}
+	if len(s.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
+		for i, e := range s.Endpoints {
+			out.Endpoints[i] = discoveryv1.Endpoint{NodeName: e.NodeName, Conditions: discoveryv1.EndpointConditions{Ready: e.Conditions.Ready}}
+		}
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
@@ -60,5 +61,41 @@ func TestTransform(t *testing.T) {
 				t.Errorf("got  %+v\nwant %+v", got, c.out)
 			}
 		})
+	}
+}
+
+// TestEndpointSlice: an EndpointSlice keeps what the NoAnnouncingNode check
+// reads (its Service, and per endpoint the node and whether it is ready),
+// nothing else; another object passes unchanged.
+func TestEndpointSlice(t *testing.T) {
+	ready, node, zone := true, "worker-1", "da11"
+	port := int32(80)
+	in := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abcde", Namespace: "ns", UID: "u", ResourceVersion: "7",
+			Labels:          map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io", "app": "web"},
+			Annotations:     map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": "2026-01-01T00:00:00Z"},
+			ManagedFields:   []metav1.ManagedFieldsEntry{entry("kube-controller-manager", `{"f:endpoints":{}}`)},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Service", Name: "web"}}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.202.1.5"}, NodeName: &node, Zone: &zone,
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &ready}, TargetRef: &v1.ObjectReference{Kind: "Pod", Name: "web-1"}}},
+		Ports: []discoveryv1.EndpointPort{{Port: &port}},
+	}
+	want := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abcde", Namespace: "ns", UID: "u", ResourceVersion: "7",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{NodeName: &node, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	}
+	got, err := informertrim.EndpointSlice(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
+	if got, _ := informertrim.EndpointSlice(cm); got != cm {
+		t.Errorf("a ConfigMap changed: %+v", got)
 	}
 }

@@ -60,6 +60,9 @@ type ReconcilerConfig struct {
 	Snapshot SnapshotFunc
 	// Recorder receives the failure Events; nil records none.
 	Recorder eventRecorder
+	// Announcements, if set, is told every snapshot, to say on a Local
+	// Service that no BGP node announces it (announce.go).
+	Announcements *announcements
 	// EventObject is what the failure Events are recorded on; nil is
 	// clusterevent.Object (the kube-system Namespace).
 	EventObject *corev1.ObjectReference

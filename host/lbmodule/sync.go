@@ -47,6 +47,11 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	if err != nil {
 		return r.snapshotErr(err)
 	}
+	// The Services and BGP nodes are what they are whatever the module
+	// makes of them: the check does not wait for generate or apply.
+	if a := r.cfg.Announcements; a != nil {
+		a.Observe(req)
+	}
 	desc := r.cfg.Module.Describe()
 	if req.Existing, err = r.read(ctx, desc); err != nil {
 		return r.applyErr("reading the objects it asked for: %v", err)

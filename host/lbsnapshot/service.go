@@ -7,13 +7,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
 // ServiceFromK8s turns a Service of type LoadBalancer into the module's view
 // of it. Its addresses are the ingress IPs of its status, else
-// spec.loadBalancerIP (where upstream records the Elastic IP); ok is false
-// when it has none, and such a Service is left out of the snapshot.
+// spec.loadBalancerIP where the CCM wrote it (where upstream records the
+// Elastic IP); ok is false when it has none, and such a Service is left out
+// of the snapshot.
+//
+// A spec.loadBalancerIP the user wrote counts only once it is in the
+// status, that is once host/eip has accepted it as an Elastic IP of the
+// project: a module announcing it before (or after a refusal: an address
+// the CCM released, brought back by a restored Service) would have the
+// nodes announce an address the project may not hold, and MetalLB would
+// put it in the status itself.
 func ServiceFromK8s(svc *corev1.Service) (s sdk.Service, ok bool) {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return sdk.Service{}, false
@@ -28,7 +37,7 @@ func ServiceFromK8s(svc *corev1.Service) (s sdk.Service, ok bool) {
 	for _, in := range svc.Status.LoadBalancer.Ingress {
 		add(in.IP)
 	}
-	if len(s.IPs) == 0 {
+	if len(s.IPs) == 0 && fieldmanager.WroteLoadBalancerIP(svc.ManagedFields) {
 		add(svc.Spec.LoadBalancerIP) //nolint:staticcheck // upstream's field for the EIP
 	}
 	if len(s.IPs) == 0 {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -29,6 +30,11 @@ func TestServiceFromK8s(t *testing.T) {
 			Ports: []sdk.Port{{Name: "https", Protocol: "TCP", Port: 443}}, Annotations: map[string]string{eip.LegacySharingAnnotation: "k"}}
 	}
 	with := func(s *corev1.Service, f func(*corev1.Service)) *corev1.Service { f(s); return s }
+	// ccmWrote marks spec.loadBalancerIP as the CCM's (its field manager).
+	ccmWrote := func(s *corev1.Service) {
+		s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:loadBalancerIP":{}}}`)}}}
+	}
 	class := "other.io/lb"
 	for _, tc := range []struct {
 		name string
@@ -37,14 +43,20 @@ func TestServiceFromK8s(t *testing.T) {
 		ok   bool
 	}{
 		{"ingress wins", lb("145.40.1.9", "145.40.1.5"), want("145.40.1.5"), true},
-		{"loadBalancerIP", lb("145.40.1.9"), want("145.40.1.9"), true},
+		{"loadBalancerIP the CCM wrote", with(lb("145.40.1.9"), ccmWrote), want("145.40.1.9"), true},
+		// The user's own address reaches the module once the CCM has
+		// accepted it (an Elastic IP of the project: host/eip), that is
+		// once it is in the status; before, or when refused, announcing it
+		// would route an address the project may not hold.
+		{"the user's loadBalancerIP, not in the status", lb("145.40.1.9"), sdk.Service{}, false},
+		{"the user's loadBalancerIP, in the status", lb("145.40.1.9", "145.40.1.9"), want("145.40.1.9"), true},
 		{"no address", lb(""), sdk.Service{}, false},
 		{"hostname ingress only", lb("", ""), sdk.Service{}, false},
 		{"not a LoadBalancer", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}}, sdk.Service{}, false},
 		// Addresses are parsed, written in their canonical form,
 		// deduplicated and sorted.
 		{"ingress deduplicated and sorted", lb("", "2604:1380:4641:0::5", "145.40.1.5", "145.40.1.5"), want("145.40.1.5", "2604:1380:4641::5"), true},
-		{"unparsable ingress falls back to loadBalancerIP", lb("145.40.1.9", "not-an-ip"), want("145.40.1.9"), true},
+		{"unparsable ingress falls back to loadBalancerIP", with(lb("145.40.1.9", "not-an-ip"), ccmWrote), want("145.40.1.9"), true},
 		{"unparsable loadBalancerIP", lb("not-an-ip"), sdk.Service{}, false},
 		// Which Services reach the module is Build's rule; the view of one
 		// does not depend on its class.
@@ -79,7 +91,8 @@ func TestServiceFromK8s(t *testing.T) {
 func TestServiceFromK8sCopiesAnnotations(t *testing.T) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: map[string]string{"a": "1"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: "145.40.1.5"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+		Status:     corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "145.40.1.5"}}}},
 	}
 	got, ok := lbsnapshot.ServiceFromK8s(svc)
 	if !ok {

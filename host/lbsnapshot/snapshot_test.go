@@ -16,6 +16,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -93,11 +94,17 @@ func cases(t *testing.T) []struct {
 			service("default", "web", "145.40.1.5"),
 		}}},
 		// Addresses are the ingress IPs, deduplicated and sorted, or else
-		// spec.loadBalancerIP (a user's own reserved IP, or upstream's
-		// record of the EIP); a Service with neither is left out.
+		// spec.loadBalancerIP where the CCM wrote it (upstream's record of
+		// the EIP); a Service with neither is left out, and so is a user's
+		// own address not yet accepted into the status.
 		{"dual-stack-and-own-ip", Input{LB: crd, Templates: templates, Nodes: workers, Services: []*v1.Service{
 			service("default", "dual", "2604:1380:4641::5", "145.40.1.5", "145.40.1.5"),
-			with(service("default", "own-ip"), func(s *v1.Service) { s.Spec.LoadBalancerIP = "145.40.9.9" }),
+			with(service("default", "own-ip"), func(s *v1.Service) {
+				s.Spec.LoadBalancerIP = "145.40.9.9"
+				s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate,
+					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:loadBalancerIP":{}}}`)}}}
+			}),
+			with(service("default", "own-ip-not-accepted"), func(s *v1.Service) { s.Spec.LoadBalancerIP = "145.40.9.6" }),
 			with(service("default", "own-ip-assigned", "145.40.9.8"), func(s *v1.Service) { s.Spec.LoadBalancerIP = "145.40.9.7" }),
 			service("default", "pending"),
 		}}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -22,6 +23,11 @@ const (
 	indexTag        = "tag"
 	indexAssignment = "assignment"
 	indexAddress    = "address"
+	// indexBlock holds the Elastic IP blocks larger than a /32 under one
+	// key (blockKey): an address inside one is found by a scan of those
+	// few, not of every reservation (ReservationHolding).
+	indexBlock = "block"
+	blockKey   = "block"
 )
 
 // reservationType is the only kind of reservation cached and requested:
@@ -52,6 +58,13 @@ func newReservationStore() *store {
 				}
 			}
 			return keys, nil
+		},
+		indexBlock: func(obj any) ([]string, error) {
+			r := obj.(*metalv1.IPReservation)
+			if !r.GetManagement() && r.GetCidr() > 0 && r.GetCidr() < 32 {
+				return []string{blockKey}, nil
+			}
+			return nil, nil
 		},
 	}, indexTag)
 }
@@ -171,6 +184,69 @@ func (c *Client) Reservations(ctx context.Context) ([]metalv1.IPReservation, err
 	SortReservations(out)
 	return out, nil
 }
+
+// ReservationHolding returns, from the cache, the project's public IPv4
+// Elastic IP reservation that holds addr: its /32, or a larger block of
+// the project that contains it; nil when the project holds no such
+// reservation (or addr is not an IPv4 address). A device's management
+// addresses are reservations too, but no Elastic IP, and never match. Like
+// ReservationsWithTags, the first call fills the cache; later ones make no
+// API call.
+func (c *Client) ReservationHolding(ctx context.Context, addr string) (*metalv1.IPReservation, error) {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !a.Unmap().Is4() {
+		return nil, nil
+	}
+	a = a.Unmap()
+	if !c.reservations.isLoaded() {
+		cacheMiss(cacheReservations)
+		if err := c.reservations.refresh(ctx, 0, refreshTimeout, c.listAllReservations); err != nil {
+			return nil, err
+		}
+	} else {
+		cacheHit(cacheReservations)
+	}
+	// The address itself (a /32, or the first of a block) is one index
+	// lookup; an address inside a block is one scan of the blocks.
+	exact, _ := c.reservations.idx.ByIndex(indexAddress, a.String())
+	blocks, _ := c.reservations.idx.ByIndex(indexBlock, blockKey)
+	var found []metalv1.IPReservation
+	for _, o := range append(exact, blocks...) {
+		r := o.(*metalv1.IPReservation)
+		if holds(r, a) && !slices.ContainsFunc(found, func(f metalv1.IPReservation) bool { return f.GetId() == r.GetId() }) {
+			found = append(found, *r)
+		}
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+	SortReservations(found)
+	return &found[0], nil
+}
+
+// holds reports whether r, an Elastic IP (not a management block), covers a.
+func holds(r *metalv1.IPReservation, a netip.Addr) bool {
+	if r.GetManagement() {
+		return false
+	}
+	network := r.GetNetwork()
+	if network == "" {
+		network = r.GetAddress()
+	}
+	n, err := netip.ParseAddr(network)
+	if err != nil {
+		return false
+	}
+	bits := int(r.GetCidr())
+	if bits == 0 {
+		bits = 32
+	}
+	p, err := n.Unmap().Prefix(bits)
+	return err == nil && p.Contains(a)
+}
+
+// ProjectID is the project this client works in, for messages.
+func (c *Client) ProjectID() string { return c.opts.ProjectID }
 
 func hasAllTags(have, want []string) bool {
 	for _, w := range want {

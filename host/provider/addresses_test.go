@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
@@ -150,6 +151,100 @@ func TestLostReservation(t *testing.T) {
 	if after := metricValue(t, "equinix_metal_eip_lost_total"); after != lostBefore+1 {
 		t.Errorf("equinix_metal_eip_lost_total went from %v to %v, want +1", lostBefore, after)
 	}
+	h.checkRBAC()
+}
+
+// TestRestoredServiceIsRefused: the audit's case. A Service is saved
+// (kubectl get -o yaml, a backup), deleted (the CCM releases its Elastic
+// IP) and created again from the saved object without managedFields: its
+// spec.loadBalancerIP now reads as the user's own address, which the
+// project no longer holds. The sync fails with a SyncLoadBalancerFailed
+// Event naming the address, the project, the metro and the fix; the
+// Service gets no status and no MetalLB pool; the retries cost no Equinix
+// call; and removing the field gives it a new Elastic IP.
+func TestRestoredServiceIsRefused(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ctx := context.Background()
+	h.addNode("node-0", nil)
+	h.addService("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
+	var old string
+	h.eventually("web gets an Elastic IP", func() (bool, string) {
+		ip, why := h.serviceIP("web")
+		old = ip
+		return ip != "", why
+	})
+	saved, err := h.kube.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.kube.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("web is gone and its Elastic IP released", func() (bool, string) {
+		_, err := h.kube.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		n := len(h.emu.ElasticReservations(emulator.DefaultProjectID))
+		return err != nil && n == 0, fmt.Sprintf("get: %v, %d reservations", err, n)
+	})
+
+	// The restore: the saved object as `kubectl apply` of its YAML creates it.
+	restored := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Annotations: saved.Annotations},
+		Spec:       *saved.Spec.DeepCopy(),
+	}
+	restored.Spec.ClusterIP, restored.Spec.ClusterIPs = "", nil
+	// kube-apiserver frees the old Service's node ports a moment after
+	// the object is gone: until then the saved nodePort is refused as
+	// "already allocated", as a restore would meet it.
+	h.eventually("the saved web is created again", func() (bool, string) {
+		_, err := h.kube.CoreV1().Services("default").Create(ctx, restored.DeepCopy(), metav1.CreateOptions{})
+		if err != nil && !strings.Contains(err.Error(), "already allocated") {
+			t.Fatal(err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	h.eventually("the restored web is refused with the reason and the fix", func() (bool, string) {
+		ev := h.serviceEvents("web", "SyncLoadBalancerFailed")
+		if len(ev) == 0 {
+			return false, h.events("web")
+		}
+		msg := ev[len(ev)-1].Message
+		for _, want := range []string{old, "is not an Elastic IP reservation of project " + emulator.DefaultProjectID + " in metro da", "remove spec.loadBalancerIP"} {
+			if !strings.Contains(msg, want) {
+				return false, fmt.Sprintf("message lacks %q: %s", want, msg)
+			}
+		}
+		return true, ""
+	})
+	h.emu.ResetCounts()
+	// The service controller retries (after 5 s, then 10 s): from the
+	// reservation cache, without an Equinix call.
+	time.Sleep(17 * time.Second)
+	if n, detail := apiCalls(h.emu); n != 0 {
+		t.Errorf("retries of the refused Service made %d Equinix calls: %s", n, detail)
+	}
+	if ip, _ := h.serviceIP("web"); ip != "" {
+		t.Errorf("the restored Service has the address %s in its status", ip)
+	}
+	dyn := dynamic.NewForConfigOrDie(h.env.Config)
+	list, err := dyn.Resource(ipAddressPools).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		if strings.Contains(fmt.Sprint(p.Object["spec"]), old) {
+			t.Errorf("MetalLB pool %s has the address the project no longer holds: %v", p.GetName(), p.Object["spec"])
+		}
+	}
+
+	// The fix the message names.
+	patch := []byte(`{"spec":{"loadBalancerIP":null}}`)
+	if _, err := h.kube.CoreV1().Services("default").Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("web gets a new Elastic IP once its spec.loadBalancerIP is removed", func() (bool, string) {
+		ip, why := h.serviceIP("web")
+		return ip != "", why
+	})
 	h.checkRBAC()
 }
 

@@ -118,13 +118,19 @@ func TestNodeAndServiceLifecycle(t *testing.T) {
 	h.checkRBAC()
 }
 
-// TestBringYourOwnIPReservesNothing: a Service with spec.loadBalancerIP.
+// TestBringYourOwnIPReservesNothing: a Service with spec.loadBalancerIP, an
+// Elastic IP the user reserved in the project.
 func TestBringYourOwnIPReservesNothing(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	h.addService("byo", nil, "145.60.80.60")
+	mine, err := h.emu.AddReservation(emulator.ReservationSeed{Metro: "da"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := mine.Prefix.Addr().String()
+	h.addService("byo", nil, own)
 	h.eventually("status shows the given IP", func() (bool, string) {
 		ip, msg := h.serviceIP("byo")
-		return ip == "145.60.80.60", msg
+		return ip == own, msg
 	})
 	if n := h.emu.Count(emulator.RouteRequestIPReservation); n != 0 {
 		t.Fatalf("%d reservation requests for a bring-your-own IP", n)

@@ -63,13 +63,24 @@ func (c *cloud) setupModule(cfg *config.Config) error {
 			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List,
 			bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
 		}
+		// NoAnnouncingNode: checked at each sync against the snapshot's
+		// BGP nodes, and for one Service when its EndpointSlices change.
+		endpoints := newLocalEndpoints(env.kube)
+		announcements := lbmodule.NewAnnouncements(lbmodule.AnnouncementsConfig{
+			Service:    func(ns, name string) (*v1.Service, error) { return services.Lister().Services(ns).Get(name) },
+			ReadyNodes: endpoints.readyNodes,
+			Recorder:   env.recorder,
+		})
 		rec, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
 			Module: mod, Dynamic: dyn, Metadata: meta, Kube: env.kube, Snapshot: snap.request, Recorder: env.recorder,
+			Announcements: announcements,
 		})
 		if err != nil {
 			klog.ErrorS(err, "Load-balancer module loop not started")
 			return
 		}
+		endpoints.changed, endpoints.synced = announcements.EndpointsChanged, rec.MarkDirty
+		go endpoints.run(ctx)
 		c.lb.dirty = rec.MarkDirty
 		c.reconciler.Store(rec)
 		if w := c.moduleWatch; w != nil {

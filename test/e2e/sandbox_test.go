@@ -54,7 +54,7 @@ func TestSandboxDataPlane(t *testing.T) {
 		regexp.MustCompile(`BGP sessions up: router-1 \(169\.254\.255\.1\) 8/8, router-2 \(169\.254\.255\.2\) 8/8`),
 		regexp.MustCompile(`\S+/32 +default/web +` + regexp.QuoteMeta(all)),
 		regexp.MustCompile(`\S+/32 +default/api +` + regexp.QuoteMeta(all)),
-		regexp.MustCompile(`145\.40\.90\.10/32 +default/byo +` + regexp.QuoteMeta(all)),
+		regexp.MustCompile(`198\.18\.63\.10/32 +default/byo +` + regexp.QuoteMeta(all)), // sandbox.BYOAddress
 	} {
 		if !want.MatchString(last) {
 			t.Errorf("the last view lacks %s:\n%s", want, last)

@@ -57,6 +57,9 @@ func Seed(devs []Device, withDataPlane bool) *emulator.Seed {
 	if withDataPlane {
 		seed.Projects[0].BGP = &emulator.BGPConfigSeed{ASN: dataplane.ProjectASN}
 	}
+	// The address Service byo brings: an Elastic IP the user reserved in
+	// the project (the CCM serves no other), without the CCM's tags.
+	seed.Reservations = append(seed.Reservations, emulator.ReservationSeed{Metro: "da", Address: BYOAddress, Details: "reserved by the user for Service default/byo"})
 	for _, d := range devs {
 		s := emulator.DeviceSeed{Hostname: d.Name, Metro: d.Metro}
 		if d.ControlPlane {
@@ -141,6 +144,11 @@ func PrepareModuleTargets(ctx context.Context, kube kubernetes.Interface, loadBa
 	return nil
 }
 
+// BYOAddress is Service byo's own address, reserved in metro da by Seed; at
+// the end of da's block, where the Elastic IPs the CCM reserves (from the
+// start) never reach.
+const BYOAddress = "198.18.63.10"
+
 // SampleServices are one Service per behaviour worth seeing.
 func SampleServices() []*v1.Service {
 	mk := func(name string, ann map[string]string, ip string) *v1.Service {
@@ -153,7 +161,7 @@ func SampleServices() []*v1.Service {
 	return []*v1.Service{
 		mk("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, ""),
 		mk("api", map[string]string{"metal.equinix.com/eip-metro": "sv"}, ""),
-		mk("byo", nil, "145.40.90.10"),
+		mk("byo", nil, BYOAddress),
 		mk("nowhere", nil, ""),
 	}
 }

@@ -44,7 +44,7 @@ func TestSandbox(t *testing.T) {
 	for _, want := range []string{
 		"metro da, created",       // web's EIP, where its annotation says
 		"metro sv, created",       // api's
-		"145.40.90.10",            // byo keeps its own address
+		"198.18.63.10",            // byo keeps its own address (sandbox.BYOAddress, reserved by the user)
 		"none: bring your own IP", // and reserves nothing
 		"denied Service",          // nowhere: the placement policy's clear error
 		"equinixmetal://",         // nodes initialised
