@@ -62,12 +62,20 @@ var baseAllowed = calls(
 	// controlplane: default/kubernetes, the external Service and its slices
 	"list services default", "watch services default",
 	"patch services kube-system/cloud-provider-equinix-metal-kubernetes-external",
+	// Server-side apply of an object that does not exist yet is
+	// authorised as create too (found by the real cluster's test).
+	"create services kube-system/cloud-provider-equinix-metal-kubernetes-external",
+	"create endpointslices.discovery.k8s.io kube-system/cloud-provider-equinix-metal-kubernetes-external-abcde",
 	"patch services/status kube-system/cloud-provider-equinix-metal-kubernetes-external",
 	"delete services kube-system/cloud-provider-equinix-metal-kubernetes-external",
 	"list endpointslices.discovery.k8s.io default", "watch endpointslices.discovery.k8s.io default",
 	"patch endpointslices.discovery.k8s.io kube-system/cloud-provider-equinix-metal-kubernetes-external-abcde",
 	"list endpointslices.discovery.k8s.io kube-system",
 	"delete endpointslices.discovery.k8s.io kube-system/cloud-provider-equinix-metal-kubernetes-external-old",
+	// lbmodule: the nodes of Local Services' ready endpoints (NoAnnouncingNode),
+	// after asking whether it may (granted to every authenticated user by the server)
+	"list endpointslices.discovery.k8s.io", "watch endpointslices.discovery.k8s.io",
+	"create selfsubjectaccessreviews.authorization.k8s.io",
 	// cluster ID
 	"get namespaces - kube-system",
 	// leader election
@@ -92,7 +100,7 @@ var baseDenied = calls(
 	"create nodes", "get nodes/proxy - n1",
 	"update leases.coordination.k8s.io kube-system/kube-controller-manager", "delete leases.coordination.k8s.io kube-system/cloud-controller-manager",
 	"patch configmaps kube-system/kube-proxy", "get configmaps kube-system/coredns",
-	"patch endpointslices.discovery.k8s.io default/kubernetes", "list endpointslices.discovery.k8s.io",
+	"patch endpointslices.discovery.k8s.io default/kubernetes", "delete endpointslices.discovery.k8s.io team-a/web-abcde",
 	"create pods kube-system", "create serviceaccounts/token kube-system/cloud-controller-manager",
 	"patch ipaddresspools.metallb.io metallb-system/svc-pool", "get configmaps metallb-system/config",
 	"create clusterrolebindings.rbac.authorization.k8s.io",
