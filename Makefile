@@ -379,7 +379,7 @@ $(K8S_BIN_DIR)/pause:
 	@mv $@.tmp $@
 
 # The node runtime from Debian, installed when missing (root, apt-get).
-CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static iptables conntrack gcc bird2 curl wget dash
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static iptables conntrack gcc bird2 curl wget dash netcat-openbsd
 cluster-debs:
 	@missing=""; for p in $(CLUSTER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -440,7 +440,7 @@ cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN)
 
 # Kubernetes' own LoadBalancer e2e tests against a cloud cluster; the JUnit
 # report and e2e.test's log go to $(CONFORMANCE_DIR). Narrow or widen with
-#   make conformance CONFORMANCE_FOCUS='\[sig-network\] LoadBalancers should be able to preserve UDP traffic'
+#   make conformance CONFORMANCE_FOCUS='LoadBalancers .*should be able to preserve UDP traffic'
 CONFORMANCE_DIR ?= $(BIN_DIR)/conformance
 CONFORMANCE_FOCUS ?=
 conformance: $(CLUSTER_PREREQS) cluster-image $(E2E_TEST) $(COREDNS)

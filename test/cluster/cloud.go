@@ -106,12 +106,15 @@ func cloudImages(o *CloudOptions, metallb []*unstructured.Unstructured) ([]nodeI
 		out = append(out, nodeImage{ref, img})
 	}
 	if o.Agnhost != "" {
-		// The e2e tests run sh -c 'curl ...' and sh -c 'wget ...' in
+		// The e2e tests run sh -c 'curl ...', 'wget ...' and 'nc ...' in
 		// agnhost pods. Debian's: busybox's wget crashes here, and
 		// busybox's sh runs its own applets before anything on PATH, so
 		// /bin/sh is dash.
+		// nc is OpenBSD's, as in agnhost's own image: the e2e tests
+		// run nc -v -t -w 2 (busybox's nc knows neither -v nor -t).
 		img, err := hostFilesImage(map[string]string{"/agnhost": o.Agnhost, "/usr/bin/curl": "/usr/bin/curl",
-			"/usr/bin/wget": "/usr/bin/wget", "/bin/sh": "/bin/dash"}, true,
+			"/usr/bin/wget": "/usr/bin/wget", "/bin/sh": "/bin/dash", "/usr/bin/nc": "/usr/bin/nc.openbsd",
+			"/bin/nc": "/usr/bin/nc.openbsd"}, true,
 			[]string{"/agnhost"}, []string{"pause"},
 			// Debian's wget tries 20 times where busybox's (which the
 			// tests expect) gives up after one: a blocked address would

@@ -71,11 +71,14 @@ func TestConformance(t *testing.T) {
 	began := time.Now()
 	runErr := cmd.Run()
 	t.Logf("e2e.test ran for %s (log %s)", time.Since(began).Round(time.Second), logPath)
-	summary, err := junitSummary(filepath.Join(report, "junit_01.xml"))
+	summary, ran, err := junitSummary(filepath.Join(report, "junit_01.xml"))
 	if err != nil {
 		t.Errorf("JUnit report: %v", err)
 	} else {
 		t.Logf("%s", summary)
+		if ran == 0 {
+			t.Errorf("no spec matched the focus %q: nothing was tested", focus)
+		}
 	}
 	if runErr != nil {
 		t.Fatalf("e2e.test: %v", runErr)
@@ -102,14 +105,14 @@ type junitSuites struct {
 
 // junitSummary is one line per spec that ran or failed (not the thousands
 // the focus skipped), then the totals.
-func junitSummary(path string) (string, error) {
+func junitSummary(path string) (string, int, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	var s junitSuites
 	if err := xml.Unmarshal(data, &s); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	var b strings.Builder
 	ran, passed, failed := 0, 0, 0
@@ -131,7 +134,7 @@ func junitSummary(path string) (string, error) {
 		}
 	}
 	fmt.Fprintf(&b, "specs run %d, passed %d, failed %d", ran, passed, failed)
-	return b.String(), nil
+	return b.String(), ran, nil
 }
 
 func firstLineOf(s string) string {
