@@ -24,6 +24,14 @@ import (
 // nodes announce an address the project may not hold, and MetalLB would
 // put it in the status itself.
 func ServiceFromK8s(svc *corev1.Service) (s sdk.Service, ok bool) {
+	return serviceFromK8s(svc, "")
+}
+
+// serviceFromK8s is ServiceFromK8s with own, when not empty, as the
+// address of a Service that has none in its status: the user's own
+// spec.loadBalancerIP once the caller knows the project holds it (Build's
+// OwnAddressHeld).
+func serviceFromK8s(svc *corev1.Service, own string) (s sdk.Service, ok bool) {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return sdk.Service{}, false
 	}
@@ -39,6 +47,9 @@ func ServiceFromK8s(svc *corev1.Service) (s sdk.Service, ok bool) {
 	}
 	if len(s.IPs) == 0 && fieldmanager.WroteLoadBalancerIP(svc.ManagedFields) {
 		add(svc.Spec.LoadBalancerIP) //nolint:staticcheck // upstream's field for the EIP
+	}
+	if len(s.IPs) == 0 && own != "" {
+		add(own)
 	}
 	if len(s.IPs) == 0 {
 		return sdk.Service{}, false

@@ -39,6 +39,13 @@ type Input struct {
 	// Nodes are the BGP nodes (those node selection picked) whose peer data
 	// is known, in any order.
 	Nodes []bgp.Node
+	// OwnAddressHeld reports whether the project holds an Elastic IP
+	// reservation of a user's own spec.loadBalancerIP (from a cache: no
+	// call per snapshot). Such an address enters the module's view before
+	// it is in the status: MetalLB, say, allocates it only from a pool
+	// the module wrote, and clears a status it cannot allocate. nil holds
+	// none: a user's address counts only once in the status.
+	OwnAddressHeld func(ip string) bool
 }
 
 // Build is the module's input: every load-balanced Service that has an
@@ -54,7 +61,11 @@ func Build(in Input) sdk.GenerateRequest {
 		if !ourLoadBalancer(s) {
 			continue
 		}
-		if out, ok := ServiceFromK8s(s); ok {
+		out, ok := ServiceFromK8s(s)
+		if own := s.Spec.LoadBalancerIP; !ok && own != "" && in.OwnAddressHeld != nil && in.OwnAddressHeld(own) { //nolint:staticcheck // the user's own address
+			out, ok = serviceFromK8s(s, own)
+		}
+		if ok {
 			req.Services = append(req.Services, out)
 		}
 	}

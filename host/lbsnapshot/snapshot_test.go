@@ -279,3 +279,35 @@ func TestSortSnapshot(t *testing.T) {
 		t.Errorf("nodes %v, want %v", nodes, want)
 	}
 }
+
+// TestBuildOwnAddress: a user's own spec.loadBalancerIP, not yet in the
+// status, enters the module's view only when the project holds it:
+// MetalLB allocates only from a pool the module wrote, so without this a
+// held address would never reach the status.
+func TestBuildOwnAddress(t *testing.T) {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "byo", UID: "u1"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, LoadBalancerIP: "198.18.63.10",
+			Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+	}
+	for _, tc := range []struct {
+		name string
+		held func(string) bool
+		want []string // the Service's IPs in the request; nil: left out
+	}{
+		{name: "no hook", held: nil},
+		{name: "not held", held: func(string) bool { return false }},
+		{name: "held", held: func(ip string) bool { return ip == "198.18.63.10" }, want: []string{"198.18.63.10"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := Build(Input{Services: []*v1.Service{svc}, OwnAddressHeld: tc.held})
+			var got []string
+			if len(req.Services) == 1 {
+				got = req.Services[0].IPs
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("IPs in the request = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -60,7 +61,7 @@ func (c *cloud) setupModule(cfg *config.Config) error {
 		}
 		services := env.informers.Core().V1().Services()
 		snap := &snapshotter{
-			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List,
+			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List, metal: c.metal,
 			bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
 		}
 		// NoAnnouncingNode: checked at each sync against the snapshot's
@@ -173,6 +174,9 @@ type snapshotter struct {
 	services  func(labels.Selector) ([]*v1.Service, error)
 	bgpNodes  func() []bgp.Node
 	budget    *bgp.PrefixBudget
+	// metal answers whether the project holds a user's own address (its
+	// reservation cache).
+	metal *metal.Client
 }
 
 func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) {
@@ -180,7 +184,14 @@ func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) 
 	if err != nil {
 		return sdk.GenerateRequest{}, err
 	}
-	req := lbsnapshot.Build(lbsnapshot.Input{LB: s.lb, Templates: s.templates, Services: svcs, Nodes: s.bgpNodes()})
+	in := lbsnapshot.Input{LB: s.lb, Templates: s.templates, Services: svcs, Nodes: s.bgpNodes()}
+	if s.metal != nil {
+		in.OwnAddressHeld = func(ip string) bool {
+			r, err := s.metal.ReservationHolding(ctx, ip)
+			return err == nil && r != nil
+		}
+	}
+	req := lbsnapshot.Build(in)
 	s.checkPrefixes(req)
 	return req, nil
 }
