@@ -17,6 +17,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
 // decode splits a multi-document YAML file and decodes every document
@@ -129,7 +130,9 @@ func TestSamples(t *testing.T) {
 				// What a load-balancer module will see once the Service
 				// has its address: the bring-your-own ones have it from
 				// the manifest, the plain one once the CCM reserved it.
-				s, ok := lbsnapshot.ServiceFromK8s(&svc)
+				// A bring-your-own address enters the module's view once the CCM
+				// finds the project holds its reservation, as the samples require.
+				s, ok := heldView(&svc)
 				if ok != (w.ip != "") {
 					t.Fatalf("%s: in the module snapshot before the CCM assigns anything = %v, want %v", w.name, ok, w.ip != "")
 				}
@@ -157,4 +160,14 @@ func TestDecodeIsStrict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldView is the module's view of svc when the project holds every
+// address (lbsnapshot.Build with OwnAddressHeld always true).
+func heldView(svc *v1.Service) (sdk.Service, bool) {
+	req := lbsnapshot.Build(lbsnapshot.Input{Services: []*v1.Service{svc}, OwnAddressHeld: func(string) bool { return true }})
+	if len(req.Services) != 1 {
+		return sdk.Service{}, false
+	}
+	return req.Services[0], true
 }

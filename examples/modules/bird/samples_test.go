@@ -46,7 +46,9 @@ func TestSampleServices(t *testing.T) {
 				}
 				svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}}
 			}
-			s, ok := lbsnapshot.ServiceFromK8s(&svc)
+			// A bring-your-own address enters the module's view once the CCM
+			// finds the project holds its reservation, as the samples require.
+			s, ok := heldView(&svc)
 			if !ok {
 				t.Fatalf("%s: %s/%s has no address", f, svc.Namespace, svc.Name)
 			}
@@ -79,4 +81,14 @@ func TestSampleServices(t *testing.T) {
 	if strings.Join(routes, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("routes:\n%s\nwant:\n%s", strings.Join(routes, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// heldView is the module's view of svc when the project holds every
+// address (lbsnapshot.Build with OwnAddressHeld always true).
+func heldView(svc *v1.Service) (sdk.Service, bool) {
+	req := lbsnapshot.Build(lbsnapshot.Input{Services: []*v1.Service{svc}, OwnAddressHeld: func(string) bool { return true }})
+	if len(req.Services) != 1 {
+		return sdk.Service{}, false
+	}
+	return req.Services[0], true
 }
