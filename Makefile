@@ -227,11 +227,19 @@ E2E_BINS += $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speak
 # Pass options with SANDBOX_ARGS, for example
 #   make run SANDBOX_ARGS="--loadbalancer=metallb:///metallb-system/config"
 #   make run SANDBOX_ARGS="--loadbalancer=wasm://$(CURDIR)/$(EXAMPLE_WASM)?namespace=bird"
+# MetalLB and GoBGP are built only when the sandbox can use them: not with
+# --data-plane=false, nor with a --loadbalancer other than MetalLB's (the
+# routers are shown with MetalLB in CRD mode; the sandbox says why it runs
+# without them).
 SANDBOX_ARGS ?=
-run: build examples k8s-bins $(K8S_BIN_DIR)/kubectl $(DATAPLANE_BINS)
+RUN_LB := $(patsubst --loadbalancer=%,%,$(patsubst -loadbalancer=%,%,$(filter -loadbalancer=% --loadbalancer=%,$(SANDBOX_ARGS))))
+RUN_DATAPLANE := $(if $(filter -data-plane=false --data-plane=false,$(SANDBOX_ARGS)),,$(if $(RUN_LB),$(filter metallb:%,$(RUN_LB)),yes))
+RUN_DATAPLANE_BINS := $(if $(RUN_DATAPLANE),$(DATAPLANE_BINS))
+RUN_DATAPLANE_ARGS := $(if $(RUN_DATAPLANE),--metallb $(METALLB_BIN_DIR) --gobgp $(GOBGP_BIN_DIR))
+run: build examples k8s-bins $(K8S_BIN_DIR)/kubectl $(RUN_DATAPLANE_BINS)
 	@$(GO) build -o $(BIN_DIR)/sandbox ./test/cmd/sandbox
 	@echo ">> kubectl for the sandbox: $(K8S_BIN_DIR)/kubectl"
-	@PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/sandbox --ccm $(CCM_BIN) --metallb $(METALLB_BIN_DIR) --gobgp $(GOBGP_BIN_DIR) $(SANDBOX_ARGS)
+	@PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/sandbox --ccm $(CCM_BIN) $(RUN_DATAPLANE_ARGS) $(SANDBOX_ARGS)
 
 # The scale bench: the CCM binary against the emulator (50 ms API latency)
 # and a real kube-apiserver, 10,000 LoadBalancer Services on 1,000 nodes,
