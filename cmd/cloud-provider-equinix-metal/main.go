@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// reports its own errors.
 	exit := 0
 	planCmd, _ := newPlanCommand(&exit)
-	cmd.AddCommand(planCmd, newCleanupCommand(&exit))
+	cmd.AddCommand(planCmd, newCleanupCommand(&exit), newCheckPoliciesCommand(&exit))
 
 	// The standard command's help and usage print the CCM's flag sections,
 	// and cobra gives a command without its own its parent's: they stay
