@@ -3,6 +3,11 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,10 +42,45 @@ func TestSandboxDataPlane(t *testing.T) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	out, err := cmd.CombinedOutput()
-	text := string(out)
+	// The plan line it prints must work from this shell, outside the
+	// sandbox's namespace: kube-apiserver and the emulator are forwarded.
+	var out bytes.Buffer
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	planned := make(chan string, 1)
+	go func() {
+		planLine := regexp.MustCompile(`from this shell: (\S+) plan --kubeconfig (\S+) --cloud-config (\S+)`)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(nil, 1<<20)
+		ran := false
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if m := planLine.FindStringSubmatch(sc.Text()); m != nil && !ran {
+				ran = true
+				go func() { planned <- runPlan(m[1], m[2], m[3]) }()
+			}
+		}
+		if !ran {
+			planned <- "the sandbox printed no plan line"
+		}
+	}()
+	err := cmd.Wait()
+	_ = pw.Close()
+	planResult := <-planned
+	text := out.String()
 	if err != nil {
 		t.Fatalf("sandbox: %v\n%s", err, text)
+	}
+	if !strings.HasPrefix(planResult, "Cluster ") {
+		t.Errorf("plan from outside the sandbox's namespace: %s", planResult)
+	} else {
+		t.Logf("plan from outside the sandbox's namespace:\n%s", planResult)
+	}
+	if strings.Contains(text+planResult, "emulator-token") {
+		t.Error("the API key was printed")
 	}
 	if !strings.Contains(text, "==> data plane on:") {
 		t.Fatalf("the sandbox did not run the data plane:\n%s", text)
@@ -60,4 +100,19 @@ func TestSandboxDataPlane(t *testing.T) {
 			t.Errorf("the last view lacks %s:\n%s", want, last)
 		}
 	}
+}
+
+// runPlan runs the plan command the sandbox printed and returns its
+// output when it succeeded (exit 0, or 2: something would change), or
+// what went wrong.
+func runPlan(ccm, kubeconfig, cloudConfig string) string {
+	var stdout, stderr bytes.Buffer
+	c := exec.Command(ccm, "plan", "--kubeconfig", kubeconfig, "--cloud-config", cloudConfig)
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	var exit *exec.ExitError
+	if err == nil || errors.As(err, &exit) && exit.ExitCode() == 2 {
+		return stdout.String()
+	}
+	return fmt.Sprintf("%v; stderr: %s", err, stderr.String())
 }

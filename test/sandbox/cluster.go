@@ -169,6 +169,20 @@ func SampleServices() []*v1.Service {
 // startCCM runs the CCM binary against the emulator and the cluster, with
 // the API key in the cloud-config file only.
 func startCCM(o Options, dir, metalURL, kubeconfig string) (*dataplane.Proc, error) {
+	cc := filepath.Join(dir, "cloud-sa.json")
+	if err := writeCloudConfig(cc, o, dir, metalURL); err != nil {
+		return nil, err
+	}
+	return dataplane.Start(dir, "ccm", o.CCM, []string{
+		"--kubeconfig=" + kubeconfig, "--cloud-config=" + cc,
+		"--leader-elect=true", "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s",
+		"--secure-port=0", "--authentication-skip-lookup", "--v=2",
+	}, []string{"METAL_API_KEY="}) // the key comes from the file only
+}
+
+// writeCloudConfig writes the CCM's cloud-config for the emulator at
+// metalURL: the sandbox's settings, as a user's cloud-sa.json holds them.
+func writeCloudConfig(path string, o Options, dir, metalURL string) error {
 	cloudConfig := map[string]any{
 		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": metalURL,
 		"loadbalancer": o.LoadBalancer, "eipTag": cpTag, "eipHealthCheckUseHostIP": true,
@@ -178,13 +192,5 @@ func startCCM(o Options, dir, metalURL, kubeconfig string) (*dataplane.Proc, err
 		cloudConfig["policyDir"] = o.PolicyDir
 	}
 	b, _ := json.MarshalIndent(cloudConfig, "", "  ")
-	cc := filepath.Join(dir, "cloud-sa.json")
-	if err := os.WriteFile(cc, b, 0o600); err != nil {
-		return nil, err
-	}
-	return dataplane.Start(dir, "ccm", o.CCM, []string{
-		"--kubeconfig=" + kubeconfig, "--cloud-config=" + cc,
-		"--leader-elect=true", "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s",
-		"--secure-port=0", "--authentication-skip-lookup", "--v=2",
-	}, []string{"METAL_API_KEY="}) // the key comes from the file only
+	return os.WriteFile(path, b, 0o600)
 }

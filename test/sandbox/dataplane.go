@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,8 +26,10 @@ import (
 
 // The environment the sandbox passes to itself inside the namespace.
 const (
-	envForwardSocket = "METAL_CCM_SANDBOX_APISERVER_SOCKET" // where to serve kube-apiserver for the outside
-	envHostAddr      = "METAL_CCM_SANDBOX_HOST_ADDR"        // the outside address forwarded to it
+	envForwardSocket  = "METAL_CCM_SANDBOX_APISERVER_SOCKET" // where to serve kube-apiserver for the outside
+	envHostAddr       = "METAL_CCM_SANDBOX_HOST_ADDR"        // the outside address forwarded to it
+	envEmulatorSocket = "METAL_CCM_SANDBOX_EMULATOR_SOCKET"  // where to serve the emulator for the outside
+	envEmulatorAddr   = "METAL_CCM_SANDBOX_EMULATOR_ADDR"    // the outside address forwarded to it
 )
 
 // ExitCode is how the sandbox ended inside the namespace; it has said why
@@ -58,20 +61,28 @@ func dataPlaneOff(o Options) (string, dataplane.Binaries) {
 
 // runInNamespace runs this same sandbox inside a private user and network
 // namespace, where it can give nodes and routers their own addresses and
-// run BGP on port 179 without privileges. Outside, it keeps a TCP port on
-// 127.0.0.1 forwarded through a Unix socket to the kube-apiserver inside,
-// so the kubeconfig the sandbox prints works from the host.
+// run BGP on port 179 without privileges. Outside, it keeps TCP ports on
+// 127.0.0.1 forwarded through Unix sockets to the kube-apiserver and the
+// emulator inside, so the kubeconfig and the cloud-config the sandbox
+// prints work from the host (kubectl, plan).
 func runInNamespace(dir string) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+	var env []string
+	for _, f := range []struct{ file, sockEnv, addrEnv string }{
+		{"kube-apiserver.sock", envForwardSocket, envHostAddr},
+		{"metal-emulator.sock", envEmulatorSocket, envEmulatorAddr},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		sock := filepath.Join(dir, f.file)
+		go dataplane.Forward(ln, func() (net.Conn, error) { return net.Dial("unix", sock) })
+		env = append(env, f.sockEnv+"="+sock, f.addrEnv+"="+ln.Addr().String())
 	}
-	defer ln.Close()
-	sock := filepath.Join(dir, "kube-apiserver.sock")
-	go dataplane.Forward(ln, func() (net.Conn, error) { return net.Dial("unix", sock) })
 
 	argv := append(append([]string{}, os.Args...), "--dir="+dir)
-	cmd := dataplane.NamespaceCommand(argv, []string{envForwardSocket + "=" + sock, envHostAddr + "=" + ln.Addr().String()})
+	cmd := dataplane.NamespaceCommand(argv, env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// Ctrl-C reaches the sandbox inside directly (same process group); a
 	// SIGTERM sent to this process is passed on.
@@ -88,7 +99,7 @@ func runInNamespace(dir string) error {
 			}
 		}
 	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return ExitCode(exit.ExitCode())
@@ -121,6 +132,30 @@ func serveOutside(ctx context.Context, env *testenv.Env, dir string) (string, er
 	}
 	path := filepath.Join(dir, "kubeconfig")
 	return path, os.WriteFile(path, []byte(strings.ReplaceAll(string(b), inside, outside)), 0o600)
+}
+
+// emulatorOutside serves the emulator at metalURL on the socket the outside
+// forwards to and returns the URL it has there; without runInNamespace
+// the emulator is on the host's loopback already, and metalURL is that.
+func emulatorOutside(ctx context.Context, metalURL string) (string, error) {
+	sock, outside := os.Getenv(envEmulatorSocket), os.Getenv(envEmulatorAddr)
+	if sock == "" || outside == "" {
+		return metalURL, nil
+	}
+	u, err := url.Parse(metalURL)
+	if err != nil {
+		return "", err
+	}
+	_ = os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return "", fmt.Errorf("serving the emulator for the outside on %s: %w", sock, err)
+	}
+	context.AfterFunc(ctx, func() { _ = ln.Close() })
+	inside := u.Host
+	go dataplane.Forward(ln, func() (net.Conn, error) { return net.Dial("tcp", inside) })
+	u.Host = outside
+	return u.String(), nil
 }
 
 // dataPlane is what runs of the data plane: the routers and MetalLB.

@@ -119,7 +119,7 @@ func run(o Options, dir string, dp *dataPlane) error {
 
 	// 2. A real kube-apiserver.
 	say("starting kube-apiserver and etcd (work dir %s)", dir)
-	env, err := startKube(ctx, dir)
+	env, userKubeconfig, err := startKube(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -152,6 +152,9 @@ func run(o Options, dir string, dp *dataPlane) error {
 	}
 	defer ccm.Stop()
 	say("CCM started (loadbalancer %s); its log: %s", o.LoadBalancer, ccm.Log)
+	if err := sayPlan(ctx, o, dir, metalURL, userKubeconfig); err != nil {
+		return err
+	}
 
 	// What the chosen module writes into must exist, as it would in a
 	// cluster where the load balancer is installed.
@@ -179,22 +182,42 @@ func run(o Options, dir string, dp *dataPlane) error {
 
 // startKube starts kube-apiserver and etcd and says how to reach them: from
 // inside a private namespace, through the port forwarded to the outside.
-func startKube(ctx context.Context, dir string) (*testenv.Env, error) {
+// It returns the kubeconfig that works from the user's shell.
+func startKube(ctx context.Context, dir string) (*testenv.Env, string, error) {
 	env, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(dir, "cluster"), KeepDir: true})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	kubeconfig := env.KubeconfigPath
 	outside, err := serveOutside(ctx, env, dir)
 	if err != nil {
 		env.Stop()
-		return nil, err
+		return nil, "", err
 	}
 	if outside != "" {
 		kubeconfig = outside
 	}
 	say("kube-apiserver ready in %s; try: KUBECONFIG=%s kubectl get svc,nodes -A", env.StartDuration.Round(time.Millisecond), kubeconfig)
-	return env, nil
+	return env, kubeconfig, nil
+}
+
+// sayPlan writes a cloud-config that reaches the emulator from the user's
+// shell (through the forwarded port when the sandbox runs in a private
+// namespace) and prints the plan command that reads this sandbox.
+func sayPlan(ctx context.Context, o Options, dir, metalURL, kubeconfig string) error {
+	outside, err := emulatorOutside(ctx, metalURL)
+	if err != nil {
+		return err
+	}
+	cc := filepath.Join(dir, "cloud-sa.json")
+	if outside != metalURL {
+		cc = filepath.Join(dir, "cloud-sa.outside.json")
+		if err := writeCloudConfig(cc, o, dir, outside); err != nil {
+			return err
+		}
+	}
+	say("what a sync would change, from this shell: %s plan --kubeconfig %s --cloud-config %s", o.CCM, kubeconfig, cc)
+	return nil
 }
 
 // startHealth serves /healthz on every control-plane node's address, at

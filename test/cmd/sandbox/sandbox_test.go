@@ -40,6 +40,9 @@ func TestSandbox(t *testing.T) {
 	if !strings.Contains(text, "==> data plane off (no MetalLB speakers or routers in the view): no MetalLB or GoBGP directory given (make run builds them and passes --metallb and --gobgp)\n") {
 		t.Errorf("no line saying the data plane is off and why:\n%s", tail(text, 60))
 	}
+	if !strings.Contains(text, "what a sync would change, from this shell: "+ccm+" plan --kubeconfig ") {
+		t.Errorf("no line saying how to run plan against the sandbox:\n%s", tail(text, 60))
+	}
 	last := text[strings.LastIndex(text, "Equinix Metal CCM sandbox"):]
 	for _, want := range []string{
 		"metro da, created",       // web's EIP, where its annotation says
