@@ -188,6 +188,16 @@ func TestChartSchema(t *testing.T) {
 		{`config: {apiKey: k, projectID: p, orphanEIPs: delete}`, "orphanEIPs"},
 		{`config: {apiKey: k, projectID: p, bgpMaxPrefixesAction: drop}`, "bgpMaxPrefixesAction"},
 		{`config: {apiKey: k, projectID: p, bgpMaxPrefixes: 0}`, "bgpMaxPrefixes"},
+		// A misspelt cloud-sa.json field: the CCM would only warn and run
+		// without load balancing.
+		{`config: {apiKey: k, projectID: p, loadbalncer: "metallb:///metallb-system"}`, "loadbalncer"},
+		{`config: {apiKey: k, projectID: p, loadbalancer: "emlb:///da"}`, "loadbalancer"},
+		{`config: {apiKey: k, projectID: p, annotationPeerASNs: "peer-asn"}`, "annotationPeerASNs"},
+		{`config: {apiKey: k, projectID: p, annotationPeerASN: "metal.equinix.com/peer-asn"}`, "annotationPeerASN"},
+		{`config: {apiKey: k, projectID: p, apiServerPort: 70000}`, "apiServerPort"},
+		{`config: {apiKey: k, projectID: p, healthCheckInterval: 2}`, "healthCheckInterval"},
+		{`config: {apiKey: k, projectID: p, apiTimeout: 30 seconds}`, "apiTimeout"},
+		{`config: {apiKey: k, projectID: p, eipHealthCheckUseHostIP: sometimes}`, "eipHealthCheckUseHostIP"},
 		{`metrics: {prometheusRule: {enabled: yes please}}`, "enabled"},
 	} {
 		_, err := deploycheck.RenderChart(ch, with(tc.values), deploy.Namespace)

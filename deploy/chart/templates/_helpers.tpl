@@ -83,6 +83,26 @@ empty mode reads config.loadbalancer (as upstream's chart passes it), so
 {{- toJson $out -}}
 {{- end -}}
 
+{{/* ccm.configSetByChart: refuses the cloud-sa.json fields that the chart
+sets with a --metal-* flag (deployment.yaml's args): a flag wins over
+cloud-sa.json, so a value under config would be ignored without a word.
+values.schema.json lists them (it lists every field the CCM reads), with
+the same advice in their descriptions. */}}
+{{- define "ccm.configSetByChart" -}}
+{{- $setByChart := dict
+  "policyDir" (list "metal-policy-dir" "put policies in policies.files or name policies.existingConfigMap")
+  "moduleCacheDir" (list "metal-module-cache-dir" "the cache is an emptyDir at /var/cache/ccm, sized by modules.cacheSizeLimit")
+  "moduleMemoryLimitMiB" (list "metal-module-memory-limit-mib" "set modules.memoryLimitMiB instead")
+  "moduleTimeout" (list "metal-module-timeout" "set modules.timeout instead")
+  "readinessAddress" (list "metal-readiness-address" "the readiness probe asks :10270")
+-}}
+{{- range $key, $flag := $setByChart -}}
+{{- if hasKey ($.Values.config | default dict) $key -}}
+{{- fail (printf "config.%s is set by the chart as --%s, which wins over cloud-sa.json: %s" $key (index $flag 0) (index $flag 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* ccm.metricsServerName: the name the secure port's certificate
 (metrics.tls.secretName) is for and the ServiceMonitor verifies. */}}
 {{- define "ccm.metricsServerName" -}}
