@@ -52,6 +52,16 @@ func startTakeover(t *testing.T, dir, loadbalancer string) *takeover {
 func startTakeoverWith(t *testing.T, dir, loadbalancer string, edit func(*upstreamfixture.Fixture)) *takeover {
 	t.Helper()
 	fx, env, emu := loadUpstream(t, dir, edit)
+	to := newTakeover(t, fx, env, emu)
+	to.harness = newHarness(t, harnessOptions{env: env, emu: emu, settings: map[string]any{"loadbalancer": loadbalancer}})
+	return to
+}
+
+// newTakeover records what upstream left (addresses, reservations, node
+// annotations) and zeroes the emulator's counts; its harness, the CCM, is
+// the caller's to start.
+func newTakeover(t *testing.T, fx *upstreamfixture.Fixture, env *testenv.Env, emu *emulator.Emulator) *takeover {
+	t.Helper()
 	to := &takeover{fx: fx, dyn: dynamic.NewForConfigOrDie(env.Config), before: map[string]string{}, eips: map[string]string{}, notes: map[string]map[string]string{}}
 	for _, o := range fx.Objects {
 		if o.GetKind() == "Node" {
@@ -72,7 +82,6 @@ func startTakeoverWith(t *testing.T, dir, loadbalancer string, edit func(*upstre
 		t.Fatalf("fixture: %d Services, %d of them with a reservation carrying their tags", len(to.before), len(to.eips))
 	}
 	emu.ResetCounts()
-	to.harness = newHarness(t, harnessOptions{env: env, emu: emu, settings: map[string]any{"loadbalancer": loadbalancer}})
 	return to
 }
 
