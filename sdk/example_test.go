@@ -16,7 +16,7 @@ import (
 //
 // and it is built with
 //
-//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o mine.wasm .
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o mine.wasm .
 //
 // then named in the CCM's loadbalancer setting as
 // wasm:///etc/ccm/modules/mine.wasm?namespace=lb (the query parameters

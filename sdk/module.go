@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -181,8 +182,48 @@ func checkEnvelope(apiVersion, kind, want string) error {
 	return nil
 }
 
+// recoverInto turns a panic into the call's error. The message names the
+// function and file:line that panicked, since the error (in sdktest, or in
+// the CCM's Event) is all an author sees of a module's crash: there is no
+// stack trace on stderr when the SDK recovers.
 func recoverInto(err *error) {
 	if r := recover(); r != nil {
+		if fn, file, line, ok := panicker(); ok {
+			*err = fmt.Errorf("module panicked in %s (%s:%d): %v", fn, file, line, r)
+			return
+		}
 		*err = fmt.Errorf("module panicked: %v", r)
 	}
+}
+
+// panicker returns the frame that panicked, called from a deferred
+// function during the panic: deferred calls run on top of the panicking
+// goroutine's stack, so below runtime.gopanic lie the runtime's own frames
+// (a nil map assignment, an index check) and then the code that panicked.
+// The function keeps its last package path element and the file its base
+// name (main.generate, main.go), short enough for an Event; -trimpath
+// builds and local ones then read the same.
+func panicker() (fn, file string, line int, ok bool) {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	inPanic := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			inPanic = true
+		case inPanic && f.Function != "" && !inRuntime(f.Function):
+			return f.Function[strings.LastIndexByte(f.Function, '/')+1:],
+				f.File[strings.LastIndexAny(f.File, `/\`)+1:], f.Line, true
+		}
+		if !more {
+			return "", "", 0, false
+		}
+	}
+}
+
+// inRuntime reports whether fn is in the Go runtime, whose frames between
+// gopanic and the code that panicked say nothing to a module's author.
+func inRuntime(fn string) bool {
+	return strings.HasPrefix(fn, "runtime.") || strings.HasPrefix(fn, "internal/runtime/") || strings.HasPrefix(fn, "runtime/internal/")
 }

@@ -3,11 +3,15 @@ package sdk_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/sdktest"
 )
 
 var templates = sdk.AnnotationTemplates{
@@ -76,10 +80,11 @@ func TestHandleGenerate(t *testing.T) {
 		return sdk.Object{"apiVersion": "v1", "kind": kind, "metadata": map[string]any{"name": name, "namespace": ns}}
 	}
 	for _, tc := range []struct {
-		name    string
-		input   []byte
-		gen     func(sdk.GenerateRequest) (sdk.GenerateResponse, error)
-		want    string
+		name  string
+		input []byte
+		gen   func(sdk.GenerateRequest) (sdk.GenerateResponse, error)
+		want  string
+		// wantErr is a regular expression the error must match.
 		wantErr string
 	}{
 		{"objects sorted by apiVersion, kind, namespace, name", generateRequest(t, sdk.GenerateRequest{}),
@@ -100,7 +105,7 @@ func TestHandleGenerate(t *testing.T) {
 			"", "no peers"},
 		{"handler panic becomes an error", generateRequest(t, sdk.GenerateRequest{}),
 			func(sdk.GenerateRequest) (sdk.GenerateResponse, error) { panic("boom") },
-			"", "module panicked: boom"},
+			"", `^module panicked in sdk_test\.TestHandleGenerate\.func\d+ \(sdk_test\.go:\d+\): boom$`},
 		{"wrong envelope", []byte(`{"apiVersion":"lb.metal.equinix.com/v9","kind":"GenerateRequest"}`),
 			nil, "", "this module understands lb.metal.equinix.com/v1alpha1 GenerateRequest"},
 		{"trailing data", append(generateRequest(t, sdk.GenerateRequest{}), []byte(` {}`)...),
@@ -110,8 +115,8 @@ func TestHandleGenerate(t *testing.T) {
 			m := sdk.Module{Name: "t", Describe: func(sdk.Options) (sdk.Description, error) { return sdk.Description{}, nil }, Generate: tc.gen}
 			out, err := m.HandleGenerate(tc.input)
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
+				if err == nil || !regexp.MustCompile(tc.wantErr).MatchString(err.Error()) {
+					t.Fatalf("got %v, want an error matching %q", err, tc.wantErr)
 				}
 				return
 			}
@@ -123,6 +128,95 @@ func TestHandleGenerate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// here returns the line it is called from.
+func here() int {
+	_, _, line, _ := runtime.Caller(1)
+	return line
+}
+
+// The panics of TestPanicNamesTheFrame, each setting *line to the line that
+// panics: named functions, so that the test knows their names.
+func assignToNilMap(line *int) {
+	var m map[string]bool
+	*line = here() + 1
+	m["x"] = true
+}
+
+func indexOutOfRange(line *int) {
+	var s []string
+	i := 3
+	*line = here() + 1
+	_ = s[i]
+}
+
+func nilDereference(line *int) {
+	var svc *sdk.Service
+	*line = here() + 1
+	_ = svc.Name
+}
+
+func explicitPanic(line *int) {
+	*line = here() + 1
+	panic(fmt.Errorf("no %s", "peers"))
+}
+
+// TestPanicNamesTheFrame: the error of a panic names the function and
+// file:line of the code that panicked, past the runtime's own frames, so an
+// author finds the bug from the error alone.
+func TestPanicNamesTheFrame(t *testing.T) {
+	for _, tc := range []struct {
+		fn   func(*int)
+		name string
+		msg  string
+	}{
+		{assignToNilMap, "assignToNilMap", "assignment to entry in nil map"},
+		{indexOutOfRange, "indexOutOfRange", "runtime error: index out of range [3] with length 0"},
+		{nilDereference, "nilDereference", "runtime error: invalid memory address or nil pointer dereference"},
+		{explicitPanic, "explicitPanic", "no peers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var line int
+			m := sdk.Module{Name: "t", Describe: func(sdk.Options) (sdk.Description, error) { return sdk.Description{}, nil },
+				Generate: func(sdk.GenerateRequest) (sdk.GenerateResponse, error) {
+					tc.fn(&line)
+					return sdk.GenerateResponse{}, nil
+				}}
+			_, err := m.HandleGenerate(generateRequest(t, sdk.GenerateRequest{}))
+			want := fmt.Sprintf("module panicked in sdk_test.%s (sdk_test.go:%d): %s", tc.name, line, tc.msg)
+			if err == nil || err.Error() != want {
+				t.Errorf("got  %v\nwant %s", err, want)
+			}
+		})
+	}
+}
+
+// TestBuiltModulePanicNamesTheFrame: compiled for wasip1 with -trimpath, as
+// sdktest and authors build, the panic's location survives the guest and
+// the host whole, in the error sdktest returns and the CCM puts in its
+// Event.
+func TestBuiltModulePanicNamesTheFrame(t *testing.T) {
+	src, err := os.ReadFile("testdata/panics/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := 0
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.HasSuffix(l, "// panics here") {
+			line = i + 1
+		}
+	}
+	if line == 0 {
+		t.Fatal("testdata/panics/main.go has no line marked // panics here")
+	}
+	wasm := sdktest.Build(t, "testdata/panics")
+	_, err = sdktest.Generate(t, wasm, sdk.Options{}, sdktest.Snapshot(1, 0))
+	want := fmt.Sprintf("ccm_lb_generate failed: module panicked in main.generate (main.go:%d): assignment to entry in nil map", line)
+	if err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("got  %v\nwant an error ending in %s", err, want)
+	}
+	t.Logf("the error: %v", err)
 }
 
 func TestHandleDescribeFillsIdentity(t *testing.T) {
