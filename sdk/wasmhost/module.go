@@ -9,8 +9,10 @@
 // reused instance reset to its post-_initialize snapshot, see pool.go, or a
 // fresh instance) with a memory limit and a deadline, and sees no
 // filesystem, network, environment, real clock or real randomness (fake
-// clocks and a deterministic random source, the same on every call). Its output is validated against what it declared before
-// anything reaches Kubernetes, so a broken module changes nothing.
+// clocks and a deterministic random source, the same on every call). Its
+// output is validated against what it declared, and against the schemas and
+// size limits the API server enforces (sdk/internal/schema), before anything
+// reaches Kubernetes, so a broken module changes nothing.
 package wasmhost
 
 import (
@@ -22,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -188,6 +191,22 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 	return m, nil
 }
 
+// withoutLocations is req as a module of ABI version 1 got it, before
+// Service.Locations: the same JSON bytes as then. req's Services are not
+// changed (they are the caller's).
+func withoutLocations(req sdk.GenerateRequest) sdk.GenerateRequest {
+	if !slices.ContainsFunc(req.Services, func(s sdk.Service) bool { return s.Locations != nil }) {
+		return req
+	}
+	svcs := make([]sdk.Service, len(req.Services))
+	for i, s := range req.Services {
+		s.Locations = nil
+		svcs[i] = s
+	}
+	req.Services = svcs
+	return req
+}
+
 // compile makes the runtime for the module and compiles code in it.
 func (m *Module) compile(ctx context.Context, code []byte, pooled bool) error {
 	rc := wazero.NewRuntimeConfigCompiler().
@@ -262,15 +281,20 @@ func (m *Module) Close(ctx context.Context) error {
 // Generate runs the module's generate export on req and validates the
 // output. A request byte-identical to the last successful one reuses that
 // output without calling the module (it is pure by contract); the output is
-// still decoded and validated. The host fills req's envelope and options. Any failure is an
+// still decoded and validated against the declaration and the request (the
+// schema checks, which depend on the output alone, passed when it was
+// fresh). The host fills req's envelope and options. Any failure is an
 // *Error whose Reason says what went wrong; the output is then unusable and
 // nothing should be applied.
 func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, m.options
 	req.MemoryLimitBytes = int64(m.opts.MemoryLimitMiB) << 20
 	encode := sdk.EncodeGenerateRequest
-	if m.abi < 2 {
-		encode = func(req sdk.GenerateRequest) ([]byte, error) { return json.Marshal(req) }
+	switch {
+	case m.abi < 2:
+		encode = func(req sdk.GenerateRequest) ([]byte, error) { return json.Marshal(withoutLocations(req)) }
+	case m.abi < 4:
+		encode = sdk.EncodeGenerateRequestV2
 	}
 	in, err := encode(req)
 	if err != nil {
@@ -298,7 +322,10 @@ func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.Gen
 	} else if resp, err = decodeResponse(out); err != nil {
 		return sdk.GenerateResponse{}, m.errorf(ReasonInvalidOutput, "generate returned invalid JSON: %s; return the output of sdk.Module.HandleGenerate", red.clean(err.Error()))
 	}
-	if err := ValidateOutput(m.desc, req, resp); err != nil {
+	// Output from the memo passed every check when it was fresh, and the
+	// checks against schemas and size limits depend on its bytes alone:
+	// only the checks against the declaration and the request run again.
+	if err := validateOutput(m.desc, req, resp, fresh); err != nil {
 		var ve *ValidationError
 		reason := ReasonInvalidOutput
 		if errors.As(err, &ve) && ve.Forbidden {

@@ -85,6 +85,7 @@ func TestHostileModules(t *testing.T) {
 		{"undeclared", wasmhost.ReasonForbiddenOutput, "emitted Secret hostile/stolen (v1), a kind it did not declare", 0},
 		{"othernamespace", wasmhost.ReasonForbiddenOutput, `emitted ConfigMap kube-system/evil outside its declared namespace "hostile"`, 0},
 		{"ownlabel", wasmhost.ReasonForbiddenOutput, "which only the host sets", 0},
+		{"badschema", wasmhost.ReasonInvalidOutput, "returned ConfigMap hostile/fine: data.ip: must be a string, got number; the API server would refuse it; nothing was applied", 0},
 		{"error", wasmhost.ReasonModuleError, "ccm_lb_generate failed: cannot work with password [redacted]", 0},
 		{"bigoutput", wasmhost.ReasonInvalidOutput, "wrote more than 67108864 bytes with output_write", 256},
 	} {
@@ -124,6 +125,18 @@ func TestHostileModules(t *testing.T) {
 				t.Fatalf("a good call after a failed one: %v", err)
 			}
 		})
+	}
+}
+
+// TestSdktestRefusesWhatTheAPIServerWould: a module author's test through
+// sdktest.Generate gets the refusal the CCM would put in its Event, for
+// output the API server would refuse.
+func TestSdktestRefusesWhatTheAPIServerWould(t *testing.T) {
+	resp, err := sdktest.Generate(t, hostile(t), sdk.Options{Params: map[string]string{"mode": "badschema"}}, request())
+	const want = "load-balancer module test returned ConfigMap hostile/fine: data.ip: must be a string, got number; the API server would refuse it"
+	var me *wasmhost.Error
+	if !errors.As(err, &me) || me.Reason != wasmhost.ReasonInvalidOutput || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v (%+v), want an invalid_output error starting %q", err, resp, want)
 	}
 }
 
@@ -183,8 +196,8 @@ func TestLoadRejects(t *testing.T) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "initloop"}}, loopOpts())
 		}, "load-balancer module hostile did not finish within 1s"},
 		{"other ABI version", func() (*wasmhost.Module, error) {
-			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi4"}}, opts())
-		}, "load-balancer module hostile speaks ABI version 4, this CCM speaks 1 to 3; rebuild the module"},
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi5"}}, opts())
+		}, "load-balancer module hostile speaks ABI version 5, this CCM speaks 1 to 4; rebuild the module"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := tc.load()

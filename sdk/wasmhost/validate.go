@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/internal/schema"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/kubenames"
 )
 
@@ -73,8 +74,21 @@ func ValidateDescription(d sdk.Description) error {
 // declaration and its request: only declared kinds, in their declared
 // namespace; well-formed metadata; no duplicates; no status; the ownership
 // label left to the host; node annotations only if declared, only on nodes
-// of the request, and never over the BGP annotations the core writes.
+// of the request, and never over the BGP annotations the core writes. And
+// each object as the API server will check it when the CCM applies it:
+// against the schema of its kind (the built-in kinds modules write, v1
+// ConfigMap and Secret, and MetalLB's CRDs; unknown fields refused, as the
+// CCM applies with fieldValidation=Strict) and the API server's size
+// limits, so that a module never gets half applied (see
+// sdk/internal/schema).
 func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.GenerateResponse) error {
+	return validateOutput(d, req, resp, true)
+}
+
+// validateOutput is ValidateOutput; withSchemas false leaves out the
+// checks against schemas and size limits, which depend on the objects
+// alone: Generate skips them for output it already checked (see there).
+func validateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.GenerateResponse, withSchemas bool) error {
 	if resp.APIVersion != sdk.APIVersion || resp.Kind != sdk.KindGenerateResponse {
 		return invalid("returned %s %s, want %s %s; rebuild the module with the SDK of this CCM", resp.APIVersion, resp.Kind, sdk.APIVersion, sdk.KindGenerateResponse)
 	}
@@ -87,6 +101,7 @@ func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 	// concatenation: a Sprintf per object was a tenth of the validation.
 	type objectID struct{ av, kind, ns, name string }
 	seen := make(map[objectID]bool, len(resp.Objects))
+	var checker schema.Checker
 	for i, o := range resp.Objects {
 		av, kind := o.APIVersion(), o.Kind()
 		if av == "" || kind == "" {
@@ -136,6 +151,11 @@ func ValidateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 			return invalid("returned %s twice", id)
 		}
 		seen[key] = true
+		if withSchemas {
+			if err := checker.Check(av, kind, o); err != nil {
+				return invalid("returned %s: %v; the API server would refuse it", id, err)
+			}
+		}
 	}
 
 	if len(resp.NodeAnnotations) > 0 && !d.NodeAnnotations {

@@ -99,8 +99,8 @@ func abiVersion() int32 {
 		return 2 // a module built with the SDK before version 3
 	case "abi3-badwire":
 		return 3
-	case "abi4":
-		return 4
+	case "abi5":
+		return 5
 	}
 	return 1
 }
@@ -213,6 +213,10 @@ func generate() int32 {
 		objects += `,{"apiVersion":"v1","kind":"Secret","metadata":{"name":"stolen","namespace":"hostile"}}`
 	case "othernamespace":
 		objects += `,{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"evil","namespace":"kube-system"}}`
+	case "badschema":
+		// Well-formed, declared, and refused by the API server: a number
+		// where a ConfigMap holds strings.
+		objects = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fine","namespace":"hostile"},"data":{"ip":5}}`
 	case "ownlabel":
 		objects = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fine","namespace":"hostile","labels":{"lb.metal.equinix.com/owned-by":"cloud-provider-equinix-metal"}}}`
 	case "error":

@@ -1,0 +1,237 @@
+package schema
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// obj decodes a JSON object as the host does (numbers as json.Number).
+func obj(t testing.TB, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("%v: %s", err, s)
+	}
+	return m
+}
+
+const (
+	cmHead   = `"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"foo","namespace":"lb"}`
+	poolHead = `"apiVersion":"metallb.io/v1beta1","kind":"IPAddressPool","metadata":{"name":"p","namespace":"metallb-system"}`
+	peerHead = `"apiVersion":"metallb.io/v1beta2","kind":"BGPPeer","metadata":{"name":"n-0","namespace":"metallb-system"}`
+	secHead  = `"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"lb"}`
+)
+
+func TestCheck(t *testing.T) {
+	mib := strings.Repeat("x", MaxDataBytes)
+	b64 := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+	for _, tc := range []struct {
+		name string
+		obj  string
+		want string // "" accepted; otherwise the whole error
+	}{
+		// ConfigMap (v1, from Kubernetes' OpenAPI) and its own rules.
+		{"configmap", `{` + cmHead + `,"data":{"ip":"1.2.3.4","config.yaml":"a: b"},"binaryData":{"b":"AAE="},"immutable":false}`, ""},
+		{"configmap number in data", `{` + cmHead + `,"data":{"ip":5}}`, "data.ip: must be a string, got number"},
+		{"configmap number in data, dotted key", `{` + cmHead + `,"data":{"config.yaml":true}}`, `data["config.yaml"]: must be a string, got boolean`},
+		{"configmap data not a map", `{` + cmHead + `,"data":["a"]}`, "data: must be an object, got array"},
+		{"configmap unknown field", `{` + cmHead + `,"spec":{}}`, "spec: unknown field"},
+		{"configmap null data value", `{` + cmHead + `,"data":{"a":null}}`, ""},
+		{"configmap bad base64", `{` + cmHead + `,"binaryData":{"b":"not base64!"}}`, "binaryData.b: must be base64 (standard alphabet, padded): illegal base64 data at input byte 3"},
+		{"configmap bad key", `{` + cmHead + `,"data":{"a b":"x"}}`, `data["a b"]: invalid key: must consist of alphanumeric characters, '-', '_' or '.'`},
+		{"configmap key ..", `{` + cmHead + `,"data":{"..a":"x"}}`, `data["..a"]: invalid key: must not start with '..'`},
+		{"configmap key in both", `{` + cmHead + `,"data":{"a":"x"},"binaryData":{"a":"AA=="}}`, "data.a: is in binaryData too; a key may be in one of them only"},
+		{"configmap data at the limit", `{` + cmHead + `,"data":{"a":"` + mib + `"}}`, ""},
+		{"configmap data over the limit", `{` + cmHead + `,"data":{"a":"` + mib + `","b":"x"}}`, "data and binaryData total 1048577 bytes, over the API server's limit of 1048576 (1 MiB); split it into several ConfigMaps"},
+		{"configmap binaryData counted decoded", `{` + cmHead + `,"binaryData":{"a":"` + b64(MaxDataBytes) + `"}}`, ""},
+		{"configmap binaryData over the limit", `{` + cmHead + `,"data":{"a":"x"},"binaryData":{"b":"` + b64(MaxDataBytes) + `"}}`, "data and binaryData total 1048577 bytes, over the API server's limit of 1048576 (1 MiB); split it into several ConfigMaps"},
+
+		// Secret: base64 data, stringData merged, the type's keys.
+		{"secret basic-auth", `{` + secHead + `,"type":"kubernetes.io/basic-auth","data":{"password":"cHc="}}`, ""},
+		{"secret basic-auth from stringData", `{` + secHead + `,"type":"kubernetes.io/basic-auth","stringData":{"username":"u"}}`, ""},
+		{"secret basic-auth without keys", `{` + secHead + `,"type":"kubernetes.io/basic-auth","data":{"other":"cHc="}}`, "data: a Secret of type kubernetes.io/basic-auth needs username or password (or both)"},
+		{"secret tls without key", `{` + secHead + `,"type":"kubernetes.io/tls","data":{"tls.crt":"eA=="}}`, `data["tls.key"]: required by a Secret of this type, but missing`},
+		{"secret dockerconfigjson not JSON", `{` + secHead + `,"type":"kubernetes.io/dockerconfigjson","stringData":{".dockerconfigjson":"{"}}`, `data[".dockerconfigjson"]: must be a JSON object for a Secret of this type: unexpected end of JSON input`},
+		{"secret data not base64", `{` + secHead + `,"data":{"password":"fake-bgp-password"}}`, "data.password: must be base64 (standard alphabet, padded): illegal base64 data at input byte 4"},
+		{"secret over the limit", `{` + secHead + `,"data":{"a":"` + b64(MaxDataBytes-1) + `"},"stringData":{"b":"xy"}}`, "data: values total 1048577 bytes (stringData included), over the API server's limit of 1048576 (1 MiB)"},
+		{"secret stringData overrides data", `{` + secHead + `,"data":{"a":"` + b64(MaxDataBytes) + `"},"stringData":{"a":"xy"}}`, ""},
+
+		// MetalLB's CRDs.
+		{"pool", `{` + poolHead + `,"spec":{"addresses":["145.40.1.6/32"],"autoAssign":false,"serviceAllocation":{"namespaces":["a"],"serviceSelectors":[{"matchLabels":{"k":"v"}}]}}}`, ""},
+		{"pool addresses a string", `{` + poolHead + `,"spec":{"addresses":"145.40.1.6/32"}}`, "spec.addresses: must be an array, got string"},
+		{"pool address a number", `{` + poolHead + `,"spec":{"addresses":[1]}}`, "spec.addresses[0]: must be a string, got number"},
+		{"pool address null", `{` + poolHead + `,"spec":{"addresses":[null]}}`, "spec.addresses[0]: must be a string, got null"},
+		{"pool without spec", `{` + poolHead + `}`, "spec: required, but missing"},
+		{"pool spec null", `{` + poolHead + `,"spec":null}`, "spec: required, but missing"},
+		{"pool without addresses", `{` + poolHead + `,"spec":{"autoAssign":false}}`, "spec.addresses: required, but missing"},
+		{"pool null member dropped", `{` + poolHead + `,"spec":{"addresses":[],"autoAssign":null}}`, ""},
+		{"pool unknown field", `{` + poolHead + `,"spec":{"addresses":[],"autoassign":false}}`, "spec.autoassign: unknown field"},
+		{"pool unknown field deep", `{` + poolHead + `,"spec":{"addresses":[],"serviceAllocation":{"serviceSelectors":[{"matchLabel":{}}]}}}`, "spec.serviceAllocation.serviceSelectors[0].matchLabel: unknown field"},
+		{"pool label value not a string", `{` + poolHead + `,"spec":{"addresses":[],"serviceAllocation":{"serviceSelectors":[{"matchLabels":{"kubernetes.io/x":1}}]}}}`, `spec.serviceAllocation.serviceSelectors[0].matchLabels["kubernetes.io/x"]: must be a string, got number`},
+		{"peer", `{` + peerHead + `,"spec":{"myASN":65000,"peerASN":65530,"peerAddress":"169.254.255.1","peerPort":179,"sourceAddress":"10.66.0.1","passwordSecret":{"name":"p","namespace":"metallb-system"},"nodeSelectors":[{"matchLabels":{"kubernetes.io/hostname":"w"}}]}}`, ""},
+		{"peer without myASN", `{` + peerHead + `,"spec":{"peerASN":65530,"peerAddress":"169.254.255.1"}}`, "spec.myASN: required, but missing"},
+		{"peer v1beta1 without peerAddress", `{"apiVersion":"metallb.io/v1beta1","kind":"BGPPeer","metadata":{"name":"n"},"spec":{"myASN":1,"peerASN":2}}`, "spec.peerAddress: required, but missing"},
+		{"peer ASN over the maximum", `{` + peerHead + `,"spec":{"myASN":4294967296}}`, "spec.myASN: must be at most 4294967295, got 4294967296"},
+		{"peer ASN under the minimum", `{` + peerHead + `,"spec":{"myASN":-1}}`, "spec.myASN: must be at least 0, got -1"},
+		{"peer ASN a fraction", `{` + peerHead + `,"spec":{"myASN":1.5}}`, "spec.myASN: must be an integer, got 1.5"},
+		{"peer ASN integral float", `{` + peerHead + `,"spec":{"myASN":65000.0}}`, ""},
+		{"peer ASN a string", `{` + peerHead + `,"spec":{"myASN":"65000"}}`, "spec.myASN: must be an integer, got string"},
+		{"peer port over the maximum", `{` + peerHead + `,"spec":{"myASN":1,"peerPort":20000}}`, "spec.peerPort: must be at most 16384, got 20000"},
+		{"peer dynamicASN enum", `{` + peerHead + `,"spec":{"myASN":1,"dynamicASN":"both"}}`, `spec.dynamicASN: must be one of "internal", "external", got "both"`},
+		{"peer matchExpressions values minItems", `{` + peerHead + `,"spec":{"myASN":1,"nodeSelectors":[{"matchExpressions":[{"key":"k","operator":"In","values":[]}]}]}}`, ""},
+		{"advertisement", `{"apiVersion":"metallb.io/v1beta1","kind":"BGPAdvertisement","metadata":{"name":"a"},"spec":{"ipAddressPools":["a","b"],"communities":["65535:65282"],"aggregationLength":32}}`, ""},
+		{"advertisement pools not a list", `{"apiVersion":"metallb.io/v1beta1","kind":"BGPAdvertisement","metadata":{"name":"a"},"spec":{"ipAddressPools":{"a":"b"}}}`, "spec.ipAddressPools: must be an array, got object"},
+		{"bfd profile over the maximum", `{"apiVersion":"metallb.io/v1beta1","kind":"BFDProfile","metadata":{"name":"b"},"spec":{"detectMultiplier":300}}`, "spec.detectMultiplier: must be at most 255, got 300"},
+		{"status-only kind, closed spec", `{"apiVersion":"metallb.io/v1beta1","kind":"ServiceL2Status","metadata":{"name":"s"},"spec":{"x":1}}`, "spec.x: unknown field"},
+
+		// Every kind: annotations and the whole object.
+		{"annotations at the limit", `{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t","annotations":{"a":"` + strings.Repeat("x", MaxAnnotationBytes-1) + `"}}}`, ""},
+		{"annotations over the limit", `{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t","annotations":{"a":"` + strings.Repeat("x", MaxAnnotationBytes) + `"}}}`, "metadata.annotations: total 262145 bytes of keys and values, over the API server's limit of 262144 (256 KiB)"},
+		{"unknown kind, anything goes", `{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t"},"spec":{"x":[1,null,{"y":true}]}}`, ""},
+		{"unknown kind over etcd's limit", `{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t"},"spec":{"a":"` + strings.Repeat("x", MaxObjectBytes) + `"}}`, "is at least 1572950 bytes as JSON, over etcd's default request limit of 1572864 bytes (1.5 MiB); split it into smaller objects"},
+		{"pool over etcd's limit", `{` + poolHead + `,"spec":{"addresses":["` + strings.Repeat("x", MaxObjectBytes) + `"]}}`, "is at least 1573001 bytes as JSON, over etcd's default request limit of 1572864 bytes (1.5 MiB); split it into smaller objects"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check(apiVersionKind(t, tc.obj))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatalf("accepted, want %q", tc.want)
+			case tc.want != "" && err.Error() != tc.want:
+				t.Fatalf("got  %q\nwant %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func apiVersionKind(t testing.TB, s string) (string, string, map[string]any) {
+	o := obj(t, s)
+	av, _ := o["apiVersion"].(string)
+	k, _ := o["kind"].(string)
+	return av, k, o
+}
+
+// TestCheckGoValues: an object built in Go rather than decoded (a test
+// calling ValidateOutput) is checked as the JSON the host would send.
+func TestCheckGoValues(t *testing.T) {
+	md := map[string]any{"name": "foo", "namespace": "lb"}
+	for _, tc := range []struct {
+		data any
+		want string
+	}{
+		{map[string]string{"a": "b"}, ""},
+		{map[string]any{"ip": 5}, "data.ip: must be a string, got number"},
+		{map[string]any{"ip": 1.5}, "data.ip: must be a string, got number"},
+		{map[string]any{"ip": []string{"x"}}, "data.ip: must be a string, got array"},
+		{map[string]any{"ip": struct{ A int }{1}}, "data.ip: must be a string, got object"},
+		{map[string]any{"ip": make(chan int)}, "data.ip: holds a Go chan int, which does not encode as JSON"},
+	} {
+		err := Check("v1", "ConfigMap", map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": tc.data})
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%#v: got %q, want %q", tc.data, got, tc.want)
+		}
+	}
+}
+
+// TestCheckSizeIsALowerBound: the size the walk counts never exceeds the
+// object's real JSON encoding, so the etcd limit never refuses what fits.
+func TestCheckSizeIsALowerBound(t *testing.T) {
+	for _, s := range []string{
+		`{` + peerHead + `,"spec":{"myASN":65000,"peerASN":65530,"peerAddress":"169.254.255.1","nodeSelectors":[{"matchLabels":{"kubernetes.io/hostname":"w"}}]}}`,
+		`{` + cmHead + `,"data":{"a":"line\nbreak \"quoted\" ü","b":""},"binaryData":{}}`,
+		`{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t"},"spec":{"x":[1,null,{"y":true,"z":false}],"e":[],"o":{}}}`,
+	} {
+		o := obj(t, s)
+		w := walker{}
+		if !w.check(o["apiVersion"].(string), o["kind"].(string), o, Lookup(o["apiVersion"].(string), o["kind"].(string))) {
+			t.Fatalf("refused: %v", w.err)
+		}
+		enc, _ := json.Marshal(o)
+		if w.size > len(enc) || w.size < len(enc)-16 {
+			t.Errorf("counted %d bytes, the JSON has %d: %s", w.size, len(enc), enc)
+		}
+	}
+}
+
+// TestCheckNamesTheSameProblemEveryTime: of several problems in one
+// object, the error names the first in key order, whatever the map order.
+func TestCheckNamesTheSameProblemEveryTime(t *testing.T) {
+	o := obj(t, `{`+cmHead+`,"data":{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8}}`)
+	for range 50 {
+		if err := Check("v1", "ConfigMap", o); err == nil || err.Error() != "data.a: must be a string, got number" {
+			t.Fatalf("got %v", err)
+		}
+	}
+}
+
+// TestKeywords covers the keywords the embedded schemas do not use today,
+// on schemas made here.
+func TestKeywords(t *testing.T) {
+	n := func(v int) *int { return &v }
+	f := func(v float64) *float64 { return &v }
+	s := &Schema{Type: "object", Properties: map[string]*Schema{
+		"ios":    {IntOrString: true},
+		"name":   {Type: "string", MinLength: n(2), MaxLength: n(3), Pattern: "^[a-zé]+$"},
+		"list":   {Type: "array", MaxItems: n(1), Items: &Schema{Type: "string", Nullable: true}},
+		"labels": {Type: "object", MinProperties: n(1), MaxProperties: n(1), AdditionalProperties: &Schema{Type: "string"}},
+		"free":   {Type: "object", PreserveUnknownFields: true, Properties: map[string]*Schema{"known": {Type: "boolean"}}},
+		"ratio":  {Type: "number", Minimum: f(0), Maximum: f(1), ExclusiveMaximum: true},
+		"opt":    {Type: "string", Nullable: true},
+	}}
+	if err := compile(s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ obj, want string }{
+		{`{"ios":5,"name":"éa","list":[null],"labels":{"a":"b"},"free":{"known":true,"other":[1]},"ratio":0.5,"opt":null}`, ""},
+		{`{"ios":"50%"}`, ""},
+		{`{"ios":true}`, "ios: must be an integer or a string, got boolean"},
+		{`{"ios":null}`, ""},
+		{`{"ios":1.5}`, "ios: must be an integer or a string, got 1.5"},
+		{`{"name":"a"}`, "name: must be at least 2 characters, got 1"},
+		{`{"name":"ééé"}`, ""}, // characters, not bytes
+		{`{"name":"abcd"}`, "name: must be at most 3 characters, got 4"},
+		{`{"name":"AB"}`, `name: must match the pattern "^[a-zé]+$", got "AB"`},
+		{`{"list":["a","b"]}`, "list: must have at most 1 items, got 2"},
+		{`{"labels":{}}`, "labels: must have at least 1 members, got 0"},
+		{`{"labels":{"a":"b","c":"d"}}`, "labels: must have at most 1 members, got 2"},
+		{`{"free":{"known":1}}`, "free.known: must be a boolean, got number"},
+		{`{"ratio":1}`, "ratio: must be less than 1, got 1"},
+		{`{"ratio":-0.5}`, "ratio: must be at least 0, got -0.5"},
+		{`{"ratio":"1"}`, "ratio: must be a number, got string"},
+	} {
+		w := walker{sorted: true}
+		w.check("example.com/v1", "Test", obj(t, tc.obj), s)
+		got := ""
+		if w.err != nil {
+			got = w.err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.obj, got, tc.want)
+		}
+	}
+}
+
+// TestEmbeddedSchemas: the files load (unknown keywords refused) and hold
+// the kinds the host promises to check.
+func TestEmbeddedSchemas(t *testing.T) {
+	got := Kinds()
+	for _, k := range []string{
+		"v1/ConfigMap", "v1/Secret",
+		"metallb.io/v1beta1/IPAddressPool", "metallb.io/v1beta1/BGPAdvertisement", "metallb.io/v1beta1/L2Advertisement",
+		"metallb.io/v1beta1/Community", "metallb.io/v1beta1/BFDProfile", "metallb.io/v1beta1/BGPPeer", "metallb.io/v1beta2/BGPPeer",
+	} {
+		if !slices.Contains(got, k) {
+			t.Errorf("no schema of %s (have %v)", k, got)
+		}
+	}
+}
