@@ -67,6 +67,7 @@ help:
 	@echo "make image-push REGISTRY=registry.example/team - push the image as \$$(REGISTRY)/cloud-provider-equinix-metal:\$$(VERSION)"
 	@echo "make module-image WASM=mine.wasm - a load-balancer module as an OCI artifact in $(BIN_DIR)/modules/<name> (add MODULE_REF=... to push)"
 	@echo "make version - the version stamped everywhere ($(VERSION))"
+	@echo "make helm   - build Helm $(HELM_VERSION) (the tests' version) once and print its path, to render or install the chart without a helm binary"
 	@echo "make cluster-test - real clusters (containerd, kubelet, kube-proxy in netns; root): pods, Services, and a cloud cluster's traffic through its Elastic IPs (its short check is part of make test)"
 	@echo "make conformance - Kubernetes' own [sig-network] LoadBalancers e2e tests against a real cloud cluster (root; tens of minutes); JUnit in bin/conformance"
 	@echo "make cluster-clean - remove what a killed cluster run left behind"
@@ -316,6 +317,18 @@ $(GOBGP_BIN_DIR)/gobgpd:
 	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgpd)
 $(GOBGP_BIN_DIR)/gobgp:
 	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgp)
+
+# helm, at the version the tests render the chart with (go.mod), for
+# rendering or installing the chart where no helm binary is at hand:
+#   make helm && $(HELM) template x deploy/chart --set config.apiKey=k,config.projectID=p
+# Built in Helm's own module (inside this one, cmd/helm lacks go.sum entries).
+HELM_VERSION := $(shell sed -n 's/^[[:space:]]*helm.sh\/helm\/v4 \(v[0-9.]*\)$$/\1/p' go.mod)
+HELM ?= $(CACHE_HOME)/cloud-provider-equinix-metal/helm/$(HELM_VERSION)/helm
+.PHONY: helm
+helm: $(HELM)
+	@echo "$(HELM)"
+$(HELM):
+	$(call build-in-module,helm.sh/helm/v4,$(HELM_VERSION),cmd/helm)
 
 # --- the chart's Prometheus alerts (deploy/chart/files/prometheus-rules.yaml) ---
 # promtool from the Prometheus module (v0.316.0 is Prometheus 3.16.0), built
