@@ -25,12 +25,16 @@ import (
 // one.
 const APIVersion = "lb.metal.equinix.com/v1alpha1"
 
-// ABIVersion is what ccm_abi_version returns. Version 3 receives the
-// GenerateRequest in the binary layout of EncodeGenerateRequest and answers
-// in that of EncodeGenerateResponse. Version 2 receives the binary request
-// and answers in JSON; version 1 speaks JSON both ways. Modules built with
-// an older SDK speak those, and the host still does. It refuses any other.
-const ABIVersion = 3
+// ABIVersion is what ccm_abi_version returns. Version 4 receives the
+// GenerateRequest in the binary layout of EncodeGenerateRequest, with
+// Service.Locations, and answers in that of EncodeGenerateResponse.
+// Version 3 is the same without Service.Locations (the layout of
+// EncodeGenerateRequestV2). Version 2 receives that binary request and
+// answers in JSON; version 1 speaks JSON both ways, without
+// Service.Locations. Modules built with an older SDK speak those, and the
+// host still does, sending each exactly the request it was built for. It
+// refuses any other.
+const ABIVersion = 4
 
 // MinABIVersion is the oldest ABI version the host still speaks.
 const MinABIVersion = 1
@@ -144,7 +148,33 @@ type Service struct {
 	// metallb.universe.tf/allow-shared-ip (MetalLB's precedence). Services
 	// with one key have the same Elastic IP (one reservation for the key).
 	SharingKey string `json:"sharingKey,omitempty"`
+	// Locations say where the project reserved the addresses of IPs that
+	// are its Elastic IPs, one entry per such address, sorted by IP; an
+	// address without an entry has no known location. An Elastic IP is
+	// routed only in its metro (a facility's reservation: in its
+	// facility), so only nodes there should announce it: a node's metro is
+	// its MetroLabel, its facility its FacilityLabel. The host sends them
+	// to modules of ABI version 4 and later.
+	Locations []AddressLocation `json:"locations,omitempty"`
 }
+
+// AddressLocation is where one Elastic IP is reserved: its metro, and its
+// facility when the reservation was made in one (the Equinix Metal API
+// gives a facility's reservation its metro too). Either may be empty when
+// the API did not say.
+type AddressLocation struct {
+	IP       string `json:"ip"`
+	Metro    string `json:"metro,omitempty"`
+	Facility string `json:"facility,omitempty"`
+}
+
+// The node labels that say where a node is, which this CCM sets from its
+// device (k8s.io/cloud-provider's well-known topology labels): the metro
+// code as region, the facility code as zone.
+const (
+	MetroLabel    = "topology.kubernetes.io/region"
+	FacilityLabel = "topology.kubernetes.io/zone"
+)
 
 // Port is one Service port.
 type Port struct {

@@ -21,12 +21,28 @@ import (
 // uvarint count and its items. The decoded request equals what the JSON
 // round trip gives: a field JSON tags omitempty decodes empty as nil; in one
 // it does not, the count is stored plus one, 0 meaning nil.
+//
+// ABI version 4 added each Service's Locations, after its SharingKey (a
+// count, then IP, metro and facility of each). Modules of versions 2 and 3
+// decode the layout without them and refuse anything after the request,
+// so the host sends those EncodeGenerateRequestV2's bytes.
 
 const wireMagic = "CCMQ"
 
 // EncodeGenerateRequest encodes req in the binary layout the glue of ABI
-// version 2 decodes.
+// version 4 decodes.
 func EncodeGenerateRequest(req GenerateRequest) ([]byte, error) {
+	return encodeGenerateRequest(req, true)
+}
+
+// EncodeGenerateRequestV2 encodes req in the binary layout of ABI versions
+// 2 and 3, which has no Service.Locations: what a module built with an
+// older SDK decodes.
+func EncodeGenerateRequestV2(req GenerateRequest) ([]byte, error) {
+	return encodeGenerateRequest(req, false)
+}
+
+func encodeGenerateRequest(req GenerateRequest, locations bool) ([]byte, error) {
 	existing := []byte(nil)
 	if len(req.Existing) > 0 {
 		var err error
@@ -59,6 +75,14 @@ func EncodeGenerateRequest(req GenerateRequest) ([]byte, error) {
 		}
 		w.strMap(s.Annotations)
 		w.str(s.SharingKey)
+		if locations {
+			w.uint(uint64(len(s.Locations)))
+			for _, l := range s.Locations {
+				w.str(l.IP)
+				w.str(l.Metro)
+				w.str(l.Facility)
+			}
+		}
 	}
 	w.list(len(req.Nodes), req.Nodes == nil)
 	for _, n := range req.Nodes {
@@ -102,7 +126,8 @@ func requestMemoryLimit(b []byte) int64 {
 	return int64(min(limit, math.MaxInt64))
 }
 
-// DecodeGenerateRequest decodes what EncodeGenerateRequest encoded.
+// DecodeGenerateRequest decodes what EncodeGenerateRequest encoded (the
+// layout of ABI version 4).
 func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 	var req GenerateRequest
 	if len(b) < len(wireMagic) || string(b[:len(wireMagic)]) != wireMagic {
@@ -136,6 +161,12 @@ func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 			}
 			s.Annotations = r.strMap()
 			s.SharingKey = r.str()
+			if n := r.count(); n > 0 {
+				s.Locations = make([]AddressLocation, n)
+				for j := range s.Locations {
+					s.Locations[j] = AddressLocation{IP: r.str(), Metro: r.str(), Facility: r.str()}
+				}
+			}
 		}
 	}
 	if n, ok := r.list(); ok {

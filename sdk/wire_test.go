@@ -3,6 +3,7 @@ package sdk
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,7 +21,8 @@ func TestBinaryRequestMatchesJSON(t *testing.T) {
 			Services: []Service{
 				{Namespace: "default", Name: "web", UID: "u1", IPs: []string{"145.40.1.5", "2604:1380::1"},
 					Ports:       []Port{{Name: "http", Protocol: "TCP", Port: 80}, {Protocol: "UDP", Port: -1}},
-					Annotations: map[string]string{"x": "ünïcödé \u2028 <&>", "": ""}, SharingKey: "k"},
+					Annotations: map[string]string{"x": "ünïcödé \u2028 <&>", "": ""}, SharingKey: "k",
+					Locations: []AddressLocation{{IP: "145.40.1.5", Metro: "sv"}, {IP: "2604:1380::1", Metro: "da", Facility: "da11"}}},
 				{Name: "no-ips", IPs: []string{}},
 			},
 			Nodes: []Node{{Name: "w1", Labels: map[string]string{"kubernetes.io/hostname": "w1"}, LocalASN: 4294967295,
@@ -153,5 +155,53 @@ func TestRequestMemoryLimit(t *testing.T) {
 				t.Errorf("requestMemoryLimit = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRequestLayoutOfOlderModules: a module of ABI version 2 or 3 decodes
+// the layout without Service.Locations and refuses anything more, so
+// EncodeGenerateRequestV2 writes, byte for byte, what the encoder of those
+// versions wrote (testdata/wire/request-abi2.bin, written by the SDK of ABI
+// version 3), locations or not; EncodeGenerateRequest (version 4) carries
+// them.
+func TestRequestLayoutOfOlderModules(t *testing.T) {
+	want, err := os.ReadFile("testdata/wire/request-abi2.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := GenerateRequest{
+		APIVersion: APIVersion, Kind: KindGenerateRequest, MemoryLimitBytes: 64 << 20,
+		Options: Options{Namespace: "ns", ConfigMap: "cm", Params: map[string]string{"b": "2", "a": "1"}},
+		Services: []Service{
+			{Namespace: "default", Name: "web", UID: "u1", IPs: []string{"145.40.1.5", "2604:1380::1"},
+				Ports:       []Port{{Name: "http", Protocol: "TCP", Port: 80}, {Protocol: "UDP", Port: -1}},
+				Annotations: map[string]string{"x": "y"}, SharingKey: "k",
+				Locations: []AddressLocation{{IP: "145.40.1.5", Metro: "sv"}}},
+			{Namespace: "default", Name: "db", IPs: []string{"145.40.1.6"},
+				Locations: []AddressLocation{{IP: "145.40.1.6", Metro: "da", Facility: "da11"}}},
+		},
+		Nodes: []Node{{Name: "w1", Labels: map[string]string{"kubernetes.io/hostname": "w1"}, LocalASN: 65000,
+			SourceIP: "10.0.0.1", Peers: []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw"}}}},
+		Annotations: AnnotationTemplates{LocalASN: "a/{{n}}", PeerASN: "b", PeerIP: "c", SrcIP: "d", BGPPass: "e"},
+		Existing: []Object{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"},
+			"data": map[string]any{"big": json.Number("12345")}}},
+	}
+	got, err := EncodeGenerateRequestV2(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the layout of ABI versions 2 and 3 changed:\n got %q\nwant %q", got, want)
+	}
+	b, err := EncodeGenerateRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := DecodeGenerateRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(dec.Services[0].Locations, req.Services[0].Locations) || !reflect.DeepEqual(dec.Services[1].Locations, req.Services[1].Locations) {
+		t.Fatalf("locations = %+v, %+v", dec.Services[0].Locations, dec.Services[1].Locations)
 	}
 }

@@ -249,6 +249,54 @@ func TestIntegration(t *testing.T) {
 			}
 		})
 
+		t.Run("located pools are advertised from their metro's nodes only", func(t *testing.T) {
+			located := func() sdk.GenerateRequest {
+				req := threeByThree()
+				req.Services = req.Services[1:]
+				for i, metro := range []string{"sv", "da"} {
+					s := &req.Services[i]
+					s.Locations = []sdk.AddressLocation{{IP: s.IPs[0], Metro: metro}}
+				}
+				return req
+			}
+			snap.set(located())
+			if err := r.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(names(t, c, advsGVR, "metallb-system"), " "); got != "equinix-metal-bgp-adv equinix-metal-bgp-adv-metro-da equinix-metal-bgp-adv-metro-sv" {
+				t.Fatalf("advertisements: %s", got)
+			}
+			// The default one lists no pool (the API server's apply
+			// removed the list the CCM owned) and selects none.
+			var def metallbv1beta1.BGPAdvertisement
+			get(t, c, advsGVR, "metallb-system", "equinix-metal-bgp-adv", &def)
+			if len(def.Spec.IPAddressPools) != 0 || len(def.Spec.IPAddressPoolSelectors) != 1 || def.Spec.IPAddressPoolSelectors[0].MatchLabels["lb.metal.equinix.com/no-pool"] != "none" {
+				t.Errorf("default advertisement %+v", def.Spec)
+			}
+			var sv metallbv1beta1.BGPAdvertisement
+			get(t, c, advsGVR, "metallb-system", "equinix-metal-bgp-adv-metro-sv", &sv)
+			if strings.Join(sv.Spec.IPAddressPools, " ") != "shop.api" || len(sv.Spec.NodeSelectors) != 1 || sv.Spec.NodeSelectors[0].MatchLabels["topology.kubernetes.io/region"] != "sv" {
+				t.Errorf("metro sv's advertisement %+v", sv.Spec)
+			}
+			// Locations gone (a module of an older ABI would not get
+			// them): the default lists every pool again, the per-metro
+			// ones are pruned.
+			req := threeByThree()
+			req.Services = req.Services[1:]
+			snap.set(req)
+			if err := r.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(names(t, c, advsGVR, "metallb-system"), " "); got != "equinix-metal-bgp-adv" {
+				t.Fatalf("advertisements: %s", got)
+			}
+			def = metallbv1beta1.BGPAdvertisement{}
+			get(t, c, advsGVR, "metallb-system", "equinix-metal-bgp-adv", &def)
+			if strings.Join(def.Spec.IPAddressPools, " ") != "shop.api shop.db" || len(def.Spec.IPAddressPoolSelectors) != 0 {
+				t.Errorf("default advertisement %+v", def.Spec)
+			}
+		})
+
 		t.Run("a user-labelled BGPAdvertisement suppresses the default", func(t *testing.T) {
 			mine := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metallb.io/v1beta1", "kind": "BGPAdvertisement",
 				"metadata": map[string]any{"name": "mine", "namespace": "metallb-system", "labels": map[string]any{"cloud-provider": "equinix-metal"}},

@@ -46,6 +46,12 @@ type Input struct {
 	// the module wrote, and clears a status it cannot allocate. nil holds
 	// none: a user's address counts only once in the status.
 	OwnAddressHeld func(ip string) bool
+	// Locate says where the project's Elastic IP reservation holding ip
+	// is (from the reservation cache: no call per snapshot); ok is false
+	// when none is known. It fills sdk.Service.Locations, by which a
+	// module announces an address only from the nodes of its metro. nil
+	// locates nothing.
+	Locate func(ip string) (loc sdk.AddressLocation, ok bool)
 }
 
 // Build is the module's input: every load-balanced Service that has an
@@ -66,6 +72,7 @@ func Build(in Input) sdk.GenerateRequest {
 			out, ok = serviceFromK8s(s, own)
 		}
 		if ok {
+			out.Locations = locations(out.IPs, in.Locate)
 			req.Services = append(req.Services, out)
 		}
 	}
@@ -74,6 +81,22 @@ func Build(in Input) sdk.GenerateRequest {
 	}
 	SortSnapshot(&req)
 	return req
+}
+
+// locations are where ips (sorted) are reserved, in their order, for those
+// locate knows; nil when it knows none.
+func locations(ips []string, locate func(string) (sdk.AddressLocation, bool)) []sdk.AddressLocation {
+	if locate == nil {
+		return nil
+	}
+	var out []sdk.AddressLocation
+	for _, ip := range ips {
+		if l, ok := locate(ip); ok && (l.Metro != "" || l.Facility != "") {
+			l.IP = ip
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // ModuleOptions are the module's settings from the loadbalancer URL, the

@@ -139,6 +139,21 @@ func cases(t *testing.T) []struct {
 		}}},
 		{"legacy-configmap", Input{LB: mustLB(t, "metallb:///metallb-system/config"), Templates: templates, Nodes: workers,
 			Services: []*v1.Service{service("default", "web", "145.40.1.5")}}},
+		// Where each address is reserved (the reservation cache): a
+		// metro's reservation, a facility's (with its metro), an address
+		// the cache does not know (no entry), and one of a dual-stack
+		// Service's two addresses.
+		{"locations", Input{LB: crd, Templates: templates, Nodes: workers, Services: []*v1.Service{
+			service("default", "in-sv", "145.40.1.5"),
+			service("default", "in-da11", "145.40.1.6"),
+			service("default", "unknown", "145.40.1.7"),
+			service("default", "dual", "2604:1380:4641::5", "145.40.1.8"),
+		}, Locate: func(ip string) (sdk.AddressLocation, bool) {
+			l, ok := map[string]sdk.AddressLocation{
+				"145.40.1.5": {Metro: "sv"}, "145.40.1.6": {Metro: "da", Facility: "da11"}, "145.40.1.8": {Metro: "ny"},
+			}[ip]
+			return l, ok
+		}}},
 		// Services of many namespaces, given in no order: sorted by
 		// namespace, then name.
 		{"namespaces-sorted", Input{LB: crd, Templates: templates, Nodes: workers, Services: []*v1.Service{

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -61,7 +62,7 @@ func (c *cloud) setupModule(cfg *config.Config) error {
 		}
 		services := env.informers.Core().V1().Services()
 		snap := &snapshotter{
-			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List, metal: c.metal,
+			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List, metal: c.metal, reservations: c.metal,
 			bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
 		}
 		// NoAnnouncingNode: checked at each sync against the snapshot's
@@ -177,6 +178,9 @@ type snapshotter struct {
 	// metal answers whether the project holds a user's own address (its
 	// reservation cache).
 	metal *metal.Client
+	// reservations says where each Service address is reserved (the same
+	// cache), for sdk.Service.Locations; nil locates nothing.
+	reservations *metal.Client
 }
 
 func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) {
@@ -191,9 +195,26 @@ func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) 
 			return err == nil && r != nil
 		}
 	}
+	if s.reservations != nil {
+		in.Locate = func(ip string) (sdk.AddressLocation, bool) {
+			r, err := s.reservations.ReservationHolding(ctx, ip)
+			if err != nil || r == nil {
+				return sdk.AddressLocation{}, false
+			}
+			return reservationLocation(r), true
+		}
+	}
 	req := lbsnapshot.Build(in)
 	s.checkPrefixes(req)
 	return req, nil
+}
+
+// reservationLocation is where an Elastic IP reservation is, as a module
+// reads it: its metro's code and, for a reservation made in a facility,
+// the facility's (the codes a node's topology labels carry).
+func reservationLocation(r *metalv1.IPReservation) sdk.AddressLocation {
+	m, f := r.GetMetro(), r.GetFacility()
+	return sdk.AddressLocation{Metro: m.GetCode(), Facility: f.GetCode()}
 }
 
 // bgpNodes reads the BGP nodes from the controller once it runs; before

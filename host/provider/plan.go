@@ -52,6 +52,9 @@ func (c *cloud) planSnapshot(svcs []*v1.Service, nodes []bgp.Node) lbmodule.Snap
 		services: func(labels.Selector) ([]*v1.Service, error) { return svcs, nil },
 		bgpNodes: func() []bgp.Node { return nodes },
 		budget:   bgp.NewPrefixBudget(c.cfg.BGPMaxPrefixes, &plan.Recorder{}),
+		// Where each address is reserved, so the plan shows the
+		// announcements per metro the module would write.
+		reservations: c.metal,
 	}
 	return snap.request
 }

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,6 +191,22 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 	return m, nil
 }
 
+// withoutLocations is req as a module of ABI version 1 got it, before
+// Service.Locations: the same JSON bytes as then. req's Services are not
+// changed (they are the caller's).
+func withoutLocations(req sdk.GenerateRequest) sdk.GenerateRequest {
+	if !slices.ContainsFunc(req.Services, func(s sdk.Service) bool { return s.Locations != nil }) {
+		return req
+	}
+	svcs := make([]sdk.Service, len(req.Services))
+	for i, s := range req.Services {
+		s.Locations = nil
+		svcs[i] = s
+	}
+	req.Services = svcs
+	return req
+}
+
 // compile makes the runtime for the module and compiles code in it.
 func (m *Module) compile(ctx context.Context, code []byte, pooled bool) error {
 	rc := wazero.NewRuntimeConfigCompiler().
@@ -273,8 +290,11 @@ func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.Gen
 	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, m.options
 	req.MemoryLimitBytes = int64(m.opts.MemoryLimitMiB) << 20
 	encode := sdk.EncodeGenerateRequest
-	if m.abi < 2 {
-		encode = func(req sdk.GenerateRequest) ([]byte, error) { return json.Marshal(req) }
+	switch {
+	case m.abi < 2:
+		encode = func(req sdk.GenerateRequest) ([]byte, error) { return json.Marshal(withoutLocations(req)) }
+	case m.abi < 4:
+		encode = sdk.EncodeGenerateRequestV2
 	}
 	in, err := encode(req)
 	if err != nil {

@@ -3,6 +3,7 @@ package wasmhost_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -144,12 +145,36 @@ func TestSdktestRefusesWhatTheAPIServerWould(t *testing.T) {
 // 2 gets the binary request and answers in JSON, as it did.
 func TestABIVersion2StillSpoken(t *testing.T) {
 	m := load(t, hostile(t), "abi2")
-	resp, err := m.Generate(context.Background(), request())
+	req := request()
+	req.Services[0].Locations = []sdk.AddressLocation{{IP: "145.40.1.5", Metro: "sv"}}
+	resp, err := m.Generate(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(resp.Objects) != 1 || resp.Objects[0].Name() != "fine" {
 		t.Fatalf("objects = %v", resp.Objects)
+	}
+}
+
+// TestABIVersion1GetsNoLocations: a module of ABI version 1 gets the JSON
+// it got before Service.Locations, byte for byte, and the caller's request
+// is left as it was.
+func TestABIVersion1GetsNoLocations(t *testing.T) {
+	req := request()
+	before, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Services[0].Locations = []sdk.AddressLocation{{IP: "145.40.1.5", Metro: "sv"}}
+	got, err := json.Marshal(wasmhost.WithoutLocations(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, before) {
+		t.Errorf("ABI version 1 request\n got %s\nwant %s", got, before)
+	}
+	if req.Services[0].Locations == nil {
+		t.Error("the caller's request lost its locations")
 	}
 }
 
