@@ -47,7 +47,9 @@ func TestModeSwitchPrunes(t *testing.T) {
 	crd.addService("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 	crd.eventually("MetalLB CRD objects for web", func() (bool, string) {
 		n, total := ownedMetalLB(t, dyn)
-		return n["ipaddresspools"] == 1 && n["bgppeers"] == 2 && n["bgpadvertisements"] == 1, fmt.Sprintf("%v (%d)", n, total)
+		// Two advertisements: metro da's, restricted to its nodes, and
+		// the default one, with no pool left to list.
+		return n["ipaddresspools"] == 1 && n["bgppeers"] == 2 && n["bgpadvertisements"] == 2, fmt.Sprintf("%v (%d)", n, total)
 	})
 	ip, _ := crd.serviceIP("web")
 	crd.Stop()

@@ -229,6 +229,23 @@ func TestTakeOverFromUpstreamCRD(t *testing.T) {
 	if res, rel := to.requests(); res != 0 || rel != 0 {
 		t.Fatalf("taking over: %d reservations requested, %d released; want 0 and 0", res, rel)
 	}
+	// Every Elastic IP is reserved in metro da: its pool is announced by
+	// the advertisement restricted to da's nodes alone, and the adopted
+	// equinix-metal-bgp-adv lists no pool any more (its list, upstream's
+	// field manager's, taken over by the apply).
+	to.eventually("the pools advertised from metro da's nodes only", func() (bool, string) {
+		got := map[string]string{}
+		for _, a := range to.list(bgpAdvertisements) {
+			names, _, _ := unstructured.NestedStringSlice(a.Object, "spec", "ipAddressPools")
+			sel, _, _ := unstructured.NestedSlice(a.Object, "spec", "nodeSelectors")
+			got[a.GetName()] = fmt.Sprintf("%d pools, %d node selectors", len(names), len(sel))
+		}
+		want := map[string]string{
+			"equinix-metal-bgp-adv":          "0 pools, 0 node selectors",
+			"equinix-metal-bgp-adv-metro-da": fmt.Sprintf("%d pools, 1 node selectors", len(to.before)),
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprintf("advertisements %v", got)
+	})
 	for _, p := range to.list(ipAddressPools) {
 		svc := strings.TrimPrefix(p.GetName(), "default.")
 		if got := p.GetLabels()["service-"+svc]; got != "namespace-default" || p.GetLabels()["cloud-provider"] != "equinix-metal" {

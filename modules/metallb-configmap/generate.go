@@ -60,6 +60,11 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	}
 	pools, warnings := metallb.Pools(req.Services)
 	resp := sdk.GenerateResponse{Warnings: append(warnings, legacyKeyWarnings(pools, req.Services)...)}
+	// MetalLB <= 0.12 restricts peers to nodes, not pools: every BGP node
+	// announces every pool, also outside the metro Equinix routes it in.
+	if n, pool, node := metallb.Outside(pools, req.Nodes); n > 0 {
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the Elastic IPs of %d address pools are announced from BGP nodes outside their metro (%s from %s, for one), which Equinix does not route: MetalLB <= 0.12 cannot restrict an address pool to some nodes; select BGP nodes of one metro (bgpNodeSelector), or use MetalLB >= 0.13 (metallb:///%s), whose advertisements this CCM restricts to each address's metro", n, pool, node, ns))
+	}
 	if cm == nil {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the MetalLB ConfigMap %s/%s does not exist, so MetalLB gets no peers or pools; install MetalLB <= 0.12, or use metallb:///%s for MetalLB >= 0.13", ns, name, ns))
 		return resp, nil

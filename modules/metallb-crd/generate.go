@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +31,10 @@ const (
 	svcLabelPrefix = "service-"
 	nsValuePrefix  = "namespace-"
 	maxLabelName   = 63
+	// A pool selector no pool matches: the default advertisement's when
+	// every pool is announced by a per-metro one.
+	noPoolLabel = "lb.metal.equinix.com/no-pool"
+	noPoolValue = "none"
 )
 
 func describe(o sdk.Options) (sdk.Description, error) {
@@ -60,10 +65,26 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	if len(pools) == 0 {
 		return resp, nil
 	}
-	var poolNames []string
+	var poolNames []string // announced from every BGP node
+	byPlace := map[place][]string{}
+	fallback := map[place]string{} // a facility's metro (metallb.Pool.MetroFallback)
 	for _, p := range pools {
 		name := poolName(p)
-		poolNames = append(poolNames, name)
+		if key, value, ok := p.NodeSelector(); ok {
+			pl := place{key, value}
+			m, seen := fallback[pl]
+			if !seen || m == p.MetroFallback() {
+				fallback[pl] = p.MetroFallback()
+			} else {
+				fallback[pl] = "" // pools of one facility naming different metros: none
+			}
+			byPlace[pl] = append(byPlace[pl], name)
+		} else {
+			if p.Located() {
+				resp.Warnings = append(resp.Warnings, fmt.Sprintf("pool %s: the location %q of its Elastic IP is no label value; it is announced from every BGP node", name, p.Location.Metro+p.Location.Facility))
+			}
+			poolNames = append(poolNames, name)
+		}
 		resp.Objects = append(resp.Objects, sdk.Object{
 			"apiVersion": poolAPI, "kind": "IPAddressPool",
 			"metadata": poolMeta(name, ns, p),
@@ -96,13 +117,76 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	}
 	resp.Objects = append(resp.Objects, secrets.objects(ns)...)
 	if !userAdvertisement(req.Existing, ns) || upstreamAdvertisement(req.Existing, ns) {
-		resp.Objects = append(resp.Objects, sdk.Object{
-			"apiVersion": advAPI, "kind": "BGPAdvertisement",
-			"metadata": meta(advName, ns),
-			"spec":     map[string]any{"ipAddressPools": poolNames},
-		})
+		resp.Objects = append(resp.Objects, advertisements(ns, poolNames, byPlace, fallback)...)
 	}
 	return resp, nil
+}
+
+// place is a node label and value: where a pool's Elastic IP is routed.
+type place struct{ key, value string }
+
+// advertisements are the default advertisement, of the pools announced from
+// every BGP node, and one advertisement per metro (or facility) of the
+// pools whose Elastic IPs are reserved there, restricted with nodeSelectors
+// to the nodes labelled with it: Equinix routes an Elastic IP in its metro
+// alone, and refuses it from anywhere else.
+//
+// MetalLB announces a pool from a node if any advertisement of the pool
+// selects the node, so a located pool is in its place's advertisement
+// only, never in the default one. The default one keeps upstream's name,
+// label and form (a list of pool names), so upstream v3.8.1 still finds it
+// after a rollback and appends its Services' pools; the per-place ones
+// carry no cloud-provider label, so neither upstream nor userAdvertisement
+// takes them for a user's own. A facility's advertisement also selects the
+// nodes of its metro that have no facility label (upstream v3.8.1 left it
+// unset), so a take-over never leaves its pools announced by no node. An
+// advertisement that lists no pool and has no pool selector announces
+// every pool, so a default advertisement left with no pool lists none and
+// selects none (noPool).
+func advertisements(ns string, poolNames []string, byPlace map[place][]string, fallback map[place]string) []sdk.Object {
+	// The list is written even empty: applied, it takes the field over
+	// from upstream's field manager (an adopted equinix-metal-bgp-adv),
+	// which an omitted field would leave listing every pool.
+	if poolNames == nil {
+		poolNames = []string{}
+	}
+	spec := sdk.Fields{{Name: "ipAddressPools", Value: poolNames}}
+	if len(poolNames) == 0 {
+		spec = append(spec, sdk.Field{Name: "ipAddressPoolSelectors", Value: []any{sdk.Fields{{Name: "matchLabels", Value: sdk.Fields{{Name: noPoolLabel, Value: noPoolValue}}}}}})
+	}
+	out := []sdk.Object{{
+		"apiVersion": advAPI, "kind": "BGPAdvertisement",
+		"metadata": meta(advName, ns),
+		"spec":     spec,
+	}}
+	places := make([]place, 0, len(byPlace))
+	for p := range byPlace {
+		places = append(places, p)
+	}
+	slices.SortFunc(places, func(a, b place) int { return strings.Compare(a.key+"="+a.value, b.key+"="+b.value) })
+	for _, p := range places {
+		kind := "metro"
+		if p.key == sdk.FacilityLabel {
+			kind = "facility"
+		}
+		// Any of nodeSelectors selects a node (MetalLB ORs them).
+		selectors := []any{sdk.Fields{{Name: "matchLabels", Value: sdk.Fields{{Name: p.key, Value: p.value}}}}}
+		if m := fallback[p]; m != "" {
+			selectors = append(selectors, sdk.Fields{
+				{Name: "matchExpressions", Value: []any{sdk.Fields{{Name: "key", Value: sdk.FacilityLabel}, {Name: "operator", Value: "DoesNotExist"}}}},
+				{Name: "matchLabels", Value: sdk.Fields{{Name: sdk.MetroLabel, Value: m}}},
+			})
+		}
+		out = append(out, sdk.Object{
+			"apiVersion": advAPI, "kind": "BGPAdvertisement",
+			"metadata": sdk.Fields{{Name: "name", Value: metallb.ObjectName("-", advName, kind, p.value)}, {Name: "namespace", Value: ns}},
+			"spec": sdk.Fields{
+				{Name: "ipAddressPools", Value: byPlace[p]},
+				{Name: "nodeSelectors", Value: selectors},
+			},
+		})
+	}
+	return out
 }
 
 // poolName is "<namespace>.<service>" for one Service: the dot cannot occur

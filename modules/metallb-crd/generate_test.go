@@ -135,3 +135,92 @@ func TestSharedPoolOfNamesakes(t *testing.T) {
 	}
 	t.Fatalf("no pool in %v", resp.Objects)
 }
+
+// TestAdvertisementsByLocation: a pool whose Elastic IP has a known
+// location is announced only by an advertisement restricted to that
+// location's nodes, never by the default one (MetalLB announces a pool
+// from a node if any of its advertisements selects the node); a default
+// advertisement left with no pool selects none instead of listing none,
+// which would announce every pool.
+func TestAdvertisementsByLocation(t *testing.T) {
+	svc := func(name, ip string, locs ...sdk.AddressLocation) sdk.Service {
+		return sdk.Service{Namespace: "default", Name: name, IPs: []string{ip}, Locations: locs}
+	}
+	advs := func(t *testing.T, req sdk.GenerateRequest) (map[string]string, []string) {
+		t.Helper()
+		resp, err := generate(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, o := range resp.Objects {
+			if o.Kind() == "BGPAdvertisement" {
+				b, _ := json.Marshal(o["spec"])
+				out[o.Name()] = string(b)
+				if o.Name() != advName && o.Labels()[cpLabel] != "" {
+					t.Errorf("%s carries %s: upstream and userAdvertisement would take it for a user's own", o.Name(), cpLabel)
+				}
+			}
+		}
+		return out, resp.Warnings
+	}
+	t.Run("all located", func(t *testing.T) {
+		got, warnings := advs(t, sdk.GenerateRequest{Services: []sdk.Service{
+			svc("a", "198.18.0.8", sdk.AddressLocation{IP: "198.18.0.8", Metro: "sv"}),
+			svc("b", "198.18.0.9", sdk.AddressLocation{IP: "198.18.0.9", Metro: "da"}),
+		}})
+		want := map[string]string{
+			advName:                          `{"ipAddressPools":[],"ipAddressPoolSelectors":[{"matchLabels":{"lb.metal.equinix.com/no-pool":"none"}}]}`,
+			"equinix-metal-bgp-adv-metro-da": `{"ipAddressPools":["default.b"],"nodeSelectors":[{"matchLabels":{"topology.kubernetes.io/region":"da"}}]}`,
+			"equinix-metal-bgp-adv-metro-sv": `{"ipAddressPools":["default.a"],"nodeSelectors":[{"matchLabels":{"topology.kubernetes.io/region":"sv"}}]}`,
+		}
+		if len(warnings) != 0 || len(got) != len(want) {
+			t.Fatalf("advertisements %v, warnings %v", got, warnings)
+		}
+		for name, spec := range want {
+			if !equalJSON(t, got[name], spec) {
+				t.Errorf("%s: %s, want %s", name, got[name], spec)
+			}
+		}
+	})
+	t.Run("addresses of one pool in two places", func(t *testing.T) {
+		got, warnings := advs(t, sdk.GenerateRequest{Services: []sdk.Service{
+			{Namespace: "default", Name: "two", IPs: []string{"198.18.0.8", "198.18.0.9"}, Locations: []sdk.AddressLocation{
+				{IP: "198.18.0.8", Metro: "sv"}, {IP: "198.18.0.9", Metro: "da"}}},
+		}})
+		if len(got) != 1 || !strings.Contains(got[advName], "default.two") || len(warnings) != 1 || !strings.Contains(warnings[0], "reserved in different places") {
+			t.Fatalf("advertisements %v, warnings %v", got, warnings)
+		}
+	})
+	t.Run("a location no label value can hold", func(t *testing.T) {
+		got, warnings := advs(t, sdk.GenerateRequest{Services: []sdk.Service{
+			svc("odd", "198.18.0.8", sdk.AddressLocation{IP: "198.18.0.8", Metro: "not a label"}),
+		}})
+		if len(got) != 1 || !strings.Contains(got[advName], "default.odd") || len(warnings) != 1 {
+			t.Fatalf("advertisements %v, warnings %v", got, warnings)
+		}
+	})
+	t.Run("the user's own advertisement", func(t *testing.T) {
+		mine := sdk.Object{"apiVersion": advAPI, "kind": "BGPAdvertisement", "metadata": map[string]any{"name": "mine", "namespace": "metallb-system", "labels": map[string]any{cpLabel: cpValue}}}
+		got, _ := advs(t, sdk.GenerateRequest{Existing: []sdk.Object{mine}, Services: []sdk.Service{
+			svc("a", "198.18.0.8", sdk.AddressLocation{IP: "198.18.0.8", Metro: "sv"}),
+		}})
+		if len(got) != 0 {
+			t.Fatalf("advertisements %v next to the user's own", got)
+		}
+	})
+}
+
+func equalJSON(t *testing.T, a, b string) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal([]byte(a), &x); err != nil {
+		return false
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatal(err)
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}

@@ -121,12 +121,40 @@ address-pools:
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
+// located are services() with the locations of their Elastic IPs (metro
+// sv; a facility's reservation, da11 in metro da) and one Service whose
+// address the host could not locate; their nodes are two in sv and one in
+// da11, labelled as this CCM labels nodes.
+func located() sdk.GenerateRequest {
+	svcs := services()
+	for i := range svcs {
+		s := &svcs[i]
+		switch s.Name {
+		case "trainer":
+			s.Locations = []sdk.AddressLocation{{IP: s.IPs[0], Metro: "da", Facility: "da11"}}
+		default:
+			s.Locations = []sdk.AddressLocation{{IP: s.IPs[0], Metro: "sv"}}
+		}
+	}
+	svcs = append(svcs, sdk.Service{Namespace: "default", Name: "unlocated", UID: "uid-unlocated", IPs: []string{"145.40.1.8"},
+		Ports: []sdk.Port{{Name: "http", Protocol: "TCP", Port: 80}}})
+	ns := nodes()
+	for i := range ns {
+		ns[i].Labels[sdk.MetroLabel] = "sv"
+		if ns[i].Name == "worker-3" {
+			ns[i].Labels[sdk.MetroLabel], ns[i].Labels[sdk.FacilityLabel] = "da", "da11"
+		}
+	}
+	return sdk.GenerateRequest{Services: svcs, Nodes: ns, Annotations: Templates}
+}
+
 // Cases are the shared inputs.
 func Cases() []Case {
 	base := sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}
 	noSvc := sdk.GenerateRequest{Nodes: nodes(), Annotations: Templates}
 	return []Case{
 		{Name: "services", Request: base},
+		{Name: "located", Request: located()},
 		{Name: "no-services", Request: noSvc},
 		{Name: "user-objects", Request: base, Existing: UserObjects},
 		{Name: "other-namespace", Options: sdk.Options{Namespace: "lb", ConfigMap: "metallb", Params: map[string]string{"x": "y"}}, Request: base},

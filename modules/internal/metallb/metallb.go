@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/kubenames"
 )
 
 // DefaultNamespace is where MetalLB lives unless the URL says otherwise.
@@ -31,6 +32,55 @@ type Pool struct {
 	// SharingKey is set when every Service of the pool has the same
 	// sharing key (either form of the allow-shared-ip annotation).
 	SharingKey string
+	// Location is where the pool's Elastic IPs are reserved (its IP is
+	// empty), when the host located them (sdk.Service.Locations) and they
+	// agree; the zero value when none is known. Only nodes there should
+	// announce the pool: Equinix routes an Elastic IP in its metro alone.
+	Location sdk.AddressLocation
+}
+
+// Located reports whether the pool's location is known.
+func (p Pool) Located() bool { return p.Location.Metro != "" || p.Location.Facility != "" }
+
+// NodeSelector is the node label, and its value, that picks the nodes
+// where the pool's addresses are routed: the facility's
+// (sdk.FacilityLabel) for a facility's reservation, else the metro's
+// (sdk.MetroLabel). ok is false when the pool has no known location, or
+// one no label value can hold.
+func (p Pool) NodeSelector() (key, value string, ok bool) {
+	key, value = sdk.MetroLabel, p.Location.Metro
+	if p.Location.Facility != "" {
+		key, value = sdk.FacilityLabel, p.Location.Facility
+	}
+	return key, value, value != "" && kubenames.ValidateLabelValue(value) == nil
+}
+
+// MetroFallback is, for a facility's pool whose metro is known, that metro:
+// a node without FacilityLabel (one that upstream v3.8.1 initialised, which
+// left the zone unset) is taken to be in the facility when its MetroLabel
+// is the metro, so a take-over never leaves such a pool announced by no
+// node. "" otherwise.
+func (p Pool) MetroFallback() string {
+	if p.Location.Facility == "" || p.Location.Metro == "" || kubenames.ValidateLabelValue(p.Location.Metro) != nil {
+		return ""
+	}
+	return p.Location.Metro
+}
+
+// Selects reports whether a node with these labels is where the pool's
+// addresses are routed, as NodeSelector and MetroFallback say; a pool
+// without a usable location selects every node.
+func (p Pool) Selects(labels map[string]string) bool {
+	key, value, ok := p.NodeSelector()
+	if !ok {
+		return true
+	}
+	if labels[key] == value {
+		return true
+	}
+	_, zoned := labels[sdk.FacilityLabel]
+	m := p.MetroFallback()
+	return m != "" && !zoned && labels[sdk.MetroLabel] == m
 }
 
 // Shared reports whether the pool serves more than one Service.
@@ -47,10 +97,11 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 	type entry struct {
 		id, key string
 		cidr    []string
+		locs    []sdk.AddressLocation
 	}
 	entries := make([]entry, 0, len(services))
 	for _, s := range services {
-		e := entry{id: s.Namespace + "/" + s.Name, key: s.SharingKey}
+		e := entry{id: s.Namespace + "/" + s.Name, key: s.SharingKey, locs: s.Locations}
 		for _, ip := range s.IPs {
 			cidr, err := hostCIDR(ip)
 			if err != nil {
@@ -97,12 +148,14 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 	}
 	poolOf := make([]int, len(entries)) // by root
 	mixedKeys := make([]bool, 0, len(entries))
+	mixedLocs := make([]bool, 0, len(entries))
 	for i, e := range entries {
 		r := find(i)
 		if r == i {
 			poolOf[i] = len(pools)
 			pools = append(pools, Pool{SharingKey: e.key})
 			mixedKeys = append(mixedKeys, false)
+			mixedLocs = append(mixedLocs, false)
 		}
 		k := poolOf[r]
 		p := &pools[k]
@@ -110,6 +163,17 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 		p.CIDRs = append(p.CIDRs, e.cidr...)
 		if e.key != p.SharingKey {
 			mixedKeys[k] = true
+		}
+		for _, l := range e.locs {
+			l.IP = ""
+			if l.Metro == "" && l.Facility == "" {
+				continue
+			}
+			if !p.Located() {
+				p.Location = l
+			} else if l != p.Location {
+				mixedLocs[k] = true
+			}
 		}
 	}
 	for k := range pools {
@@ -121,11 +185,44 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 		if mixedKeys[k] {
 			p.SharingKey = ""
 		}
+		if mixedLocs[k] {
+			warnings = append(warnings, fmt.Sprintf("the addresses of %s are reserved in different places (%s and another); they are announced from every BGP node, as if their location were unknown", strings.Join(p.Services, ", "), where(p.Location)))
+			p.Location = sdk.AddressLocation{}
+		}
 		if p.Shared() && p.SharingKey == "" {
 			warnings = append(warnings, fmt.Sprintf("Services %s share an address without a common sharing key (metallb.io/allow-shared-ip or metallb.universe.tf/allow-shared-ip); MetalLB will serve only one of them; give them the same key or separate addresses", strings.Join(p.Services, ", ")))
 		}
 	}
 	return pools, warnings
+}
+
+// Outside counts the located pools that some of nodes, being elsewhere
+// (another label value, or none), would announce if every node announced
+// every pool; and names one such pool and node, for a message.
+func Outside(pools []Pool, nodes []sdk.Node) (n int, pool, node string) {
+	for _, p := range pools {
+		if _, _, ok := p.NodeSelector(); !ok {
+			continue
+		}
+		for _, nd := range nodes {
+			if !p.Selects(nd.Labels) {
+				if n == 0 {
+					pool, node = strings.Join(p.CIDRs, ","), nd.Name
+				}
+				n++
+				break
+			}
+		}
+	}
+	return n, pool, node
+}
+
+// where names a location for a message: "metro sv" or "facility da11".
+func where(l sdk.AddressLocation) string {
+	if l.Facility != "" {
+		return "facility " + l.Facility
+	}
+	return "metro " + l.Metro
 }
 
 func hostCIDR(ip string) (string, error) {
