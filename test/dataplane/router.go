@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,20 @@ type RouterOptions struct {
 	// Neighbors are the nodes' private addresses; each must speak PeerASN.
 	Neighbors []string
 	PeerASN   uint32
+	// Metros, when set, make the router refuse what Equinix's refuse: an
+	// Elastic IP is routed only in the metro it is reserved in, so a
+	// route from a node is accepted only for an address in the public
+	// blocks of the node's metro. A neighbour in no metro's Nodes has every
+	// route refused. Without Metros every route is accepted.
+	Metros []MetroRoutes
+}
+
+// MetroRoutes are a metro's nodes (their private addresses) and the blocks
+// its public addresses, Elastic IPs among them, come from.
+type MetroRoutes struct {
+	Code   string
+	Nodes  []string
+	Blocks []string
 }
 
 // Router is a running gobgpd.
@@ -48,7 +63,59 @@ func StartRouter(bins Binaries, dir string, o RouterOptions) (*Router, error) {
 		}
 		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n    local-address = %q\n", o.Addr)
 	}
+	b.WriteString(metroPolicy(o.Metros))
 	return StartGoBGP(bins, dir, o, b.String())
+}
+
+// Metros are the routers' metros from the nodes' addresses by metro code
+// and the public blocks by metro code, sorted by code; a metro without a
+// block gets its nodes' routes refused.
+func Metros(nodes map[string][]string, blocks map[string]string) []MetroRoutes {
+	var out []MetroRoutes
+	for _, code := range slices.Sorted(maps.Keys(nodes)) {
+		m := MetroRoutes{Code: code, Nodes: slices.Sorted(slices.Values(nodes[code]))}
+		if b := blocks[code]; b != "" {
+			m.Blocks = []string{b}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// metroPolicy is the routers' import policy for metros (see
+// RouterOptions.Metros): for each metro a neighbour set of its nodes and
+// a prefix set of its blocks (any prefix within them), a statement
+// accepting a route that matches both, and every other route refused.
+// "" without metros.
+func metroPolicy(metros []MetroRoutes) string {
+	if len(metros) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("[global.apply-policy.config]\n  import-policy-list = [\"metro-eips\"]\n  default-import-policy = \"reject-route\"\n")
+	for _, m := range metros {
+		fmt.Fprintf(&b, "[[defined-sets.neighbor-sets]]\n  neighbor-set-name = \"nodes-%s\"\n  neighbor-info-list = [", m.Code)
+		for i, n := range m.Nodes {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", n)
+		}
+		b.WriteString("]\n")
+		fmt.Fprintf(&b, "[[defined-sets.prefix-sets]]\n  prefix-set-name = \"eips-%s\"\n", m.Code)
+		for _, blk := range m.Blocks {
+			bits := blk[strings.LastIndex(blk, "/")+1:]
+			fmt.Fprintf(&b, "  [[defined-sets.prefix-sets.prefix-list]]\n    ip-prefix = %q\n    masklength-range = \"%s..32\"\n", blk, bits)
+		}
+	}
+	b.WriteString("[[policy-definitions]]\n  name = \"metro-eips\"\n")
+	for _, m := range metros {
+		fmt.Fprintf(&b, "  [[policy-definitions.statements]]\n    name = \"metro-%s\"\n", m.Code)
+		fmt.Fprintf(&b, "    [policy-definitions.statements.conditions.match-neighbor-set]\n      neighbor-set = \"nodes-%s\"\n", m.Code)
+		fmt.Fprintf(&b, "    [policy-definitions.statements.conditions.match-prefix-set]\n      prefix-set = \"eips-%s\"\n", m.Code)
+		b.WriteString("    [policy-definitions.statements.actions]\n      route-disposition = \"accept-route\"\n")
+	}
+	return b.String()
 }
 
 // StartGoBGP runs gobgpd with the configuration (TOML) and waits for its
@@ -222,15 +289,16 @@ var MetroBlocks = map[string]string{"da": "198.51.100.0/24", "sv": "203.0.113.0/
 
 // StartRouters starts the two Equinix routers at RouterAddrs (ASN
 // RouterASN, multipath), each accepting sessions from the nodes' addresses
-// with ProjectASN and the password ("" for none). Add RouterAddrs and the
-// nodes' addresses to the loopback first.
-func StartRouters(bins Binaries, dir, password string, nodeIPs []string) ([]*Router, error) {
+// with ProjectASN and the password ("" for none), and routes as metros
+// allow (RouterOptions.Metros; nil accepts every route). Add RouterAddrs
+// and the nodes' addresses to the loopback first.
+func StartRouters(bins Binaries, dir, password string, nodeIPs []string, metros []MetroRoutes) ([]*Router, error) {
 	nodes := slices.Sorted(slices.Values(nodeIPs))
 	var out []*Router
 	for i, addr := range RouterAddrs {
 		r, err := StartRouter(bins, dir, RouterOptions{
 			Name: fmt.Sprintf("router-%d", i+1), Addr: addr, ASN: RouterASN, APIPort: APIPortBase + i,
-			Password: password, Neighbors: nodes, PeerASN: ProjectASN,
+			Password: password, Neighbors: nodes, PeerASN: ProjectASN, Metros: metros,
 		})
 		if err != nil {
 			for _, r := range out {

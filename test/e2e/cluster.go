@@ -238,7 +238,14 @@ func (c *Cluster) startRouters() error {
 	for _, ip := range c.NodeIP {
 		nodes = append(nodes, ip)
 	}
-	rs, err := dataplane.StartRouters(c.Opts.Bins, c.Opts.Dir, c.Opts.Password, nodes)
+	// As Equinix's: a node's routes only for its own metro's addresses.
+	byMetro := map[string][]string{}
+	for _, d := range c.Opts.Devices {
+		if ip, ok := c.NodeIP[d.Name]; ok {
+			byMetro[d.Metro] = append(byMetro[d.Metro], ip)
+		}
+	}
+	rs, err := dataplane.StartRouters(c.Opts.Bins, c.Opts.Dir, c.Opts.Password, nodes, dataplane.Metros(byMetro, c.Emu.PublicIPv4Blocks()))
 	if err != nil {
 		return err
 	}

@@ -20,9 +20,10 @@ import (
 
 // TestSandboxDataPlane runs the sandbox (`make run`) as make run does, with
 // MetalLB and GoBGP, and checks that its live view shows the data plane:
-// every node's session up at both routers, and each sample Service's /32 at
-// the routers with one next hop per node (the CCM's policies give all eight
-// nodes BGP), the same at both. (Its failover is TestSandbox's, in
+// every node's session up at both routers (the CCM's policies give all
+// eight nodes BGP), and each sample Service's /32 at the routers with one
+// next hop per node of its Elastic IP's metro and none from the other
+// metro, the same at both. (Its failover is TestSandbox's, in
 // test/cmd/sandbox.) The sandbox makes a namespace of its own inside this test's,
 // as it does on a host, so it runs alongside TestWrongPeerASNFailsAtRouters,
 // which mostly waits.
@@ -89,12 +90,15 @@ func TestSandboxDataPlane(t *testing.T) {
 		t.Logf("sandbox with the data plane: everything started in %s", m[1])
 	}
 	last := text[strings.LastIndex(text, "Equinix Metal CCM sandbox"):]
-	all := "8: cp-0 cp-1 cp-2 worker-0 worker-1 worker-2 worker-3 worker-4  the same"
+	// An Elastic IP is routed only in its metro: each /32 from the nodes
+	// there (sandbox.Devices: five in da, three in sv), none from the other.
+	da := "5: cp-0 cp-1 worker-0 worker-1 worker-2  the same"
+	sv := "3: cp-2 worker-3 worker-4  the same"
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`BGP sessions up: router-1 \(169\.254\.255\.1\) 8/8, router-2 \(169\.254\.255\.2\) 8/8`),
-		regexp.MustCompile(`\S+/32 +default/web +` + regexp.QuoteMeta(all)),
-		regexp.MustCompile(`\S+/32 +default/api +` + regexp.QuoteMeta(all)),
-		regexp.MustCompile(`198\.18\.63\.10/32 +default/byo +` + regexp.QuoteMeta(all)), // sandbox.BYOAddress
+		regexp.MustCompile(`\S+/32 +default/web +` + regexp.QuoteMeta(da)),             // reserved in da
+		regexp.MustCompile(`\S+/32 +default/api +` + regexp.QuoteMeta(sv)),             // reserved in sv
+		regexp.MustCompile(`198\.18\.63\.10/32 +default/byo +` + regexp.QuoteMeta(da)), // sandbox.BYOAddress, reserved in da
 	} {
 		if !want.MatchString(last) {
 			t.Errorf("the last view lacks %s:\n%s", want, last)

@@ -159,6 +159,20 @@ func (e *Emulator) Projects() []Project {
 	return out
 }
 
+// PublicIPv4Blocks maps each metro's code to the block its public IPv4
+// addresses come from, Elastic IPs (a metro's or one of its facilities')
+// among them: what Equinix routes in that metro and nowhere else.
+func (e *Emulator) PublicIPv4Blocks() map[string]string {
+	s := e.store
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[string]string, len(s.metros))
+	for _, m := range s.metros {
+		out[m.code] = m.public4.prefix.String()
+	}
+	return out
+}
+
 // Devices lists a project's devices in creation order.
 func (e *Emulator) Devices(projectID string) []Device {
 	s := e.store

@@ -167,21 +167,25 @@ type dataPlane struct {
 }
 
 // startRouters gives the namespace's loopback the routers' and the nodes'
-// addresses and starts the two routers, which accept every node. Without
-// the data plane (dp nil) it does nothing.
-func (dp *dataPlane) startRouters(devs []Device) error {
+// addresses and starts the two routers, which accept every node's session
+// and, as Equinix's, a node's routes only for addresses of its own metro's
+// public block (blocks: the emulator's, by metro code). Without the data
+// plane (dp nil) it does nothing.
+func (dp *dataPlane) startRouters(devs []Device, blocks map[string]string) error {
 	if dp == nil {
 		return nil
 	}
 	addrs := append([]string{}, dataplane.RouterAddrs...)
 	var nodes []string
+	byMetro := map[string][]string{}
 	for _, d := range devs {
 		nodes = append(nodes, d.PrivateIP)
+		byMetro[d.Metro] = append(byMetro[d.Metro], d.PrivateIP)
 	}
 	if err := dataplane.AddLoopbackAddresses(append(addrs, nodes...)...); err != nil {
 		return err
 	}
-	rs, err := dataplane.StartRouters(dp.bins, dp.dir, "", nodes)
+	rs, err := dataplane.StartRouters(dp.bins, dp.dir, "", nodes, dataplane.Metros(byMetro, blocks))
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,7 @@ func run(o Options, dir string, dp *dataPlane) error {
 	}
 	defer emu.Close()
 	defer dp.stop()
-	if err := dp.startRouters(devs); err != nil {
+	if err := dp.startRouters(devs, emu.PublicIPv4Blocks()); err != nil {
 		return err
 	}
 

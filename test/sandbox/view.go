@@ -12,6 +12,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -247,6 +250,8 @@ func (v *Viewer) drawModuleObjects(ctx context.Context, b *strings.Builder) {
 		fmt.Fprintf(b, "  %-17s %d: %s\n", g.kind, len(names), summarise(names, 6))
 	}
 
+	v.drawAnnouncers(ctx, b)
+
 	cms, err := v.kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: sdk.OwnedLabel})
 	if err == nil && len(cms.Items) > 0 {
 		var names []string
@@ -272,6 +277,85 @@ func (v *Viewer) drawModuleObjects(ctx context.Context, b *strings.Builder) {
 			fmt.Fprintf(b, "  %-17s %s/%s: %d peers; address pools: %s\n", "legacy ConfigMap", lb.Namespace, lb.ConfigMap, len(legacy.Peers), strings.Join(pools, ", "))
 		}
 	}
+}
+
+// drawAnnouncers: for each IPAddressPool, the nodes MetalLB's speakers
+// announce it from, by MetalLB's rule over what the module wrote: a node
+// announces a pool if one of the pool's BGPAdvertisements (one listing it
+// by name or selecting it by label; one with neither lists every pool)
+// selects the node (no nodeSelectors: every node) and a BGPPeer selects it.
+// With the data plane, the routers' table shows what they accepted.
+func (v *Viewer) drawAnnouncers(ctx context.Context, b *strings.Builder) {
+	pools, err := v.dyn.Resource(gvrPools).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil || len(pools.Items) == 0 {
+		return
+	}
+	advs, err := v.dyn.Resource(gvrAdvs).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	peers, err := v.dyn.Resource(gvrPeers).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	nodes, err := v.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	// selects reports whether the selectors at path of o select set; none
+	// selects everything.
+	selects := func(o unstructured.Unstructured, set labels.Set, path ...string) bool {
+		raw, _, _ := unstructured.NestedSlice(o.Object, path...)
+		if len(raw) == 0 {
+			return true
+		}
+		for _, r := range raw {
+			var ls metav1.LabelSelector
+			if m, ok := r.(map[string]any); !ok || runtime.DefaultUnstructuredConverter.FromUnstructured(m, &ls) != nil {
+				continue
+			}
+			if sel, err := metav1.LabelSelectorAsSelector(&ls); err == nil && sel.Matches(set) {
+				return true
+			}
+		}
+		return false
+	}
+	peered := map[string]bool{}
+	for _, n := range nodes.Items {
+		for _, p := range peers.Items {
+			if selects(p, n.Labels, "spec", "nodeSelectors") {
+				peered[n.Name] = true
+			}
+		}
+	}
+	fmt.Fprintln(b, "  announced from (MetalLB's rule over the advertisements and peers above):")
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	for _, p := range pools.Items {
+		addrs, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "addresses")
+		from := map[string]bool{}
+		for _, a := range advs.Items {
+			if a.GetNamespace() != p.GetNamespace() {
+				continue
+			}
+			names, _, _ := unstructured.NestedStringSlice(a.Object, "spec", "ipAddressPools")
+			sels, _, _ := unstructured.NestedSlice(a.Object, "spec", "ipAddressPoolSelectors")
+			listed := slices.Contains(names, p.GetName()) || len(names) == 0 && len(sels) == 0
+			if !listed && len(sels) > 0 {
+				listed = selects(a, p.GetLabels(), "spec", "ipAddressPoolSelectors")
+			}
+			if !listed {
+				continue
+			}
+			for _, n := range nodes.Items {
+				if peered[n.Name] && selects(a, n.Labels, "spec", "nodeSelectors") {
+					from[n.Name] = true
+				}
+			}
+		}
+		names := slices.Sorted(maps.Keys(from))
+		fmt.Fprintf(tw, "    %s\t%s\t%d: %s\n", p.GetName(), strings.Join(addrs, ","), len(names), strings.Join(names, " "))
+	}
+	_ = tw.Flush()
 }
 
 // drawControlPlane: the EIP's holder, and how long a failover took.

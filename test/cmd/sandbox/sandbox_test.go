@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -45,20 +46,33 @@ func TestSandbox(t *testing.T) {
 	}
 	last := text[strings.LastIndex(text, "Equinix Metal CCM sandbox"):]
 	for _, want := range []string{
-		"metro da, created",       // web's EIP, where its annotation says
-		"metro sv, created",       // api's
-		"198.18.63.10",            // byo keeps its own address (sandbox.BYOAddress, reserved by the user)
-		"none: bring your own IP", // and reserves nothing
-		"denied Service",          // nowhere: the placement policy's clear error
-		"equinixmetal://",         // nodes initialised
-		"169.254.255.1 AS65530",   // BGP peers in the annotations
-		"IPAddressPool     3",     // one pool per Service with an address
-		"BGPPeer           16",    // 8 nodes x 2 peers
-		"BGPAdvertisement  1",
+		"metro da, created",                         // web's EIP, where its annotation says
+		"metro sv, created",                         // api's
+		"198.18.63.10",                              // byo keeps its own address (sandbox.BYOAddress, reserved by the user)
+		"none: bring your own IP",                   // and reserves nothing
+		"denied Service",                            // nowhere: the placement policy's clear error
+		"equinixmetal://",                           // nodes initialised
+		"169.254.255.1 AS65530",                     // BGP peers in the annotations
+		"IPAddressPool     3",                       // one pool per Service with an address
+		"BGPPeer           16",                      // 8 nodes x 2 peers
+		"BGPAdvertisement  3",                       // the default one (no pool left in it) and one per metro
 		"failover: the EIP moved from cp-0 to cp-1", // within metro da (cp-2 is in sv)
 	} {
 		if !strings.Contains(last, want) {
 			t.Errorf("the last view lacks %q:\n%s", want, last)
+		}
+	}
+	// An Elastic IP is routed only in its metro, so MetalLB would announce
+	// each pool from that metro's nodes alone (sandbox.Devices: five in
+	// da, three in sv).
+	da, sv := "5: cp-0 cp-1 worker-0 worker-1 worker-2", "3: cp-2 worker-3 worker-4"
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^ +default\.web +\S+/32 +` + regexp.QuoteMeta(da) + `$`),
+		regexp.MustCompile(`(?m)^ +default\.api +\S+/32 +` + regexp.QuoteMeta(sv) + `$`),
+		regexp.MustCompile(`(?m)^ +default\.byo +198\.18\.63\.10/32 +` + regexp.QuoteMeta(da) + `$`),
+	} {
+		if !want.MatchString(last) {
+			t.Errorf("the last view lacks %s:\n%s", want, last)
 		}
 	}
 	if strings.Contains(text, "emulator-token") {

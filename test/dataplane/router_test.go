@@ -1,0 +1,101 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMetrosPolicy: the routers' import policy is in the configuration
+// for each metro, with its nodes and its block and any prefix in it.
+func TestMetrosPolicy(t *testing.T) {
+	if metroPolicy(nil) != "" {
+		t.Error("a policy without metros")
+	}
+	m := Metros(map[string][]string{"sv": {"203.0.113.3"}, "da": {"198.51.100.4", "198.51.100.2"}, "ny": {"192.0.2.1"}},
+		map[string]string{"da": "198.18.0.0/18", "sv": "198.18.64.0/18"})
+	want := []MetroRoutes{
+		{Code: "da", Nodes: []string{"198.51.100.2", "198.51.100.4"}, Blocks: []string{"198.18.0.0/18"}},
+		{Code: "ny", Nodes: []string{"192.0.2.1"}},
+		{Code: "sv", Nodes: []string{"203.0.113.3"}, Blocks: []string{"198.18.64.0/18"}},
+	}
+	if fmt.Sprint(m) != fmt.Sprint(want) {
+		t.Fatalf("Metros = %v, want %v", m, want)
+	}
+	p := metroPolicy(m)
+	for _, s := range []string{
+		`default-import-policy = "reject-route"`,
+		`neighbor-info-list = ["198.51.100.2", "198.51.100.4"]`,
+		`ip-prefix = "198.18.64.0/18"` + "\n" + `    masklength-range = "18..32"`,
+	} {
+		if !strings.Contains(p, s) {
+			t.Errorf("the policy lacks %q:\n%s", s, p)
+		}
+	}
+}
+
+// TestMetrosPolicyInGoBGP runs gobgpd (from $METAL_CCM_E2E_GOBGP, which
+// make e2e builds) on loopback ports, as a router with two neighbours in
+// two metros that both announce an address of each metro: the router
+// holds each address from its metro's neighbour only, as Equinix's would.
+func TestMetrosPolicyInGoBGP(t *testing.T) {
+	dir := os.Getenv(EnvGoBGP)
+	if dir == "" {
+		t.Skipf("%s is not set (make e2e builds GoBGP and sets it)", EnvGoBGP)
+	}
+	bins := Binaries{GoBGPD: filepath.Join(dir, "gobgpd"), GoBGP: filepath.Join(dir, "gobgp")}
+	work := t.TempDir()
+	const port = 21179
+	da, sv := "127.0.0.2", "127.0.0.3"
+	metros := Metros(map[string][]string{"da": {da}, "sv": {sv}}, map[string]string{"da": "198.18.0.0/18", "sv": "198.18.64.0/18"})
+	var b strings.Builder
+	fmt.Fprintf(&b, "[global.config]\n  as = %d\n  router-id = \"127.0.0.1\"\n  port = %d\n  local-address-list = [\"127.0.0.1\"]\n", RouterASN, port)
+	for _, n := range []string{da, sv} {
+		fmt.Fprintf(&b, "[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %q\n    peer-as = %d\n  [neighbors.transport.config]\n    passive-mode = true\n    local-address = \"127.0.0.1\"\n", n, ProjectASN)
+	}
+	b.WriteString(metroPolicy(metros))
+	router, err := StartGoBGP(bins, work, RouterOptions{Name: "router", APIPort: port + 1}, b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer router.Stop()
+	for i, addr := range []string{da, sv} {
+		conf := fmt.Sprintf("[global.config]\n  as = %d\n  router-id = %q\n  port = -1\n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"127.0.0.1\"\n    peer-as = %d\n  [neighbors.transport.config]\n    local-address = %q\n    remote-port = %d\n", ProjectASN, addr, RouterASN, addr, port)
+		sp, err := StartGoBGP(bins, work, RouterOptions{Name: fmt.Sprintf("speaker-%d", i), APIPort: port + 2 + i}, conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Stop()
+		for _, p := range []string{"198.18.0.5/32", "198.18.64.5/32"} {
+			if err := sp.Announce(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := map[string][]string{"198.18.0.5/32": {da}, "198.18.64.5/32": {sv}}
+	var got Routes
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if got, err = router.Routes(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(got.NextHops("198.18.0.5/32"), want["198.18.0.5/32"]) && slices.Equal(got.NextHops("198.18.64.5/32"), want["198.18.64.5/32"]) {
+			break
+		}
+	}
+	// A refused path would have come with the accepted ones (each speaker
+	// announces both at once); look once more a moment later.
+	time.Sleep(time.Second)
+	if got, err = router.Routes(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for p, hops := range want {
+		if !slices.Equal(got.NextHops(p), hops) {
+			t.Errorf("%s via %v, want %v only", p, got.NextHops(p), hops)
+		}
+	}
+}
