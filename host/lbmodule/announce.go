@@ -2,6 +2,7 @@ package lbmodule
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -64,6 +65,13 @@ type announcements struct {
 	// bgp are the BGP nodes of the last snapshot; nil before the first,
 	// when nothing is decided.
 	bgp map[string]bool
+	// nodeMetro is each BGP node's metro (its sdk.MetroLabel), and
+	// serviceMetro the metro where a Service's Elastic IPs are reserved,
+	// by UID (when all its located addresses share one): Equinix routes
+	// an Elastic IP in its metro alone, so only BGP nodes there announce
+	// it, whatever the module writes.
+	nodeMetro    map[string]string
+	serviceMetro map[types.UID]string
 	// dark are the Services reported NoAnnouncingNode, by UID.
 	dark map[types.UID]bool
 }
@@ -85,13 +93,23 @@ func NewAnnouncements(cfg AnnouncementsConfig) *announcements {
 // forgets the Services that left it.
 func (a *announcements) Observe(req sdk.GenerateRequest) {
 	bgp := make(map[string]bool, len(req.Nodes))
+	nodeMetro := make(map[string]string, len(req.Nodes))
 	for _, n := range req.Nodes {
 		bgp[n.Name] = true
+		if m := n.Labels[sdk.MetroLabel]; m != "" {
+			nodeMetro[n.Name] = m
+		}
+	}
+	serviceMetro := map[types.UID]string{}
+	for _, s := range req.Services {
+		if m := oneMetro(s.Locations); m != "" {
+			serviceMetro[types.UID(s.UID)] = m
+		}
 	}
 	seen := make(map[types.UID]bool, len(req.Services))
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.bgp = bgp
+	a.bgp, a.nodeMetro, a.serviceMetro = bgp, nodeMetro, serviceMetro
 	for _, s := range req.Services {
 		seen[types.UID(s.UID)] = true
 		a.checkLocked(s.Namespace, s.Name)
@@ -125,8 +143,20 @@ func (a *announcements) checkLocked(namespace, name string) {
 		ready = a.cfg.ReadyNodes(namespace, name)
 	}
 	an := lbsnapshot.Announce(svc, ready, a.bgp)
+	metro := a.serviceMetro[svc.UID]
+	if metro != "" {
+		// A BGP node of another metro would announce it to routers that
+		// refuse it.
+		an.Announcers = slices.DeleteFunc(an.Announcers, func(n string) bool { return a.nodeMetro[n] != metro })
+	}
 	was := a.dark[svc.UID]
 	switch {
+	case an.Unannounced() && !was && metro != "":
+		a.dark[svc.UID] = true
+		a.log.Info("A Local Service's ready endpoints are all on nodes that are not BGP nodes of its Elastic IP's metro: no router has a path to its address", "service", klog.KObj(svc), "addresses", addresses(svc), "metro", metro, "endpointNodes", an.Ready)
+		a.event(svc, corev1.EventTypeWarning, ReasonNoAnnouncingNode,
+			"No BGP node announces %s: externalTrafficPolicy is Local, the Elastic IP is routed in metro %s only, and the Service's ready endpoints are only on nodes that are not BGP nodes there (%s), so no router has a path to it; run its pods on BGP nodes in %s, or set externalTrafficPolicy: Cluster",
+			strings.Join(addresses(svc), ", "), metro, names(an.Ready), metro)
 	case an.Unannounced() && !was:
 		a.dark[svc.UID] = true
 		a.log.Info("A Local Service's ready endpoints are all on nodes without BGP: no router has a path to its address", "service", klog.KObj(svc), "addresses", addresses(svc), "endpointNodes", an.Ready)
@@ -157,6 +187,24 @@ func (a *announcements) event(svc *corev1.Service, typ, reason, format string, a
 func addresses(svc *corev1.Service) []string {
 	s, _ := lbsnapshot.ServiceFromK8s(svc)
 	return s.IPs
+}
+
+// oneMetro is the metro of a Service's located addresses when they share
+// one, "" otherwise (none located, or several metros: no single place to
+// check).
+func oneMetro(ls []sdk.AddressLocation) string {
+	m := ""
+	for _, l := range ls {
+		switch {
+		case l.Metro == "":
+			return ""
+		case m == "":
+			m = l.Metro
+		case m != l.Metro:
+			return ""
+		}
+	}
+	return m
 }
 
 // names lists at most maxNodesNamed nodes, and how many more.

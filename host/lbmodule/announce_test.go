@@ -33,6 +33,10 @@ type endpointsCluster struct {
 	services map[string]*corev1.Service
 	ready    map[string][]string
 	bgp      []string
+	// metros: a BGP node's metro label, and the metro each Service
+	// address is reserved in (none: not located).
+	nodeMetro map[string]string
+	ipMetro   map[string]string
 }
 
 func (c *endpointsCluster) service(ns, name string) (*corev1.Service, error) {
@@ -61,13 +65,20 @@ func (c *endpointsCluster) setReady(key string, nodes ...string) {
 func (c *endpointsCluster) snapshot(context.Context) (sdk.GenerateRequest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	in := lbsnapshot.Input{}
+	in := lbsnapshot.Input{Locate: func(ip string) (sdk.AddressLocation, bool) {
+		m, ok := c.ipMetro[ip]
+		return sdk.AddressLocation{IP: ip, Metro: m}, ok
+	}}
 	for _, s := range c.services {
 		in.Services = append(in.Services, s)
 	}
 	req := lbsnapshot.Build(in)
 	for _, n := range c.bgp {
-		req.Nodes = append(req.Nodes, sdk.Node{Name: n})
+		node := sdk.Node{Name: n}
+		if m := c.nodeMetro[n]; m != "" {
+			node.Labels = map[string]string{sdk.MetroLabel: m}
+		}
+		req.Nodes = append(req.Nodes, node)
 	}
 	return req, nil
 }
@@ -154,6 +165,65 @@ func TestNoAnnouncingNodeEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("cp-1 selected for BGP", "Normal AnnouncingNodeRestored", "cp-1")
+}
+
+// TestNoAnnouncingNodeInAnotherMetro: an Elastic IP is routed only in
+// its metro, so a Local Service whose ready endpoints are on BGP nodes of
+// another metro has no path either, and the Event says which metro; an
+// endpoint on a BGP node of the right metro restores it.
+func TestNoAnnouncingNodeInAnotherMetro(t *testing.T) {
+	c := &endpointsCluster{
+		services:  map[string]*corev1.Service{"default/api": lbService("api", "145.40.64.5", corev1.ServiceExternalTrafficPolicyLocal)},
+		ready:     map[string][]string{"default/api": {"da-0"}},
+		bgp:       []string{"da-0", "da-1", "sv-0"},
+		nodeMetro: map[string]string{"da-0": "da", "da-1": "da", "sv-0": "sv"},
+		ipMetro:   map[string]string{"145.40.64.5": "sv"},
+	}
+	rec := record.NewFakeRecorder(100)
+	ann := lbmodule.NewAnnouncements(lbmodule.AnnouncementsConfig{Service: c.service, ReadyNodes: c.readyNodes, Recorder: rec})
+	req, _ := c.snapshot(context.Background())
+	for _, step := range []struct {
+		name  string
+		ready []string
+		want  []string // one Event with all of these; none when empty
+	}{
+		{"on a BGP node of another metro", []string{"da-0"}, []string{"Warning NoAnnouncingNode", "145.40.64.5", "metro sv", "da-0", "BGP nodes in sv"}},
+		{"still there", []string{"da-0", "da-1"}, nil},
+		{"on a BGP node of its metro", []string{"da-0", "sv-0"}, []string{"Normal AnnouncingNodeRestored", "sv-0"}},
+	} {
+		c.setReady("default/api", step.ready...)
+		if step.name == "on a BGP node of another metro" {
+			ann.Observe(req)
+		} else {
+			ann.EndpointsChanged("default", "api")
+		}
+		got := drain(rec)
+		if len(got) != min(len(step.want), 1) {
+			t.Fatalf("%s: events %q, want %d", step.name, got, min(len(step.want), 1))
+		}
+		for _, w := range step.want {
+			if !strings.Contains(got[0], w) {
+				t.Fatalf("%s: event %q lacks %q", step.name, got[0], w)
+			}
+		}
+		if strings.Contains(strings.Join(got, " "), "AnnouncingNodeRestored") && strings.Contains(strings.Join(got, " "), "da-0") {
+			t.Fatalf("%s: %q names a node of another metro as announcing", step.name, got)
+		}
+	}
+
+	// Without a location (an address the reservation cache does not
+	// know), any BGP node counts, as before.
+	c2 := &endpointsCluster{
+		services: map[string]*corev1.Service{"default/api": lbService("api", "145.40.64.5", corev1.ServiceExternalTrafficPolicyLocal)},
+		ready:    map[string][]string{"default/api": {"da-0"}},
+		bgp:      []string{"da-0", "sv-0"}, nodeMetro: map[string]string{"da-0": "da", "sv-0": "sv"},
+	}
+	ann2 := lbmodule.NewAnnouncements(lbmodule.AnnouncementsConfig{Service: c2.service, ReadyNodes: c2.readyNodes, Recorder: rec})
+	req2, _ := c2.snapshot(context.Background())
+	ann2.Observe(req2)
+	if got := drain(rec); len(got) != 0 {
+		t.Fatalf("an unlocated address on a BGP node: events %q, want none", got)
+	}
 }
 
 func drain(r *record.FakeRecorder) []string {
