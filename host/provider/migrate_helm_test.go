@@ -239,24 +239,3 @@ func TestMigrateWithHelm(t *testing.T) {
 	}
 	to.checkKept()
 }
-
-// checkInstalledRBAC: every call the CCM made (the audit log) is one the
-// RBAC objects already in the cluster allow its ServiceAccount.
-func (h *harness) checkInstalledRBAC() {
-	h.t.Helper()
-	events, err := h.env.AuditEvents()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	calls := testenv.CallsBy(testenv.Calls(events), ccmUser)
-	if len(calls) == 0 {
-		h.t.Fatal("the audit log shows no call by the CCM")
-	}
-	denied, err := deploycheck.CheckAllowed(context.Background(), h.kube, calls)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for _, d := range denied {
-		h.t.Errorf("the CCM made a call the installed RBAC does not allow: %s", d)
-	}
-}
