@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
@@ -59,5 +60,36 @@ func TestReservationHolding(t *testing.T) {
 	}
 	if got := c.ProjectID(); got != emulator.DefaultProjectID {
 		t.Errorf("ProjectID() = %q", got)
+	}
+}
+
+// TestReservationHoldingAfterListing: an address reserved after the cache's
+// listing (reserve, then create the Service) is found once the listing is
+// older than holdingMissRelist, with one more listing; before that a miss
+// lists nothing.
+func TestReservationHoldingAfterListing(t *testing.T) {
+	e, c := startEmulator(t)
+	ctx := context.Background()
+	start := time.Now()
+	c.reservations.now = func() time.Time { return start }
+	if got, err := c.ReservationHolding(ctx, "198.18.0.210"); err != nil || got != nil {
+		t.Fatalf("before the reservation: %v, %v", got, err)
+	}
+	r, err := e.AddReservation(emulator.ReservationSeed{Metro: "da", Address: "198.18.0.210"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.ReservationHolding(ctx, "198.18.0.210"); got != nil {
+		t.Fatalf("within %s of the listing: %q, want the cache's answer (none)", holdingMissRelist, got.GetId())
+	}
+	if n := e.Count(emulator.RouteListIPReservations); n != 1 {
+		t.Fatalf("%d listings within %s, want 1", n, holdingMissRelist)
+	}
+	c.reservations.now = func() time.Time { return start.Add(holdingMissRelist + time.Second) }
+	if got, err := c.ReservationHolding(ctx, "198.18.0.210"); err != nil || got.GetId() != r.ID {
+		t.Fatalf("after %s: %v (%v), want %s", holdingMissRelist, got.GetId(), err, r.ID)
+	}
+	if n := e.Count(emulator.RouteListIPReservations); n != 2 {
+		t.Errorf("%d listings, want 2", n)
 	}
 }

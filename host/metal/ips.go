@@ -206,6 +206,28 @@ func (c *Client) ReservationHolding(ctx context.Context, addr string) (*metalv1.
 	} else {
 		cacheHit(cacheReservations)
 	}
+	r := c.holding(a)
+	if r == nil {
+		// A reservation made after the last listing (the user reserved
+		// the address, then created the Service) would be refused until
+		// the next full refresh: a miss lists again, at most once per
+		// holdingMissRelist, so repeated misses cost no more than that.
+		if fresh, after := c.reservations.listingFor(holdingMissRelist); !fresh {
+			if err := c.reservations.refresh(ctx, after, refreshTimeout, c.listAllReservations); err != nil {
+				return nil, err
+			}
+			r = c.holding(a)
+		}
+	}
+	return r, nil
+}
+
+// holdingMissRelist is how old the cache's listing must be before a lookup
+// that finds no reservation holding an address lists again.
+const holdingMissRelist = 30 * time.Second
+
+// holding is the reservation of the cache that holds a, nil when none.
+func (c *Client) holding(a netip.Addr) *metalv1.IPReservation {
 	// The address itself (a /32, or the first of a block) is one index
 	// lookup; an address inside a block is one scan of the blocks.
 	exact, _ := c.reservations.idx.ByIndex(indexAddress, a.String())
@@ -218,10 +240,10 @@ func (c *Client) ReservationHolding(ctx context.Context, addr string) (*metalv1.
 		}
 	}
 	if len(found) == 0 {
-		return nil, nil
+		return nil
 	}
 	SortReservations(found)
-	return &found[0], nil
+	return &found[0]
 }
 
 // holds reports whether r, an Elastic IP (not a management block), covers a.
