@@ -116,6 +116,7 @@ type Cluster struct {
 	removeDir   bool
 	logf        func(string, ...any)
 	stopOnce    sync.Once
+	lock        *os.File // machineLock's, closed last by Stop
 	// fabricStop ends syncFabric, which closes fabricDone.
 	fabricStop, fabricDone chan struct{}
 }
@@ -191,21 +192,25 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 	// One cluster per machine: the addresses are fixed.
-	if out, _ := exec.Command("ip", "route", "show", nodeNet).Output(); len(strings.TrimSpace(string(out))) > 0 {
-		return nil, fmt.Errorf("cluster: a route to %s exists already (another cluster running, or one left behind: ip netns; ip route)", nodeNet)
+	lock, err := machineLock(logf)
+	if err != nil {
+		return nil, err
 	}
 
 	idb := make([]byte, 2)
 	if _, err := rand.Read(idb); err != nil {
+		lock.Close()
 		return nil, err
 	}
-	c := &Cluster{Dir: opts.Dir, logf: logf, id: "kc" + hex.EncodeToString(idb)}
+	c := &Cluster{Dir: opts.Dir, logf: logf, id: "kc" + hex.EncodeToString(idb), lock: lock}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "cluster-"); err != nil {
+			lock.Close()
 			return nil, fmt.Errorf("cluster: work directory: %w", err)
 		}
 		c.removeDir = !opts.KeepDir
 	} else if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("cluster: work directory: %w", err)
 	}
 	c.existed = existingDirs()
@@ -513,6 +518,9 @@ func (c *Cluster) Stop() {
 			if err := os.RemoveAll(c.Dir); err != nil {
 				c.logf("cluster: removing %s: %v", c.Dir, err)
 			}
+		}
+		if c.lock != nil {
+			c.lock.Close()
 		}
 	})
 }
