@@ -88,14 +88,21 @@ build: modules
 
 # One static binary per platform, then one image index from them. The
 # manifests and chart in $(BIN_DIR)/deploy name this image and version.
+# The image of this machine's platform also carries the built-in modules
+# compiled (wazero compiles for the machine it runs on; another platform's
+# image compiles them at its first start).
+NATIVE_PLATFORM := $(shell $(GO) env GOOS)/$(shell $(GO) env GOARCH)
+MODULE_CACHE_DIR = $(BIN_DIR)/module-cache/$(NATIVE_PLATFORM)
 image: modules manifests
 	@for p in $(PLATFORMS); do \
 	  echo ">> building $(VERSION) for $$p"; \
 	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO_BUILD_CCM) -o $(BIN_DIR)/$$p/cloud-provider-equinix-metal ./cmd/cloud-provider-equinix-metal; \
 	done
+	$(if $(filter $(NATIVE_PLATFORM),$(PLATFORMS)),$(GO) run ./hack/image compile-modules --out $(MODULE_CACHE_DIR))
 	$(GO) run ./hack/image build --out $(IMAGE_DIR) --version $(VERSION) --revision $(REVISION) \
 	  --source $(SOURCE_URL) --created $(SOURCE_DATE_EPOCH) \
-	  $(foreach p,$(PLATFORMS),--binary $(p)=$(BIN_DIR)/$(p)/cloud-provider-equinix-metal)
+	  $(foreach p,$(PLATFORMS),--binary $(p)=$(BIN_DIR)/$(p)/cloud-provider-equinix-metal) \
+	  $(if $(filter $(NATIVE_PLATFORM),$(PLATFORMS)),--module-cache $(NATIVE_PLATFORM)=$(MODULE_CACHE_DIR))
 
 # Two builds of the image for hack/image's TestMakeImage (the same commit
 # must give the same bytes), made before `go test` runs: cross-compiling two
@@ -133,10 +140,12 @@ manifests:
 # every target that covers the tree runs it too.
 SDK_DIR := sdk
 
+# -timeout 20m: host/provider alone takes about 6 minutes on 2 cores, and
+# go test runs two packages at once.
 # cluster-debs first: besides the cluster check, the example module's
 # TestBIRDParses needs bird (bird2), and skips without it.
 test: lint cluster-debs k8s-bins modules examples policy-test image-check
-	METAL_CCM_IMAGE_BUILDS=$(CURDIR)/$(IMAGE_CHECK_DIR)/1:$(CURDIR)/$(IMAGE_CHECK_DIR)/2 $(GO) test ./...
+	METAL_CCM_IMAGE_BUILDS=$(CURDIR)/$(IMAGE_CHECK_DIR)/1:$(CURDIR)/$(IMAGE_CHECK_DIR)/2 $(GO) test -timeout 20m ./...
 	cd $(SDK_DIR) && $(GO) test ./...
 	@$(MAKE) --no-print-directory promtool-test
 	@$(MAKE) --no-print-directory e2e

@@ -149,6 +149,7 @@ func newCCMCommand() (*cobra.Command, error) {
 		if err != nil {
 			klog.Fatalf("Equinix Metal provider: %v", err)
 		}
+		go exitIfModuleFails(cloud.ModuleLoaded)
 		if cfg.ReadinessAddress != "" {
 			if err := readiness.Serve(context.Background(), cfg.ReadinessAddress, cloud.Readiness); err != nil {
 				klog.Fatalf("%v", err)
@@ -205,6 +206,16 @@ func newCCMCommand() (*cobra.Command, error) {
 		return standard(c, args)
 	}
 	return cmd, nil
+}
+
+// exitIfModuleFails stops the CCM when the load-balancer module, compiled
+// while the controllers start, cannot load: a mistake in the configuration,
+// as a bad path is (that one stops it before anything starts).
+func exitIfModuleFails(loaded func(context.Context) error) {
+	if err := loaded(context.Background()); err != nil {
+		klog.ErrorS(err, "Equinix Metal provider: the load-balancer module did not load; fix it and restart")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
 }
 
 // printVersionIfRequested answers a plain --version with this binary's name

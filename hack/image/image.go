@@ -50,10 +50,14 @@ func (m Meta) Labels() map[string]string {
 	}
 }
 
-// Binary is one platform's static CCM binary.
+// Binary is one platform's static CCM binary, and the compiled built-in
+// modules for that platform when they could be made (ModuleCache, a
+// directory of CompileModules; empty for another platform than the
+// builder's).
 type Binary struct {
-	Platform v1.Platform
-	Path     string
+	Platform    v1.Platform
+	Path        string
+	ModuleCache string
 }
 
 // ParseBinary reads "os/arch=path".
@@ -97,10 +101,18 @@ func buildImage(b Binary, m Meta) (v1.Image, error) {
 	if !isStaticELF(bin) {
 		return nil, fmt.Errorf("%s is not a static ELF binary: build it with CGO_ENABLED=0 (the image has no libc)", b.Path)
 	}
-	layerTar, err := layerTar(m.Created, []file{
+	files := []file{
 		{name: "tmp/", mode: 0o1777, dir: true},
 		{name: strings.TrimPrefix(BinaryPath, "/"), mode: 0o755, data: bin},
-	})
+	}
+	if b.ModuleCache != "" {
+		cache, err := moduleCacheFiles(b.ModuleCache)
+		if err != nil {
+			return nil, fmt.Errorf("the %s module cache: %w", b.Platform.Architecture, err)
+		}
+		files = append(files, cache...)
+	}
+	layerTar, err := layerTar(m.Created, files)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -16,6 +17,11 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/modules"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // repoRoot is where the Makefile is.
@@ -40,8 +46,9 @@ func makeTarget(t *testing.T, args ...string) string {
 
 // TestMakeImage runs `make image` as a person would (with the README's
 // REGISTRY) twice, into two bin directories, and checks the image: two
-// platforms, entrypoint, numeric non-root user, nothing but the binary and
-// /tmp (so no shell), labels, the amd64 binary's --version, and the same
+// platforms, entrypoint, numeric non-root user, nothing but the binary,
+// /tmp (so no shell) and, in the image of this machine's platform, the
+// built-in modules compiled (checkModuleCache), labels, the amd64 binary's --version, and the same
 // index digest from both builds. The second build recompiles nothing (the
 // Go build cache holds the packages) but links both binaries and assembles
 // the image again from them; with -trimpath, -buildvcs=false and the commit
@@ -156,14 +163,86 @@ func checkImage(t *testing.T, img v1.Image, plat, version, revision string) {
 		}
 	}
 	files := listFiles(t, img)
-	if want := []string{"cloud-provider-equinix-metal", "tmp/"}; !slices.Equal(files, want) {
-		t.Errorf("%s: filesystem %v, want only %v", plat, files, want)
+	cacheRoot := strings.TrimPrefix(lbmodule.ImageCacheDir, "/")
+	var rest, cache []string
+	for _, f := range files {
+		if strings.HasPrefix(cacheRoot+"/", f) || strings.HasPrefix(f, cacheRoot+"/") {
+			cache = append(cache, f)
+		} else {
+			rest = append(rest, f)
+		}
+	}
+	if want := []string{"cloud-provider-equinix-metal", "tmp/"}; !slices.Equal(rest, want) {
+		t.Errorf("%s: filesystem %v, want only %v and the module cache", plat, rest, want)
+	}
+	if plat == NativePlatform {
+		checkModuleCache(t, img)
+	} else if len(cache) > 0 {
+		t.Errorf("%s: a module cache although it was built on %s: %v", plat, NativePlatform, cache)
 	}
 	for _, f := range files {
 		if base := path.Base(f); base == "sh" || base == "bash" || base == "busybox" {
 			t.Errorf("%s: a shell in the image: %s", plat, f)
 		}
 	}
+}
+
+// checkModuleCache extracts the image's compiled modules, seeds an empty
+// module cache from them as the CCM does, and loads every built-in: each
+// load must find its code there (the seeded links stay links: wazero
+// replaces an entry it compiles with a file).
+func checkModuleCache(t *testing.T, img v1.Image) {
+	t.Helper()
+	image := filepath.Join(t.TempDir(), "image")
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, ok := strings.CutPrefix("/"+strings.TrimSuffix(h.Name, "/"), lbmodule.ImageCacheDir+"/")
+		if !ok || h.Typeflag != tar.TypeReg {
+			continue
+		}
+		dst := filepath.Join(image, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache := t.TempDir()
+	n, err := lbmodule.SeedCache(image, cache)
+	if err != nil || n != len(modules.Names) {
+		t.Fatalf("%s: seeding from the image's module cache linked %d entries (%v), want one per built-in (%d)", NativePlatform, n, err, len(modules.Names))
+	}
+	for _, name := range modules.Names {
+		wasm, err := modules.Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := wasmhost.LoadBytes(context.Background(), name, wasm, sdk.Options{}, wasmhost.Options{CacheDir: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close(context.Background())
+	}
+	_ = filepath.WalkDir(cache, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			t.Errorf("%s: %s was compiled at load: the image's module cache does not hold it", NativePlatform, p)
+		}
+		return err
+	})
 }
 
 func listFiles(t *testing.T, img v1.Image) []string {

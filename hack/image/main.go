@@ -1,7 +1,8 @@
 // Command image builds and publishes this repository's release artifacts
 // without Docker or a daemon, with go-containerregistry:
 //
-//	image build  --out DIR --version V --revision R --source URL --created UNIX --binary os/arch=path...
+//	image build  --out DIR --version V --revision R --source URL --created UNIX --binary os/arch=path... [--module-cache os/arch=dir]
+//	image compile-modules --out DIR
 //	image push   --layout DIR --ref registry/repo:tag
 //	image stamp  --from deploy --out bin/deploy --version V --image registry/repo
 //	image module --wasm mine.wasm --out DIR [--ref registry/repo:tag]
@@ -15,12 +16,13 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: image build|push|stamp|module [flags]")
+		fmt.Fprintln(os.Stderr, "usage: image build|push|stamp|module|compile-modules [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -33,8 +35,17 @@ func main() {
 		err = runStamp(os.Args[2:])
 	case "module":
 		err = runModule(os.Args[2:])
+	case "compile-modules":
+		fs := flag.NewFlagSet("compile-modules", flag.ExitOnError)
+		out := fs.String("out", "", "directory to (re)write with the built-ins' compilation cache for "+NativePlatform)
+		_ = fs.Parse(os.Args[2:])
+		if *out == "" {
+			err = fmt.Errorf("--out is required")
+		} else {
+			err = CompileModules(*out)
+		}
 	default:
-		err = fmt.Errorf("unknown command %q: want build, push, stamp or module", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want build, push, stamp, module or compile-modules", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "image %s: %v\n", os.Args[1], err)
@@ -63,7 +74,19 @@ func runBuild(args []string) error {
 	fs.StringVar(&m.Source, "source", "", "source repository URL")
 	created := fs.String("created", "0", "creation time, Unix seconds (SOURCE_DATE_EPOCH)")
 	fs.Var(&bins, "binary", "os/arch=path of a static binary (repeat per platform)")
+	caches := map[string]string{}
+	fs.Func("module-cache", "os/arch=dir of compile-modules for that platform's image", func(s string) error {
+		plat, dir, ok := strings.Cut(s, "=")
+		if !ok || dir == "" {
+			return fmt.Errorf("want os/arch=dir, for example %s=bin/module-cache", NativePlatform)
+		}
+		caches[plat] = dir
+		return nil
+	})
 	_ = fs.Parse(args)
+	for i, b := range bins {
+		bins[i].ModuleCache = caches[b.Platform.OS+"/"+b.Platform.Architecture]
+	}
 	if m.Version == "" || m.Revision == "" {
 		return fmt.Errorf("--version and --revision are required")
 	}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
@@ -55,36 +56,66 @@ func sourceFor(lb config.LoadBalancer) (builtin, path string, o sdk.Options, err
 	}
 }
 
-// Load loads the module the loadbalancer setting selects: a built-in
-// embedded in the binary, or a file checked against its sha256 pin.
-// Module log lines go to klog unless opts.Logger is set.
-func Load(ctx context.Context, lb config.LoadBalancer, opts wasmhost.Options) (*wasmhost.Module, error) {
+// Source is a module's bytes, read and checked but not compiled: what can
+// be known about a module in milliseconds. Compiling it (Load) takes
+// seconds, so the CCM reads at start and compiles in the background.
+type Source struct {
+	// Name is the built-in's name or the file's path, for messages.
+	Name    string
+	Wasm    []byte
+	Options sdk.Options
+}
+
+// wasmHeader is what every WebAssembly binary module starts with: the
+// magic "\0asm" and version 1.
+const wasmHeader = "\x00asm\x01\x00\x00\x00"
+
+// Read reads the module the loadbalancer setting selects: a built-in
+// embedded in the binary, or a file checked against its sha256 pin and for
+// the WebAssembly header, so the commonest mistakes (a wrong path, a stale
+// pin, a file that is not a module) are known before anything compiles.
+func Read(lb config.LoadBalancer) (Source, error) {
 	builtin, path, o, err := sourceFor(lb)
 	if err != nil {
-		return nil, err
+		return Source{}, err
 	}
-	var wasm []byte
-	name := builtin
 	if builtin != "" {
-		if wasm, err = modules.Builtin(builtin); err != nil {
-			return nil, err
-		}
-	} else {
-		name = path
-		if wasm, err = os.ReadFile(path); err != nil {
-			return nil, fmt.Errorf("load-balancer module %s cannot be read (%v); mount the module file at that path or fix the loadbalancer URL", path, unwrapPathError(err))
-		}
-		if lb.SHA256 != "" {
-			sum := sha256.Sum256(wasm)
-			if got := hex.EncodeToString(sum[:]); got != lb.SHA256 {
-				return nil, fmt.Errorf("load-balancer module %s has sha256 %s but the loadbalancer URL pins %s; mount the pinned file or update the pin", path, got, lb.SHA256)
-			}
+		wasm, err := modules.Builtin(builtin)
+		return Source{Name: builtin, Wasm: wasm, Options: o}, err
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return Source{}, fmt.Errorf("load-balancer module %s cannot be read (%v); mount the module file at that path or fix the loadbalancer URL", path, unwrapPathError(err))
+	}
+	if lb.SHA256 != "" {
+		sum := sha256.Sum256(wasm)
+		if got := hex.EncodeToString(sum[:]); got != lb.SHA256 {
+			return Source{}, fmt.Errorf("load-balancer module %s has sha256 %s but the loadbalancer URL pins %s; mount the pinned file or update the pin", path, got, lb.SHA256)
 		}
 	}
+	if !strings.HasPrefix(string(wasm[:min(len(wasm), len(wasmHeader))]), wasmHeader) {
+		return Source{}, fmt.Errorf("load-balancer module %s: is not a valid WebAssembly module (it does not start with the WebAssembly header); build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared", path)
+	}
+	return Source{Name: path, Wasm: wasm, Options: o}, nil
+}
+
+// Load compiles and verifies the module: seconds for a built-in on a
+// cold compilation cache, some 200 ms on a warm one. Module log lines go to
+// klog unless opts.Logger is set.
+func (s Source) Load(ctx context.Context, opts wasmhost.Options) (*wasmhost.Module, error) {
 	if opts.Logger == nil {
 		opts.Logger = klogLogger()
 	}
-	return wasmhost.LoadBytes(ctx, name, wasm, o, opts)
+	return wasmhost.LoadBytes(ctx, s.Name, s.Wasm, s.Options, opts)
+}
+
+// Load reads and loads the module the loadbalancer setting selects.
+func Load(ctx context.Context, lb config.LoadBalancer, opts wasmhost.Options) (*wasmhost.Module, error) {
+	src, err := Read(lb)
+	if err != nil {
+		return nil, err
+	}
+	return src.Load(ctx, opts)
 }
 
 func unwrapPathError(err error) error {

@@ -19,9 +19,20 @@ import (
 type loadBalancer struct {
 	// eips is set once the cluster ID is known (Initialize).
 	eips atomic.Pointer[eip.Manager]
-	// dirty asks the module loop to regenerate; it coalesces bursts.
-	dirty func()
+	// markDirty asks the module loop to regenerate (it coalesces bursts);
+	// set once the loop runs, until then nothing is asked: the loop's first
+	// sync reads everything.
+	markDirty atomic.Pointer[func()]
 }
+
+// dirty asks the module loop, if it runs, to regenerate.
+func (lb *loadBalancer) dirty() {
+	if f := lb.markDirty.Load(); f != nil {
+		(*f)()
+	}
+}
+
+func (lb *loadBalancer) setDirty(f func()) { lb.markDirty.Store(&f) }
 
 func (lb *loadBalancer) setEIPs(m *eip.Manager) { lb.eips.Store(m) }
 

@@ -26,14 +26,20 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
-// setupModule loads the module named by the loadbalancer setting, so a bad
-// path, a failed sha256 pin or an invalid module stops the CCM at start,
-// and registers the loop that keeps the cluster at its output. A file
-// module that changes later is reloaded by moduleWatch, which keeps the
-// module in use when the new file fails to load.
-func (c *cloud) setupModule(cfg *config.Config) error {
+// setupModule reads the module named by the loadbalancer setting, so a bad
+// path, a failed sha256 pin or a file that is not WebAssembly stops the CCM
+// at start, and starts compiling it in the background: compiling a built-in
+// takes seconds on a cold cache, and instances, node initialisation, Elastic
+// IPs and BGP need no module (ModuleLoaded reports a module that fails to
+// compile; the binary stops on it). The loop that keeps the cluster at the
+// module's output starts once it is loaded. A file module that changes
+// later is reloaded by moduleWatch, which keeps the module in use when the
+// new file fails to load. For plan (wait), the module is loaded before New
+// returns.
+func (c *cloud) setupModule(cfg *config.Config, wait bool) error {
 	if choice := config.ModeChoice(cfg.LoadBalancer); choice != "" {
 		klog.InfoS("MetalLB mode chosen: "+choice, "loadbalancer", cfg.LB.String())
 	}
@@ -41,77 +47,160 @@ func (c *cloud) setupModule(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	mod, err := lbmodule.Load(context.Background(), lb, lbmodule.OptionsFromConfig(cfg))
+	src, err := lbmodule.Read(lb)
 	if err != nil {
 		return err
 	}
-	c.module = mod
+	if cfg.ModuleCacheDir != "" {
+		// A release image carries the built-ins compiled for its platform.
+		if n, err := lbmodule.SeedCache(lbmodule.ImageCacheDir, cfg.ModuleCacheDir); err != nil {
+			klog.InfoS("The image's compiled modules are not used; the module compiles", "reason", err)
+		} else if n > 0 {
+			klog.V(2).InfoS("Module cache seeded from the image", "entries", n, "cache", cfg.ModuleCacheDir)
+		}
+	}
+	c.module = loadModule(src, lbmodule.OptionsFromConfig(cfg))
+	if wait {
+		if _, err := c.module.wait(context.Background()); err != nil {
+			return err
+		}
+	}
 	if watchable(lb) {
-		c.moduleWatch = &moduleWatch{lb: lb, opts: lbmodule.OptionsFromConfig(cfg), digest: mod.SHA256()}
+		sum := sha256.Sum256(src.Wasm)
+		c.moduleWatch = &moduleWatch{lb: lb, opts: lbmodule.OptionsFromConfig(cfg), digest: hex.EncodeToString(sum[:])}
 	}
 	c.hooks = append(c.hooks, func(ctx context.Context, env *runEnv) {
-		dyn, err := dynamic.NewForConfig(env.restConfig)
-		if err != nil {
-			klog.ErrorS(err, "Load-balancer module loop not started")
-			return
-		}
-		meta, err := metadata.NewForConfig(env.restConfig)
-		if err != nil {
-			klog.ErrorS(err, "Load-balancer module loop not started")
-			return
-		}
-		services := env.informers.Core().V1().Services()
-		snap := &snapshotter{
-			lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List, metal: c.metal, reservations: c.metal,
-			bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
-		}
-		// NoAnnouncingNode: checked at each sync against the snapshot's
-		// BGP nodes, and for one Service when its EndpointSlices change.
-		endpoints := newLocalEndpoints(env.kube)
-		announcements := lbmodule.NewAnnouncements(lbmodule.AnnouncementsConfig{
-			Service:    func(ns, name string) (*v1.Service, error) { return services.Lister().Services(ns).Get(name) },
-			ReadyNodes: endpoints.readyNodes,
-			Recorder:   env.recorder,
-		})
-		rec, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
-			Module: mod, Dynamic: dyn, Metadata: meta, Kube: env.kube, Snapshot: snap.request, Recorder: env.recorder,
-			Announcements: announcements,
-		})
-		if err != nil {
-			klog.ErrorS(err, "Load-balancer module loop not started")
-			return
-		}
-		endpoints.changed, endpoints.synced = announcements.EndpointsChanged, rec.MarkDirty
-		go endpoints.run(ctx)
-		c.lb.dirty = rec.MarkDirty
-		c.reconciler.Store(rec)
-		if w := c.moduleWatch; w != nil {
-			w.set, w.events = rec.SetModule, moduleReloadEvents(env.recorder, w.lb.Path)
-			go w.run(ctx)
-		}
-		// A Service's address appears in its status after EnsureLoadBalancer
-		// returns, so status changes must regenerate too.
-		_, _ = services.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
-			FilterFunc: func(obj any) bool {
-				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = d.Obj
-				}
-				s, ok := obj.(*v1.Service)
-				return ok && s.Spec.Type == v1.ServiceTypeLoadBalancer
-			},
-			Handler: cache.ResourceEventHandlerFuncs{
-				AddFunc:    func(any) { rec.MarkDirty() },
-				UpdateFunc: func(any, any) { rec.MarkDirty() },
-				DeleteFunc: func(any) { rec.MarkDirty() },
-			},
-		})
+		// Registered before the factory starts, so it starts with it; the
+		// loop's handlers are added once the module is loaded.
+		_ = env.informers.Core().V1().Services().Informer()
 		go func() {
-			if c.waitForInputs(ctx, services.Informer().HasSynced) {
-				rec.Run(ctx)
+			if mod, err := c.module.wait(ctx); err == nil {
+				c.runModuleLoop(ctx, env, cfg, mod)
 			}
 		}()
 	})
 	return nil
+}
+
+// pendingModule is a module being compiled in the background.
+type pendingModule struct {
+	done  chan struct{} // closed when mod or err is set
+	mod   *wasmhost.Module
+	err   error
+	began time.Time
+}
+
+// loadSource compiles a module; a test holds it to show what does not wait.
+var loadSource = lbmodule.Source.Load
+
+func loadModule(src lbmodule.Source, opts wasmhost.Options) *pendingModule {
+	p := &pendingModule{done: make(chan struct{}), began: time.Now()}
+	go func() {
+		defer close(p.done)
+		p.mod, p.err = loadSource(src, context.Background(), opts)
+		if p.err == nil {
+			klog.InfoS("Load-balancer module loaded", "module", src.Name, "sha256", p.mod.SHA256(), "took", time.Since(p.began).Round(time.Millisecond))
+		}
+	}()
+	return p
+}
+
+// wait returns the module once it is loaded, or why it did not load; an
+// error also when ctx ends first.
+func (p *pendingModule) wait(ctx context.Context) (*wasmhost.Module, error) {
+	select {
+	case <-p.done:
+		return p.mod, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// state is the module now: loaded, failed (err), or neither yet (loading).
+func (p *pendingModule) state() (mod *wasmhost.Module, err error, loading bool) {
+	select {
+	case <-p.done:
+		return p.mod, p.err, false
+	default:
+		return nil, nil, true
+	}
+}
+
+// ModuleLoaded waits for the load-balancer module to be compiled and
+// verified, and returns why it failed; nil also without load balancing.
+// The binary stops on an error: a module that cannot load is a mistake in
+// the configuration, as a bad path is.
+func (c *cloud) ModuleLoaded(ctx context.Context) error {
+	if c.module == nil {
+		return nil
+	}
+	_, err := c.module.wait(ctx)
+	return err
+}
+
+// runModuleLoop starts the loop that keeps the cluster at mod's output.
+func (c *cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Config, mod *wasmhost.Module) {
+	dyn, err := dynamic.NewForConfig(env.restConfig)
+	if err != nil {
+		klog.ErrorS(err, "Load-balancer module loop not started")
+		return
+	}
+	meta, err := metadata.NewForConfig(env.restConfig)
+	if err != nil {
+		klog.ErrorS(err, "Load-balancer module loop not started")
+		return
+	}
+	services := env.informers.Core().V1().Services()
+	snap := &snapshotter{
+		lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List, metal: c.metal, reservations: c.metal,
+		bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
+	}
+	// NoAnnouncingNode: checked at each sync against the snapshot's
+	// BGP nodes, and for one Service when its EndpointSlices change.
+	endpoints := newLocalEndpoints(env.kube)
+	announcements := lbmodule.NewAnnouncements(lbmodule.AnnouncementsConfig{
+		Service:    func(ns, name string) (*v1.Service, error) { return services.Lister().Services(ns).Get(name) },
+		ReadyNodes: endpoints.readyNodes,
+		Recorder:   env.recorder,
+	})
+	rec, err := lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
+		Module: mod, Dynamic: dyn, Metadata: meta, Kube: env.kube, Snapshot: snap.request, Recorder: env.recorder,
+		Announcements: announcements,
+	})
+	if err != nil {
+		klog.ErrorS(err, "Load-balancer module loop not started")
+		return
+	}
+	endpoints.changed, endpoints.synced = announcements.EndpointsChanged, rec.MarkDirty
+	go endpoints.run(ctx)
+	c.lb.setDirty(rec.MarkDirty)
+	c.reconciler.Store(rec)
+	if w := c.moduleWatch; w != nil {
+		w.set, w.events = rec.SetModule, moduleReloadEvents(env.recorder, w.lb.Path)
+		go w.run(ctx)
+	}
+	// A Service's address appears in its status after EnsureLoadBalancer
+	// returns, so status changes must regenerate too. (Added after the
+	// factory started, the handler is first told of every Service.)
+	_, _ = services.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			s, ok := obj.(*v1.Service)
+			return ok && s.Spec.Type == v1.ServiceTypeLoadBalancer
+		},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { rec.MarkDirty() },
+			UpdateFunc: func(any, any) { rec.MarkDirty() },
+			DeleteFunc: func(any) { rec.MarkDirty() },
+		},
+	})
+	go func() {
+		if c.waitForInputs(ctx, services.Informer().HasSynced) {
+			rec.Run(ctx)
+		}
+	}()
 }
 
 // waitForInputs holds the first sync until the module's input is complete:

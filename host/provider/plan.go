@@ -37,7 +37,7 @@ func (c *cloud) planner() *plan.Planner {
 			return policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes}
 		},
 		Selector: policySelector{engine: c.policies, reqs: policy.SelectorRequirements(c.cfg.NodeSelector)},
-		Module:   c.module,
+		Module:   c.module.mod, // NewForPlan waited for it
 		Snapshot: c.planSnapshot,
 	}
 	return p

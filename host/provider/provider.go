@@ -36,7 +36,6 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
 // ProviderName is the --cloud-provider value and the provider ID scheme
@@ -85,8 +84,9 @@ type cloud struct {
 	// watch that calls policiesReloaded).
 	policyEvents *clusterevent.Reporter
 	lb           *loadBalancer
-	// module is the loaded load-balancer module (nil without one).
-	module *wasmhost.Module
+	// module is the load-balancer module, loaded in the background (nil
+	// without load balancing).
+	module *pendingModule
 	bgp    atomic.Pointer[bgp.Controller]
 	// reconciler and env are set once the loops run (on the leader), for
 	// Readiness.
@@ -138,8 +138,8 @@ func newCloud(cfg *config.Config, readOnly bool) (*cloud, error) {
 			return nil, err
 		}
 		c.policies = engine
-		c.lb = &loadBalancer{dirty: func() {}}
-		if err := c.setupModule(cfg); err != nil {
+		c.lb = &loadBalancer{}
+		if err := c.setupModule(cfg, readOnly); err != nil {
 			return nil, err
 		}
 	}
@@ -183,7 +183,7 @@ func (c *cloud) Start(ctx context.Context, restConfig *rest.Config) {
 		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: fieldmanager.CCM}),
 	}
 	go c.metal.Run(ctx)
-	// Hooks first: the module loop sets lb.dirty before anything can call it.
+	// Hooks first: they register informers before the factory starts.
 	for _, hook := range c.hooks {
 		hook(ctx, env)
 	}

@@ -4,14 +4,16 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/readiness"
 )
 
 // Readiness reports the checks of /readyz. A replica that is not the leader
 // runs no loop yet; it is ready when its configuration, module and policies
-// loaded (they did, or New would have failed) and the API accepts the key,
-// so that it can take over at once. The names depend on the configuration
+// loaded (the module in the background: not ready while it compiles) and
+// the API accepts the key, so that it can take over at once. The names
+// depend on the configuration
 // only, never on the state: /readyz serves a path per name (/readyz/module)
 // from the names of its first call.
 func (c *cloud) Readiness() []readiness.Check {
@@ -27,7 +29,11 @@ func (c *cloud) Readiness() []readiness.Check {
 
 	if c.lb != nil {
 		m := readiness.Check{Name: "module", OK: true, Reason: "loaded; its loop runs on the leader"}
-		if rec := c.reconciler.Load(); rec != nil {
+		if _, err, loading := c.module.state(); loading {
+			m.OK, m.Reason = false, fmt.Sprintf("compiling (for %s; seconds on a cold compilation cache)", time.Since(c.module.began).Round(time.Second))
+		} else if err != nil {
+			m.OK, m.Reason = false, err.Error()
+		} else if rec := c.reconciler.Load(); rec != nil {
 			if err := rec.LastError(); err != nil {
 				m.OK, m.Reason = false, "the last sync failed: "+err.Error()
 			} else {
