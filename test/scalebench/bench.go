@@ -283,13 +283,13 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 	if err != nil {
 		return err
 	}
+	t0 := time.Now()
 	b.ccm, err = startCCM(b.o.ccm, o.dir, b.env, b.emu.URL(), o.memoryLimit)
 	if err != nil {
 		return err
 	}
 	b.logf("CCM started (pid %d); its log: %s", b.ccm.cmd.Process.Pid, b.ccm.logPath)
 	b.startSampling(ctx)
-	t0 := time.Now()
 	var nodesAt, svcsAt time.Duration
 	lastLog := time.Now()
 	progress := func(nodes, svcs int) {
@@ -318,6 +318,9 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 		return err
 	}
 	rep.nodesReady, rep.servicesReady = nodesAt, svcsAt
+	if at, ok := b.watch.allUntainted(o.nodes); ok {
+		rep.nodesUntainted = at.Sub(t0)
+	}
 	rep.moduleApplied, err = b.waitModule(ctx, o.services, o.nodes)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
@@ -284,15 +286,18 @@ func freePort() (int, error) {
 }
 
 // watcher counts, from informers, the nodes the CCM has initialised with
-// their BGP peers and the Services with an ingress address.
+// their BGP peers and the Services with an ingress address; and, to the
+// event, when each node first lost the uninitialized taint (the start-up
+// figure: until then nothing is scheduled on it).
 type watcher struct {
-	mu    sync.Mutex
-	nodes map[string]bool
-	svcs  map[string]bool
+	mu        sync.Mutex
+	nodes     map[string]bool
+	svcs      map[string]bool
+	untainted map[string]time.Time
 }
 
 func startWatcher(ctx context.Context, kube kubernetes.Interface) (*watcher, error) {
-	w := &watcher{nodes: map[string]bool{}, svcs: map[string]bool{}}
+	w := &watcher{nodes: map[string]bool{}, svcs: map[string]bool{}, untainted: map[string]time.Time{}}
 	f := informers.NewSharedInformerFactory(kube, 0)
 	_, err := f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { w.node(o) },
@@ -319,9 +324,27 @@ func (w *watcher) node(o any) {
 		return
 	}
 	done := n.Spec.ProviderID != "" && n.Annotations["metal.equinix.com/bgp-peers-1-peer-ip"] != ""
+	tainted := slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.nodes[n.Name] = done
+	if _, seen := w.untainted[n.Name]; !seen && !tainted {
+		w.untainted[n.Name] = time.Now()
+	}
+}
+
+// allUntainted is when the last of n nodes lost the uninitialized taint;
+// false until all have.
+func (w *watcher) allUntainted(n int) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last time.Time
+	for _, at := range w.untainted {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last, len(w.untainted) >= n
 }
 
 func (w *watcher) service(o any) {

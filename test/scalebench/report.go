@@ -24,11 +24,14 @@ type phase struct {
 type report struct {
 	o                                   options
 	nodesReady, servicesReady, fillWall time.Duration
-	fill, quiet, oneService, oneNode    phase
-	peakRSSKiB, rssAfterFillKiB         int64
-	peakAnonKiB                         int64 // sampled every second
-	moduleApplied                       bool
-	lease                               leaseWatch
+	// nodesUntainted: from the CCM's start until every node lost the
+	// uninitialized taint, to the informer event.
+	nodesUntainted                   time.Duration
+	fill, quiet, oneService, oneNode phase
+	peakRSSKiB, rssAfterFillKiB      int64
+	peakAnonKiB                      int64 // sampled every second
+	moduleApplied                    bool
+	lease                            leaseWatch
 	// settled is how long after the fill the CCM's writes stopped.
 	settled time.Duration
 	module  *moduleResult
@@ -85,6 +88,7 @@ func (r *report) String() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "\nFrom empty (CCM start) to every Service with its ingress:\n")
+	fmt.Fprintf(&b, "  nodes untainted (initialised)     %s\n", r.nodesUntainted.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  nodes initialised with BGP peers  %s\n", r.nodesReady.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  Services with ingress             %s\n", r.servicesReady.Round(time.Millisecond))
 	if r.moduleApplied {
