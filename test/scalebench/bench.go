@@ -38,6 +38,8 @@ type options struct {
 	// (bytes; 0 for none): the Go runtime gets the soft limit that
 	// host/memlimit would derive from it.
 	memoryLimit int64
+	// cgroup: hold the CCM to memoryLimit in a real memory cgroup too.
+	cgroup bool
 }
 
 // ccmUser is who the CCM acts as, so that the audit log tells its writes
@@ -60,6 +62,7 @@ type bench struct {
 	ccm     *ccmProcess
 	watch   *watcher
 	samples *sampler
+	cgroup  *memCgroup // nil without -cgroup or a limit
 }
 
 // sampler watches the CCM every second in the background, whatever the
@@ -119,6 +122,10 @@ func (b *bench) stopSampling(rep *report) {
 	s.stop()
 	<-s.done
 	rep.peakRSSKiB, rep.peakAnonKiB, rep.lease = s.hwm, s.anonPeak, s.lease
+	if b.cgroup != nil {
+		rep.cgroupPeak, _ = b.cgroup.peak()
+		rep.oomKills, _ = b.cgroup.oomKills()
+	}
 }
 
 // sampled is what the sampler has seen so far.
@@ -177,6 +184,9 @@ func run(ctx context.Context, o options, logf func(string, ...any)) (*report, er
 func (b *bench) close() {
 	if b.ccm != nil {
 		b.ccm.stop()
+	}
+	if b.cgroup != nil {
+		b.cgroup.remove()
 	}
 	if b.env != nil {
 		b.env.Stop()
@@ -284,7 +294,13 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 		return err
 	}
 	t0 := time.Now()
-	b.ccm, err = startCCM(b.o.ccm, o.dir, b.env, b.emu.URL(), o.memoryLimit)
+	if o.memoryLimit > 0 && o.cgroup {
+		if b.cgroup, err = newMemCgroup(o.memoryLimit); err != nil {
+			return fmt.Errorf("a memory cgroup for the CCM: %w (root and the memory controller are needed; -cgroup=false sets only GOMEMLIMIT)", err)
+		}
+		rep.cgroup = true
+	}
+	b.ccm, err = startCCM(b.o.ccm, o.dir, b.env, b.emu.URL(), o.memoryLimit, b.cgroup)
 	if err != nil {
 		return err
 	}

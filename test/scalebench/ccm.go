@@ -53,7 +53,7 @@ func goMemoryLimit(container int64) int64 {
 	return soft
 }
 
-func startCCM(bin, dir string, env *testenv.Env, metalURL string, memoryLimit int64) (*ccmProcess, error) {
+func startCCM(bin, dir string, env *testenv.Env, metalURL string, memoryLimit int64, cg *memCgroup) (*ccmProcess, error) {
 	kubeconfig, err := writeUserKubeconfig(env, ccmUser, filepath.Join(dir, "ccm-kubeconfig"))
 	if err != nil {
 		return nil, err
@@ -96,6 +96,12 @@ func startCCM(bin, dir string, env *testenv.Env, metalURL string, memoryLimit in
 		return nil, err
 	}
 	go func() { p.exited <- p.cmd.Wait(); logFile.Close() }()
+	if cg != nil {
+		if err := cg.add(p.cmd.Process.Pid); err != nil {
+			_ = p.cmd.Process.Kill()
+			return nil, fmt.Errorf("moving the CCM into its memory cgroup: %w", err)
+		}
+	}
 	return p, nil
 }
 

@@ -30,8 +30,13 @@ type report struct {
 	fill, quiet, oneService, oneNode phase
 	peakRSSKiB, rssAfterFillKiB      int64
 	peakAnonKiB                      int64 // sampled every second
-	moduleApplied                    bool
-	lease                            leaseWatch
+	// cgroup: the CCM ran in a memory cgroup with the limit; its peak
+	// charge (bytes, page cache included) and the OOM kills in it.
+	cgroup        bool
+	cgroupPeak    int64
+	oomKills      int
+	moduleApplied bool
+	lease         leaseWatch
 	// settled is how long after the fill the CCM's writes stopped.
 	settled time.Duration
 	module  *moduleResult
@@ -100,9 +105,16 @@ func (r *report) String() string {
 	limit := "no memory limit (GOMEMLIMIT unset)"
 	if o.memoryLimit > 0 {
 		limit = fmt.Sprintf("as under a %d MiB container limit (GOMEMLIMIT %d MiB)", o.memoryLimit>>20, goMemoryLimit(o.memoryLimit)>>20)
+		if r.cgroup {
+			limit = fmt.Sprintf("under a %d MiB memory cgroup limit (GOMEMLIMIT %d MiB, as in a pod)", o.memoryLimit>>20, goMemoryLimit(o.memoryLimit)>>20)
+		}
 	}
 	fmt.Fprintf(&b, "\nCCM memory, %s: peak RSS (VmHWM) %.1f MiB, of which anonymous at most %.1f MiB (sampled every second; the rest is mostly the binary's own pages); RSS right after the fill %.1f MiB\n",
 		limit, float64(r.peakRSSKiB)/1024, float64(r.peakAnonKiB)/1024, float64(r.rssAfterFillKiB)/1024)
+	if r.cgroup {
+		fmt.Fprintf(&b, "Memory cgroup: peak charge %.1f MiB (page cache included, which the kernel reclaims before it kills), OOM kills %d\n",
+			float64(r.cgroupPeak)/(1<<20), r.oomKills)
+	}
 	fmt.Fprintf(&b, "%s\n", r.lease.String())
 	fmt.Fprintf(&b, "The CCM's writes stopped %s after the fill (the service controller's queue drained).\n", r.settled.Round(time.Second))
 	if r.quiet.name != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,11 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const services, nodes = 20, 4
-	rep, err := run(ctx, options{ccm: ccm, services: services, nodes: nodes, latency: 5 * time.Millisecond, quiet: 5 * time.Second, moduleWait: 2 * time.Minute, dir: filepath.Join(dir, "work")}, t.Logf)
+	// As root, under the chart's limit in a real memory cgroup, as -cgroup
+	// runs it.
+	root := os.Geteuid() == 0
+	rep, err := run(ctx, options{ccm: ccm, services: services, nodes: nodes, latency: 5 * time.Millisecond, quiet: 5 * time.Second, moduleWait: 2 * time.Minute, dir: filepath.Join(dir, "work"),
+		memoryLimit: 512 << 20, cgroup: root}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +52,9 @@ func TestSmoke(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: %d, want %d", c.what, c.got, c.want)
 		}
+	}
+	if root && (rep.cgroupPeak <= 0 || rep.oomKills != 0) {
+		t.Errorf("memory cgroup: peak charge %d bytes, %d OOM kills; want a charge read and no kill", rep.cgroupPeak, rep.oomKills)
 	}
 	if !rep.moduleApplied {
 		t.Error("the module's objects were never all applied")
