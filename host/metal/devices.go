@@ -25,8 +25,8 @@ func idKey(obj any) (string, error) {
 	switch o := obj.(type) {
 	case *metalv1.Device:
 		return o.GetId(), nil
-	case *metalv1.IPReservation:
-		return o.GetId(), nil
+	case *resv:
+		return o.id, nil
 	}
 	return "", fmt.Errorf("no ID for %T", obj)
 }

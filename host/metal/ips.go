@@ -37,22 +37,22 @@ const reservationType = metalv1.FINDIPRESERVATIONSTYPESPARAMETERINNER_PUBLIC_IPV
 func newReservationStore() *store {
 	return newStore(cacheReservations, idKey, cache.Indexers{
 		indexTag: func(obj any) ([]string, error) {
-			return obj.(*metalv1.IPReservation).Tags, nil
+			return obj.(*resv).tags, nil
 		},
 		indexAssignment: func(obj any) ([]string, error) {
-			r := obj.(*metalv1.IPReservation)
-			ids := make([]string, 0, len(r.Assignments))
-			for _, a := range r.Assignments {
-				if a.GetId() != "" {
-					ids = append(ids, a.GetId())
+			r := obj.(*resv)
+			ids := make([]string, 0, len(r.assignments))
+			for _, a := range r.assignments {
+				if a.id != "" {
+					ids = append(ids, a.id)
 				}
 			}
 			return ids, nil
 		},
 		indexAddress: func(obj any) ([]string, error) {
-			r := obj.(*metalv1.IPReservation)
+			r := obj.(*resv)
 			var keys []string
-			for _, a := range []string{r.GetAddress(), r.GetNetwork()} {
+			for _, a := range []string{r.address, r.network} {
 				if a != "" && !slices.Contains(keys, a) {
 					keys = append(keys, a)
 				}
@@ -60,8 +60,8 @@ func newReservationStore() *store {
 			return keys, nil
 		},
 		indexBlock: func(obj any) ([]string, error) {
-			r := obj.(*metalv1.IPReservation)
-			if !r.GetManagement() && r.GetCidr() > 0 && r.GetCidr() < 32 {
+			r := obj.(*resv)
+			if !r.flags.has(isManagement) && r.cidr > 0 && r.cidr < 32 {
 				return []string{blockKey}, nil
 			}
 			return nil, nil
@@ -77,7 +77,9 @@ func (c *Client) RefreshReservations(ctx context.Context) error {
 }
 
 func (c *Client) listAllReservations(ctx context.Context) ([]any, error) {
-	items, err := listPages(ctx, func(ctx context.Context, page int32) ([]metalv1.IPReservationListIpAddressesInner, *metalv1.Meta, error) {
+	// Each page is compacted as it arrives: the SDK's structs of one page
+	// at a time, never of the whole listing, are alive.
+	items, err := listPages(ctx, func(ctx context.Context, page int32) ([]*resv, *metalv1.Meta, error) {
 		ctx, cancel := c.call(ctx, opListIPs)
 		defer cancel()
 		ctx = withTrim(ctx, trimReservationList)
@@ -88,17 +90,25 @@ func (c *Client) listAllReservations(ctx context.Context) ([]any, error) {
 		if err != nil {
 			return nil, nil, c.red.apiError(opListIPs, resp, err)
 		}
-		return list.IpAddresses, list.Meta, nil
+		// One entry per item, nil for those not cached, so that listPages
+		// compares the count with the listing's total.
+		out := make([]*resv, len(list.IpAddresses))
+		for i, it := range list.IpAddresses {
+			// An item that does not decode as IPReservation (a VRF
+			// reservation, or one with fields this SDK does not know) has
+			// a nil IPReservation; upstream dereferenced it and crashed.
+			if r := it.IPReservation; r != nil && r.GetId() != "" && r.GetType() == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4 {
+				out[i] = compactReservation(r)
+			}
+		}
+		return out, list.Meta, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	objs := make([]any, 0, len(items))
-	for _, it := range items {
-		// An item that does not decode as IPReservation (a VRF reservation,
-		// or one with fields this SDK does not know) has a nil
-		// IPReservation; upstream dereferenced it and crashed.
-		if r := it.IPReservation; r != nil && r.GetId() != "" && r.GetType() == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4 {
+	for _, r := range items {
+		if r != nil {
 			objs = append(objs, r)
 		}
 	}
@@ -108,8 +118,7 @@ func (c *Client) listAllReservations(ctx context.Context) ([]any, error) {
 // ReservationsWithTags returns, from the cache, every public IPv4
 // reservation that carries all the given tags (and maybe others), oldest
 // first. The first call fills the cache with a full listing; later ones make
-// no API call. The results include assignments. Their nested values are
-// shared with the cache: do not modify them.
+// no API call. The results include assignments; they are the caller's.
 func (c *Client) ReservationsWithTags(ctx context.Context, tags ...string) ([]metalv1.IPReservation, error) {
 	if len(tags) == 0 {
 		return nil, errors.New("find IP reservations by tags: no tags given")
@@ -157,9 +166,9 @@ func (c *Client) reservationsWithTags(tags []string) []metalv1.IPReservation {
 	objs, _ := c.reservations.idx.ByIndex(indexTag, rarest)
 	var out []metalv1.IPReservation
 	for _, o := range objs {
-		r := o.(*metalv1.IPReservation)
-		if hasAllTags(r.Tags, tags) {
-			out = append(out, *r)
+		r := o.(*resv)
+		if hasAllTags(r.tags, tags) {
+			out = append(out, r.toSDK())
 		}
 	}
 	SortReservations(out)
@@ -167,8 +176,7 @@ func (c *Client) reservationsWithTags(tags []string) []metalv1.IPReservation {
 }
 
 // Reservations returns every public IPv4 reservation in the cache, oldest
-// first, filling it with a full listing on first use. Like
-// ReservationsWithTags, nested values are shared with the cache.
+// first, filling it with a full listing on first use.
 func (c *Client) Reservations(ctx context.Context) ([]metalv1.IPReservation, error) {
 	if !c.reservations.isLoaded() {
 		cacheMiss(cacheReservations)
@@ -179,7 +187,7 @@ func (c *Client) Reservations(ctx context.Context) ([]metalv1.IPReservation, err
 	objs := c.reservations.idx.List()
 	out := make([]metalv1.IPReservation, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, *o.(*metalv1.IPReservation))
+		out = append(out, o.(*resv).toSDK())
 	}
 	SortReservations(out)
 	return out, nil
@@ -234,9 +242,9 @@ func (c *Client) holding(a netip.Addr) *metalv1.IPReservation {
 	blocks, _ := c.reservations.idx.ByIndex(indexBlock, blockKey)
 	var found []metalv1.IPReservation
 	for _, o := range append(exact, blocks...) {
-		r := o.(*metalv1.IPReservation)
-		if holds(r, a) && !slices.ContainsFunc(found, func(f metalv1.IPReservation) bool { return f.GetId() == r.GetId() }) {
-			found = append(found, *r)
+		r := o.(*resv).toSDK()
+		if holds(&r, a) && !slices.ContainsFunc(found, func(f metalv1.IPReservation) bool { return f.GetId() == r.GetId() }) {
+			found = append(found, r)
 		}
 	}
 	if len(found) == 0 {
@@ -499,9 +507,8 @@ func (c *Client) createReservation(ctx context.Context, r ReservationRequest) (*
 	if res == nil || res.GetId() == "" {
 		return nil, fmt.Errorf("%s: the API's answer is not a public IPv4 reservation", opRequestIP.desc)
 	}
-	c.reservations.upsert(res)
-	cp := *res
-	return &cp, nil
+	c.reservations.upsert(compactReservation(res))
+	return res, nil
 }
 
 // Reservation GETs one reservation (with assignments) whatever the cache
@@ -524,10 +531,9 @@ func (c *Client) Reservation(ctx context.Context, id string) (*metalv1.IPReserva
 	switch {
 	case out.IPReservation != nil:
 		if out.IPReservation.GetType() == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4 {
-			c.reservations.upsert(out.IPReservation)
+			c.reservations.upsert(compactReservation(out.IPReservation))
 		}
-		cp := *out.IPReservation // the caller's copy; the cache keeps its own
-		return &cp, nil
+		return out.IPReservation, nil
 	case out.IPAssignment != nil:
 		return nil, fmt.Errorf("%s: %s is an IP assignment, not a reservation", opGetIP.desc, id)
 	}
@@ -570,10 +576,8 @@ func (c *Client) forgetIP(id string) {
 	}
 	objs, _ := c.reservations.idx.ByIndex(indexAssignment, id)
 	for _, o := range objs {
-		r := *o.(*metalv1.IPReservation) // copy: the cached object may be held by a caller
-		r.Assignments = slices.DeleteFunc(slices.Clone(r.Assignments), func(a metalv1.IPAssignment) bool {
-			return a.GetId() == id
-		})
+		r := *o.(*resv) // a copy: the cached one may be read meanwhile
+		r.assignments = slices.DeleteFunc(slices.Clone(r.assignments), func(a assignment) bool { return a.id == id })
 		c.reservations.upsert(&r)
 	}
 }
@@ -625,10 +629,10 @@ func (c *Client) rememberAssignment(deviceID, address string, a *metalv1.IPAssig
 		if len(objs) == 0 {
 			continue
 		}
-		r := *objs[0].(*metalv1.IPReservation)
-		r.Assignments = append(slices.DeleteFunc(slices.Clone(r.Assignments), func(x metalv1.IPAssignment) bool {
-			return x.GetId() == a.GetId()
-		}), *a)
+		r := *objs[0].(*resv) // a copy: the cached one may be read meanwhile
+		r.assignments = append(slices.DeleteFunc(slices.Clone(r.assignments), func(x assignment) bool {
+			return x.id == a.GetId()
+		}), compactAssignment(a))
 		c.reservations.upsert(&r)
 		return
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 )
 
-func res(id string, tags ...string) *metalv1.IPReservation {
-	return &metalv1.IPReservation{Id: metalv1.PtrString(id), Type: metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4, Tags: tags}
+func res(id string, tags ...string) *resv {
+	return compactReservation(&metalv1.IPReservation{Id: metalv1.PtrString(id), Type: metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4, Tags: tags})
 }
 
 func ids(objs []any) map[string]bool {
