@@ -562,6 +562,11 @@ func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
 		case <-ctx.Done():
 			return fmt.Errorf("gave up waiting (%w); the CCM's log: %s", ctx.Err(), b.ccm.logPath)
 		case err := <-b.ccm.exited:
+			if b.cgroup != nil {
+				if n, _ := b.cgroup.oomKills(); n > 0 {
+					return fmt.Errorf("the CCM exited at %s (%v): the kernel killed it over the %d MiB memory cgroup limit; its log: %s", time.Now().Format("15:04:05"), err, b.o.memoryLimit>>20, b.ccm.logPath)
+				}
+			}
 			return fmt.Errorf("the CCM exited at %s (%v); its log: %s", time.Now().Format("15:04:05"), err, b.ccm.logPath)
 		case <-time.After(time.Second):
 		}

@@ -89,6 +89,9 @@ func (r *report) String() string {
 		o.services, o.nodes, o.latency, o.ccm)
 	if r.fill.name == "" {
 		b.WriteString("\nThe fill did not finish: see the progress lines above.\n")
+		if r.cgroup {
+			fmt.Fprintf(&b, "Memory cgroup (%d MiB): peak charge %.1f MiB, OOM kills %d\n", o.memoryLimit>>20, float64(r.cgroupPeak)/(1<<20), r.oomKills)
+		}
 		fmt.Fprintf(&b, "%s\n", r.lease.String())
 		return b.String()
 	}
