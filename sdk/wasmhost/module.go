@@ -99,7 +99,7 @@ type Module struct {
 	// The module is pure, so the output of the last successful generate is
 	// valid for the same input bytes: a resync of an unchanged cluster costs
 	// a comparison instead of a Wasm call.
-	memoMu  sync.Mutex
+	memoMu sync.Mutex
 	// memoIn is the input's SHA-256, not the input: at 10,000 Services
 	// the request is megabytes, held for nothing but this comparison.
 	memoIn  [sha256.Size]byte
