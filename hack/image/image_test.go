@@ -194,33 +194,23 @@ func checkImage(t *testing.T, img v1.Image, plat, version, revision string) {
 func checkModuleCache(t *testing.T, img v1.Image) {
 	t.Helper()
 	image := filepath.Join(t.TempDir(), "image")
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachEntry(t, img, func(h *tar.Header, r io.Reader) {
 		rel, ok := strings.CutPrefix("/"+strings.TrimSuffix(h.Name, "/"), lbmodule.ImageCacheDir+"/")
 		if !ok || h.Typeflag != tar.TypeReg {
-			continue
+			return
 		}
 		dst := filepath.Join(image, rel)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		b, err := io.ReadAll(tr)
+		b, err := io.ReadAll(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(dst, b, 0o444); err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 	cache := t.TempDir()
 	n, err := lbmodule.SeedCache(image, cache)
 	if err != nil || n != len(modules.Names) {
@@ -247,18 +237,8 @@ func checkModuleCache(t *testing.T, img v1.Image) {
 
 func listFiles(t *testing.T, img v1.Image) []string {
 	t.Helper()
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
 	var names []string
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachEntry(t, img, func(h *tar.Header, _ io.Reader) {
 		// mutate.Extract cleans names ("tmp/" becomes "tmp"); a directory
 		// is listed with its slash so the check also says it is one.
 		name := strings.TrimSuffix(h.Name, "/")
@@ -266,9 +246,28 @@ func listFiles(t *testing.T, img v1.Image) []string {
 			name += "/"
 		}
 		names = append(names, name)
-	}
+	})
 	slices.Sort(names)
 	return names
+}
+
+// eachEntry calls fn with every entry of the image's flattened filesystem
+// and a reader of its contents.
+func eachEntry(t *testing.T, img v1.Image, fn func(*tar.Header, io.Reader)) {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(h, tr)
+	}
 }
 
 // checkVersion extracts the amd64 binary and runs --version.
