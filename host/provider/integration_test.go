@@ -83,18 +83,7 @@ func TestNodeAndServiceLifecycle(t *testing.T) {
 		t.Fatalf("spec.loadBalancerIP = %q, want %s", svc.Spec.LoadBalancerIP, ip)
 	}
 	dyn := dynamic.NewForConfigOrDie(h.env.Config)
-	h.eventually("MetalLB pool for the service", func() (bool, string) {
-		list, err := dyn.Resource(ipAddressPools).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, p := range list.Items {
-			if strings.Contains(fmt.Sprint(p.Object["spec"]), ip+"/32") {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d pools", len(list.Items))
-	})
+	h.waitForPool("MetalLB pool for the service", ip)
 	ev := h.events("web")
 	for _, reason := range []string{eip.ReasonRequested, eip.ReasonReserved, eip.ReasonAssigned} {
 		if !strings.Contains(ev, reason) {
@@ -232,5 +221,24 @@ func TestLargeProject(t *testing.T) {
 	h.eventually("adopts the reservation among 1,500 others", func() (bool, string) {
 		ip, msg := h.serviceIP("late")
 		return ip == pre.Prefix.Addr().String(), msg
+	})
+}
+
+// waitForPool waits until a MetalLB IPAddressPool in metallb-system holds
+// ip/32.
+func (h *harness) waitForPool(what, ip string) {
+	h.t.Helper()
+	dyn := dynamic.NewForConfigOrDie(h.env.Config)
+	h.eventually(what, func() (bool, string) {
+		list, err := dyn.Resource(ipAddressPools).Namespace("metallb-system").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range list.Items {
+			if strings.Contains(fmt.Sprint(p.Object["spec"]), ip+"/32") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d pools", len(list.Items))
 	})
 }

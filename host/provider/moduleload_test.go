@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
@@ -70,19 +69,7 @@ func TestNothingWaitsForTheModule(t *testing.T) {
 	if err := h.cloud.ModuleLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dyn := dynamic.NewForConfigOrDie(h.env.Config)
-	h.eventually("the Service's MetalLB pool once the module loaded", func() (bool, string) {
-		list, err := dyn.Resource(ipAddressPools).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, p := range list.Items {
-			if strings.Contains(fmt.Sprint(p.Object["spec"]), ip+"/32") {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d pools", len(list.Items))
-	})
+	h.waitForPool("the Service's MetalLB pool once the module loaded", ip)
 	if m := check(h.cloud.Readiness(), "module"); !m.OK {
 		t.Errorf("readiness once loaded: %+v", m)
 	}
