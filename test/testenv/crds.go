@@ -65,6 +65,22 @@ func MetalLBCRDDir(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
+// MetalLBCRDDirAt returns the directory of the CRDs of MetalLB at version
+// (another release than the pinned one, for tests that run against the
+// CRDs users may have installed), downloading the module through the Go
+// module proxy into the module cache if needed.
+func MetalLBCRDDirAt(ctx context.Context, version string) (string, error) {
+	var mod struct{ Dir, Error string }
+	if err := goJSON(ctx, os.TempDir(), &mod, "mod", "download", "-json", MetalLBModule+"@"+version); err != nil {
+		return "", fmt.Errorf("testenv: downloading %s@%s for its CRDs: %w", MetalLBModule, version, err)
+	}
+	dir := filepath.Join(mod.Dir, filepath.FromSlash(metalLBCRDSubdir))
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("testenv: %s@%s has no %s", MetalLBModule, version, metalLBCRDSubdir)
+	}
+	return dir, nil
+}
+
 // goJSON runs the go command (in dir, or the current directory if "") and
 // decodes its JSON output into v.
 func goJSON(ctx context.Context, dir string, v any, args ...string) error {

@@ -153,10 +153,26 @@ func (f *Fixture) Seed(clusterUID string) (*emulator.Seed, error) {
 	return s, nil
 }
 
-// Apply creates the captured objects in the cluster as they are: every
-// object but the kube-system Namespace (the cluster has its own), each
-// object's status written through the status subresource, missing
-// namespaces created first.
+// UpstreamManager is the field manager upstream v3.8.1's writes carry: its
+// MetalLB client (controller-runtime, no user agent set) names itself
+// after its binary, cloud-provider-equinix-metal, and writes with Update,
+// never server-side apply.
+const UpstreamManager = "cloud-provider-equinix-metal"
+
+// upstreamMetalLBVersion is the version upstream v3.8.1 writes every
+// MetalLB kind in: its MetalLB v0.13.12 Go types, metallb.io/v1beta1 for
+// BGPPeer too. The apiserver stores BGPPeers as v1beta2 and returns them
+// so (cluster.yaml), but the managed fields of upstream's writes stay at
+// v1beta1, and those are what a take-over meets.
+const upstreamMetalLBVersion = "metallb.io/v1beta1"
+
+// Apply creates the captured objects in the cluster: every object but the
+// kube-system Namespace (the cluster has its own), each object's status
+// written through the status subresource, missing namespaces created
+// first. MetalLB's objects are written as upstream wrote them: at
+// upstreamMetalLBVersion, by UpstreamManager (the fields of the captured
+// v1beta2 objects that v1beta1 lacks, set there by the CRD's defaults, are
+// dropped by the apiserver as they were for upstream).
 func (f *Fixture) Apply(ctx context.Context, cfg *rest.Config) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -179,6 +195,11 @@ func (f *Fixture) Apply(ctx context.Context, cfg *rest.Config) error {
 }
 
 func create(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, o *unstructured.Unstructured) error {
+	opts := metav1.CreateOptions{}
+	if o.GroupVersionKind().Group == "metallb.io" {
+		o.SetAPIVersion(upstreamMetalLBVersion)
+		opts.FieldManager = UpstreamManager
+	}
 	m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
 	if err != nil {
 		return err
@@ -192,7 +213,7 @@ func create(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, 
 		res = dyn.Resource(m.Resource).Namespace(ns)
 	}
 	status, hasStatus := o.Object["status"]
-	created, err := res.Create(ctx, o, metav1.CreateOptions{})
+	created, err := res.Create(ctx, o, opts)
 	if err != nil {
 		return err
 	}
