@@ -7,11 +7,8 @@ import (
 	"maps"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
@@ -48,7 +45,6 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	last := r.applied
 	r.mu.Unlock()
 	next := make(map[objectKey]appliedObject, len(targets))
-	force := true
 	for i, t := range targets {
 		body, err := r.encode(t, mergeTargets)
 		// Both references to the object go, so it can be collected.
@@ -64,10 +60,10 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 				continue
 			}
 		}
-		out, err := r.resource(t.m, t.key.namespace).Patch(ctx, t.key.name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldmanager.CCM, Force: &force, FieldValidation: "Strict"})
+		out, err := r.applyObject(ctx, t, body)
 		if err != nil {
 			r.rememberApplied(last, next)
-			return r.applyErr("applying %s %s: %s", t.kind, qualified(t.key.namespace, t.key.name), wasmhost.OneLine(err.Error()))
+			return r.applyErr("applying %s %s: %s%s", t.kind, qualified(t.key.namespace, t.key.name), wasmhost.OneLine(err.Error()), applyHint(err))
 		}
 		if !mergeTargets[t.key] {
 			next[t.key] = appliedObject{body: sum, rv: out.GetResourceVersion()}

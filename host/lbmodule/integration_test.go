@@ -53,10 +53,17 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	return startClusterWith(t, testenv.Options{})
+}
+
+// startClusterWith starts the cluster with opts (for example another
+// MetalLB version's CRDs).
+func startClusterWith(t *testing.T, opts testenv.Options) *cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test against a real kube-apiserver; run without -short")
 	}
-	env := testenv.New(t)
+	env := testenv.New(t, opts)
 	c := &cluster{kube: kubernetes.NewForConfigOrDie(env.Config), dyn: dynamic.NewForConfigOrDie(env.Config), cfg: env.Config}
 	ctx := context.Background()
 	for _, ns := range []string{"metallb-system", "hostile", "ai", "shop"} {

@@ -261,6 +261,7 @@ func TestTakeOverFromUpstreamCRD(t *testing.T) {
 			t.Errorf("peer %s not adopted: labels %v", p.GetName(), p.GetLabels())
 		}
 	}
+	to.checkOwnershipReset(peers)
 
 	// A Service created after the switch is announced.
 	to.addService("svc-new", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
@@ -302,6 +303,35 @@ func TestTakeOverFromUpstreamCRD(t *testing.T) {
 		t.Fatal("svc-002's reservation is still there")
 	}
 	to.checkRBAC()
+}
+
+// checkOwnershipReset: upstream wrote its BGPPeers at v1beta1, which the
+// apiserver cannot convert them back to once v1beta2 defaulted fields
+// v1beta1 lacks (MetalLB's CRDs without the conversion webhook). The CCM
+// dropped that stale ownership (the apply failed on it before), kept none
+// at v1beta1, and said so on each peer in one Event naming upstream's
+// manager.
+func (to *takeover) checkOwnershipReset(peers []unstructured.Unstructured) {
+	to.t.Helper()
+	for _, p := range peers {
+		for _, mf := range p.GetManagedFields() {
+			if mf.APIVersion != bgpPeers.GroupVersion().String() {
+				to.t.Errorf("peer %s keeps managed fields of %s at %s", p.GetName(), mf.Manager, mf.APIVersion)
+			}
+		}
+		to.eventually("an Event on peer "+p.GetName()+" naming upstream's v1beta1 writes", func() (bool, string) {
+			list, err := to.kube.CoreV1().Events(metallbNS).List(context.Background(), metav1.ListOptions{
+				FieldSelector: "involvedObject.kind=BGPPeer,involvedObject.name=" + p.GetName() + ",reason=FieldOwnershipReset"})
+			if err != nil {
+				return false, err.Error()
+			}
+			var msgs []string
+			for _, e := range list.Items {
+				msgs = append(msgs, e.Message)
+			}
+			return len(msgs) == 1 && strings.Contains(msgs[0], upstreamfixture.UpstreamManager+" (Update, metallb.io/v1beta1)"), fmt.Sprint(msgs)
+		})
+	}
 }
 
 var bgpPeers = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
