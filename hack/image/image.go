@@ -191,7 +191,7 @@ func isStaticELF(b []byte) bool {
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			return false

@@ -46,16 +46,6 @@ func ReadCloudConfig(path string) ([]byte, error) {
 	return b, nil
 }
 
-// layer names where a value came from, for error messages.
-type layer int
-
-const (
-	fromDefault layer = iota
-	fromFile
-	fromEnv
-	fromFlag
-)
-
 // Load merges the four layers (flag > env > file > default) and validates
 // the result. The error, if any, is a *ValidationError naming every problem.
 func Load(src Sources) (*Config, error) {

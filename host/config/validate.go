@@ -95,7 +95,7 @@ func (v *validator) bgp(c *Config) {
 			v.add(t.key, "%q lacks %s; a node has one annotation per BGP peer, so the name needs the peer index, for example %s", t.value, peerIndex, defaultOf(t.key))
 			continue
 		}
-		if errs := content.IsQualifiedName(strings.ReplaceAll(t.value, peerIndex, "0")); len(errs) > 0 {
+		if errs := content.IsLabelKey(strings.ReplaceAll(t.value, peerIndex, "0")); len(errs) > 0 {
 			v.add(t.key, "%q is not a valid annotation name: %s", t.value, errs[0])
 			continue
 		}
@@ -113,7 +113,7 @@ func (v *validator) annotations(c *Config) {
 		{"annotationEIPMetro", c.AnnotationEIPMetro},
 		{"annotationEIPFacility", c.AnnotationEIPFacility},
 	} {
-		if errs := content.IsQualifiedName(a.value); len(errs) > 0 {
+		if errs := content.IsLabelKey(a.value); len(errs) > 0 {
 			v.add(a.key, "%q is not a valid annotation name: %s", a.value, errs[0])
 		}
 	}

@@ -145,7 +145,7 @@ func (m *manager) recreateIfNeeded(ctx context.Context) (string, error) {
 		return apierrors.IsNotFound(err) || (err == nil && cur.UID != old.UID), nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("Service %s/%s is still being deleted (finalizers %v); the next round recreates it", externalServiceNamespace, externalServiceName, old.Finalizers)
+		return "", fmt.Errorf("the Service %s/%s is still being deleted (finalizers %v); the next round recreates it", externalServiceNamespace, externalServiceName, old.Finalizers)
 	}
 	return why, nil
 }

@@ -174,9 +174,10 @@ func (m *manager) probe(ctx context.Context, now time.Time, f roundFacts) (round
 		h.holder = m.eipHealth
 	}
 	if probeNow {
-		if h.holder.Failures == 1 {
+		switch h.holder.Failures {
+		case 1:
 			m.firstFailure = now
-		} else if h.holder.Failures == 0 {
+		case 0:
 			m.firstFailure = time.Time{}
 		}
 	}

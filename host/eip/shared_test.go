@@ -34,7 +34,7 @@ var created = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func ccmWrote(s *v1.Service, ip string) *v1.Service {
 	s.Spec.LoadBalancerIP = ip
 	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:loadBalancerIP":{}}}`)}}}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:loadBalancerIP":{}}}`)}}
 	s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}}
 	return s
 }

@@ -39,7 +39,7 @@ func WroteLoadBalancerIP(entries []metav1.ManagedFieldsEntry) bool {
 		var fields struct {
 			Spec map[string]json.RawMessage `json:"f:spec"`
 		}
-		if json.Unmarshal(mf.FieldsV1.Raw, &fields) == nil {
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) == nil {
 			if _, ok := fields.Spec["f:loadBalancerIP"]; ok {
 				return true
 			}

@@ -54,7 +54,7 @@ func Transform(obj any) (any, error) {
 var wroteLoadBalancerIP = []metav1.ManagedFieldsEntry{{
 	Manager:   fieldmanager.CCM,
 	Operation: metav1.ManagedFieldsOperationUpdate,
-	FieldsV1:  &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:loadBalancerIP":{}}}`)},
+	FieldsV1:  metav1.NewFieldsV1(`{"f:spec":{"f:loadBalancerIP":{}}}`),
 }}
 
 // loadBalancerIPEntry is the trimmed form of a Service's managedFields.

@@ -14,7 +14,7 @@ import (
 
 func entry(manager, fields string) metav1.ManagedFieldsEntry {
 	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply,
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		FieldsV1: metav1.NewFieldsV1(fields)}
 }
 
 const (
@@ -27,7 +27,7 @@ func TestTransform(t *testing.T) {
 	meta := func(entries ...metav1.ManagedFieldsEntry) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: "x", Namespace: "ns", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"}, ManagedFields: entries}
 	}
-	wrote := metav1.ManagedFieldsEntry{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(lbIP)}}
+	wrote := metav1.ManagedFieldsEntry{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(lbIP)}
 	images := []v1.ContainerImage{{Names: []string{"registry.example/big:1"}, SizeBytes: 1 << 30}}
 	addresses := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}}
 	cases := []struct {

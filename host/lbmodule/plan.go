@@ -237,7 +237,7 @@ func moduleAnnotationKeys(n *corev1.Node) []string {
 				Annotations map[string]json.RawMessage `json:"f:annotations"`
 			} `json:"f:metadata"`
 		}
-		if json.Unmarshal(mf.FieldsV1.Raw, &f) != nil {
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &f) != nil {
 			continue
 		}
 		for k := range f.Metadata.Annotations {

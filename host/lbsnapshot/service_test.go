@@ -33,7 +33,7 @@ func TestServiceFromK8s(t *testing.T) {
 	// ccmWrote marks spec.loadBalancerIP as the CCM's (its field manager).
 	ccmWrote := func(s *corev1.Service) {
 		s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:loadBalancerIP":{}}}`)}}}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:loadBalancerIP":{}}}`)}}
 	}
 	class := "other.io/lb"
 	for _, tc := range []struct {

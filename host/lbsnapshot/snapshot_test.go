@@ -102,7 +102,7 @@ func cases(t *testing.T) []struct {
 			with(service("default", "own-ip"), func(s *v1.Service) {
 				s.Spec.LoadBalancerIP = "145.40.9.9"
 				s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate,
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:loadBalancerIP":{}}}`)}}}
+					FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:loadBalancerIP":{}}}`)}}
 			}),
 			with(service("default", "own-ip-not-accepted"), func(s *v1.Service) { s.Spec.LoadBalancerIP = "145.40.9.6" }),
 			with(service("default", "own-ip-assigned", "145.40.9.8"), func(s *v1.Service) { s.Spec.LoadBalancerIP = "145.40.9.7" }),

@@ -152,7 +152,7 @@ func moduleOf(img v1.Image) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }() // read only: nothing to lose
 	wasm, err := io.ReadAll(io.LimitReader(rc, maxModuleSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the module layer: %w", err)

@@ -155,7 +155,9 @@ func serviceBurst(b *testing.B, latency time.Duration) {
 					continue
 				}
 				var j int
-				fmt.Sscanf(s.Name, "burst-%03d", &j)
+				if _, err := fmt.Sscanf(s.Name, "burst-%03d", &j); err != nil {
+					b.Fatalf("Service %s: not one of the burst: %v", s.Name, err)
+				}
 				got[s.Name] = now.Sub(created[j])
 			}
 			time.Sleep(20 * time.Millisecond)

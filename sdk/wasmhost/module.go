@@ -401,7 +401,7 @@ func (m *Module) callFresh(ctx context.Context, st *callState, export string, be
 	if err != nil {
 		return nil, err
 	}
-	defer mod.Close(context.Background())
+	defer func() { _ = mod.Close(context.Background()) }() // the call is over: nothing to report
 	if before != nil {
 		if err := before(withState(ctx, st), mod); err != nil {
 			return nil, err

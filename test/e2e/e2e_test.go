@@ -169,7 +169,7 @@ func TestDataPlane(t *testing.T) {
 		t.Fatalf("the control-plane EIP is on %q before the failover, want cp-0 (seeded)", got)
 	}
 	failed := time.Now()
-	c.Health.Stop("cp-0")
+	must(t, c.Health.Stop("cp-0"))
 	h.eventually("the control-plane EIP moves to cp-1", 90*time.Second, func() (bool, string) {
 		got := c.ControlPlaneHolder()
 		return got == "cp-1", "held by " + got

@@ -622,7 +622,7 @@ func TestElasticIPAssignment(t *testing.T) {
 	// Move: unassign by the assignment's ID, assign elsewhere.
 	resp, err = c.IPAddressesApi.DeleteIPAddress(ctx, a.GetId()).Execute()
 	wantStatus(t, resp, err, 204, "")
-	a, resp, err = c.DevicesApi.CreateIPAssignment(ctx, dev2).IPAssignmentInput(metalv1.IPAssignmentInput{Address: eip + "/32"}).Execute()
+	_, resp, err = c.DevicesApi.CreateIPAssignment(ctx, dev2).IPAssignmentInput(metalv1.IPAssignmentInput{Address: eip + "/32"}).Execute()
 	wantStatus(t, resp, err, 201, "")
 	if r, _ := e.Reservation(cpEIP); len(r.Assignments) != 1 || r.Assignments[0].Device != dev2 {
 		t.Errorf("after the move %+v", r.Assignments)

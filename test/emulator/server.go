@@ -40,11 +40,10 @@ type Emulator struct {
 	faults   faults
 	handler  http.Handler
 
-	mu     sync.Mutex
-	srv    *httptest.Server
-	hsrv   *http.Server
-	url    string
-	closed bool
+	mu   sync.Mutex
+	srv  *httptest.Server
+	hsrv *http.Server
+	url  string
 }
 
 // New builds an emulator from a seed (DefaultSeed when nil). What the seed

@@ -109,7 +109,8 @@ func (p *ccmProcess) stop() {
 	p.stopOnce.Do(func() {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-p.exited:
+		case err := <-p.exited: // asked to stop: how it ended says nothing
+			_ = err
 		case <-time.After(20 * time.Second):
 			_ = p.cmd.Process.Kill()
 		}

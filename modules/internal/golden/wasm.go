@@ -23,7 +23,7 @@ func RunWasm(t *testing.T, m sdk.Module) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer mod.Close(context.Background())
+			defer func() { _ = mod.Close(context.Background()) }() // the test is over with it
 			req := c.Request
 			req.Existing = Visible(mod.Describe(), c.Existing)
 			got, err := mod.Generate(context.Background(), req)
