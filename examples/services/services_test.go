@@ -163,9 +163,9 @@ func TestDecodeIsStrict(t *testing.T) {
 }
 
 // heldView is the module's view of svc when the project holds every
-// address (lbsnapshot.Build with OwnAddressHeld always true).
+// address (lbsnapshot.Build with OwnAddressServed always true).
 func heldView(svc *v1.Service) (sdk.Service, bool) {
-	req := lbsnapshot.Build(lbsnapshot.Input{Services: []*v1.Service{svc}, OwnAddressHeld: func(string) bool { return true }})
+	req := lbsnapshot.Build(lbsnapshot.Input{Services: []*v1.Service{svc}, OwnAddressServed: func(*v1.Service, string) bool { return true }})
 	if len(req.Services) != 1 {
 		return sdk.Service{}, false
 	}

@@ -205,9 +205,36 @@ func (m *Manager) ownAddress(ctx context.Context, svc *v1.Service, lbIP string) 
 		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonInvalidIP, "%v", err)
 		return "", err
 	}
-	res, err := m.api.ReservationHolding(ctx, lbIP)
+	refusal, err := m.ownAddressVerdict(ctx, svc, lbIP)
 	if err != nil {
 		return "", m.fail(svc, fmt.Errorf("looking up the Elastic IP reservation of spec.loadBalancerIP %s: %w", lbIP, err))
+	}
+	if refusal != nil {
+		return "", refusal
+	}
+	return lbIP, nil
+}
+
+// ServesOwnAddress reports whether the CCM serves the user's own address
+// lbIP of svc: the decision ownAddress makes, without its Events, so that
+// the load-balancer module is given exactly the own addresses the CCM
+// reports (an address held in another metro than the Service's placement
+// is routed nowhere: the module must not announce it either). From the
+// reservation cache: no Equinix call.
+func (m *Manager) ServesOwnAddress(ctx context.Context, svc *v1.Service, lbIP string) bool {
+	if checkRequestedIP(lbIP) != nil {
+		return false
+	}
+	refusal, err := m.ownAddressVerdict(ctx, svc, lbIP)
+	return err == nil && refusal == nil
+}
+
+// ownAddressVerdict is why the user's own address lbIP is refused (nil if
+// it is served), or the error of looking its reservation up.
+func (m *Manager) ownAddressVerdict(ctx context.Context, svc *v1.Service, lbIP string) (refusal, err error) {
+	res, err := m.api.ReservationHolding(ctx, lbIP)
+	if err != nil {
+		return nil, err
 	}
 	// A Service bringing its own address needs no placement: when the
 	// policy decides nothing for it (or denies it an Elastic IP of the
@@ -216,10 +243,7 @@ func (m *Manager) ownAddress(ctx context.Context, svc *v1.Service, lbIP string) 
 	if l, err := m.placer.Place(ctx, svc); err == nil {
 		loc = &l
 	}
-	if err := ownAddressRefusal(lbIP, res, loc, m.api.ProjectID()); err != nil {
-		return "", err
-	}
-	return lbIP, nil
+	return ownAddressRefusal(lbIP, res, loc, m.api.ProjectID()), nil
 }
 
 // ownAddressRefusal says why the user's own address addr is not served,

@@ -29,8 +29,8 @@ func ServiceFromK8s(svc *corev1.Service) (s sdk.Service, ok bool) {
 
 // serviceFromK8s is ServiceFromK8s with own, when not empty, as the
 // address of a Service that has none in its status: the user's own
-// spec.loadBalancerIP once the caller knows the project holds it (Build's
-// OwnAddressHeld).
+// spec.loadBalancerIP once the caller knows the CCM serves it (Build's
+// OwnAddressServed).
 func serviceFromK8s(svc *corev1.Service, own string) (s sdk.Service, ok bool) {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return sdk.Service{}, false

@@ -39,13 +39,15 @@ type Input struct {
 	// Nodes are the BGP nodes (those node selection picked) whose peer data
 	// is known, in any order.
 	Nodes []bgp.Node
-	// OwnAddressHeld reports whether the project holds an Elastic IP
-	// reservation of a user's own spec.loadBalancerIP (from a cache: no
-	// call per snapshot). Such an address enters the module's view before
-	// it is in the status: MetalLB, say, allocates it only from a pool
-	// the module wrote, and clears a status it cannot allocate. nil holds
-	// none: a user's address counts only once in the status.
-	OwnAddressHeld func(ip string) bool
+	// OwnAddressServed reports whether the CCM serves a Service's own
+	// spec.loadBalancerIP: the project holds it, in the metro or facility
+	// the Service is placed in (eip.Manager.ServesOwnAddress, from a
+	// cache: no call per snapshot). Such an address enters the module's
+	// view before it is in the status: MetalLB, say, allocates it only
+	// from a pool the module wrote, and clears a status it cannot
+	// allocate. nil serves none: a user's address counts only once in the
+	// status.
+	OwnAddressServed func(svc *v1.Service, ip string) bool
 	// Locate says where the project's Elastic IP reservation holding ip
 	// is (from the reservation cache: no call per snapshot); ok is false
 	// when none is known. It fills sdk.Service.Locations, by which a
@@ -68,7 +70,7 @@ func Build(in Input) sdk.GenerateRequest {
 			continue
 		}
 		out, ok := ServiceFromK8s(s)
-		if own := s.Spec.LoadBalancerIP; !ok && own != "" && in.OwnAddressHeld != nil && in.OwnAddressHeld(own) { //nolint:staticcheck // the user's own address
+		if own := s.Spec.LoadBalancerIP; !ok && own != "" && in.OwnAddressServed != nil && in.OwnAddressServed(s, own) { //nolint:staticcheck // the user's own address
 			out, ok = serviceFromK8s(s, own)
 		}
 		if ok {

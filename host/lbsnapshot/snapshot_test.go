@@ -296,7 +296,8 @@ func TestSortSnapshot(t *testing.T) {
 }
 
 // TestBuildOwnAddress: a user's own spec.loadBalancerIP, not yet in the
-// status, enters the module's view only when the project holds it:
+// status, enters the module's view only when the CCM serves it (the
+// project holds it where the Service is placed):
 // MetalLB allocates only from a pool the module wrote, so without this a
 // held address would never reach the status.
 func TestBuildOwnAddress(t *testing.T) {
@@ -307,15 +308,15 @@ func TestBuildOwnAddress(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		held func(string) bool
+		held func(*v1.Service, string) bool
 		want []string // the Service's IPs in the request; nil: left out
 	}{
 		{name: "no hook", held: nil},
-		{name: "not held", held: func(string) bool { return false }},
-		{name: "held", held: func(ip string) bool { return ip == "198.18.63.10" }, want: []string{"198.18.63.10"}},
+		{name: "not served", held: func(*v1.Service, string) bool { return false }},
+		{name: "served", held: func(s *v1.Service, ip string) bool { return s == svc && ip == "198.18.63.10" }, want: []string{"198.18.63.10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := Build(Input{Services: []*v1.Service{svc}, OwnAddressHeld: tc.held})
+			req := Build(Input{Services: []*v1.Service{svc}, OwnAddressServed: tc.held})
 			var got []string
 			if len(req.Services) == 1 {
 				got = req.Services[0].IPs

@@ -265,3 +265,41 @@ func metricValue(t *testing.T, name string) float64 {
 	}
 	return 0
 }
+
+// TestOwnAddressOfAnotherMetroIsNotAnnounced: a user's own address that
+// the project holds in metro sv, on a Service placed in da, is refused (an
+// Elastic IP is routed only in its metro) and must not reach the
+// load-balancer module either, or MetalLB would allocate it from the pool
+// the module wrote and report an address no router accepts. An own
+// address held in da, on a Service created after it, gets its pool and
+// status: by then the module has seen both.
+func TestOwnAddressOfAnotherMetroIsNotAnnounced(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	there, err := h.emu.AddReservation(emulator.ReservationSeed{Metro: "sv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	here, err := h.emu.AddReservation(emulator.ReservationSeed{Metro: "da"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thereIP, hereIP := there.Prefix.Addr().String(), here.Prefix.Addr().String()
+	da := map[string]string{"metal.equinix.com/eip-metro": "da"}
+	h.addService("byo-there", da, thereIP)
+	h.eventually("byo-there refused, naming the metro it is reserved in", func() (bool, string) {
+		evs := h.serviceEvents("byo-there", "SyncLoadBalancerFailed")
+		return len(evs) > 0 && strings.Contains(evs[0].Message, "it is reserved in metro sv"), fmt.Sprintf("%d events", len(evs))
+	})
+	h.addService("byo-here", da, hereIP)
+	h.eventually("byo-here's own address in its status and a pool", func() (bool, string) {
+		ip, msg := h.serviceIP("byo-here")
+		pools, pmsg := h.poolsWith(hereIP)
+		return ip == hereIP && len(pools) == 1, msg + "; " + pmsg
+	})
+	if pools, _ := h.poolsWith(thereIP); len(pools) != 0 {
+		t.Errorf("the refused address %s is in pools %v: the module was given it", thereIP, pools)
+	}
+	if ip, _ := h.serviceIP("byo-there"); ip != "" {
+		t.Errorf("byo-there has %s in its status", ip)
+	}
+}

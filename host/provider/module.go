@@ -21,6 +21,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
@@ -152,7 +153,7 @@ func (c *cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Conf
 	}
 	services := env.informers.Core().V1().Services()
 	snap := &snapshotter{
-		lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List, metal: c.metal, reservations: c.metal,
+		lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List, eips: c.lb.eips.Load, reservations: c.metal,
 		bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
 	}
 	// NoAnnouncingNode: checked at each sync against the snapshot's
@@ -264,9 +265,9 @@ type snapshotter struct {
 	services  func(labels.Selector) ([]*v1.Service, error)
 	bgpNodes  func() []bgp.Node
 	budget    *bgp.PrefixBudget
-	// metal answers whether the project holds a user's own address (its
-	// reservation cache).
-	metal *metal.Client
+	// eips decides whether a user's own address is served (nil until the
+	// Elastic IP manager runs: until then none is).
+	eips func() *eip.Manager
 	// reservations says where each Service address is reserved (the same
 	// cache), for sdk.Service.Locations; nil locates nothing.
 	reservations *metal.Client
@@ -278,10 +279,9 @@ func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) 
 		return sdk.GenerateRequest{}, err
 	}
 	in := lbsnapshot.Input{LB: s.lb, Templates: s.templates, Services: svcs, Nodes: s.bgpNodes()}
-	if s.metal != nil {
-		in.OwnAddressHeld = func(ip string) bool {
-			r, err := s.metal.ReservationHolding(ctx, ip)
-			return err == nil && r != nil
+	if s.eips != nil {
+		if m := s.eips(); m != nil {
+			in.OwnAddressServed = func(svc *v1.Service, ip string) bool { return m.ServesOwnAddress(ctx, svc, ip) }
 		}
 	}
 	if s.reservations != nil {
