@@ -1,6 +1,7 @@
 package bgp
 
 import (
+	"sort"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,7 +20,7 @@ const reasonPrefixLimit = "BGPPrefixLimitExceeded"
 var (
 	announcedPrefixes = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace: "equinix_metal", Subsystem: "bgp", Name: "announced_prefixes",
-		Help: "Service addresses each BGP node announces.", StabilityLevel: metrics.ALPHA,
+		Help: "The most Service addresses any BGP node announces (an Elastic IP is announced only by the nodes of its metro or facility).", StabilityLevel: metrics.ALPHA,
 	})
 	prefixLimit = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace: "equinix_metal", Subsystem: "bgp", Name: "prefix_limit",
@@ -28,13 +29,13 @@ var (
 	registerOnce sync.Once
 )
 
-// PrefixBudget watches the number of Service addresses every BGP node
+// PrefixBudget watches the number of Service addresses each BGP node
 // announces against the session limit.
 type PrefixBudget struct {
 	limit    int
 	recorder record.EventRecorder
 	mu       sync.Mutex
-	exceeded map[string]bool // nodes already warned
+	exceeded map[string]bool // nodes warned and still over the limit
 }
 
 // NewPrefixBudget registers the BGP prefix metrics (once per process) and
@@ -44,28 +45,40 @@ func NewPrefixBudget(limit int, recorder record.EventRecorder) *PrefixBudget {
 	return &PrefixBudget{limit: limit, recorder: recorder}
 }
 
-// Check warns once per node when the addresses every BGP node announces
-// exceed the session limit, and again if it recovers and exceeds anew.
-func (b *PrefixBudget) Check(addresses int, nodes []string) {
-	announcedPrefixes.Set(float64(addresses))
+// Check takes, per BGP node, the Service addresses it announces (an
+// Elastic IP only from the nodes of its metro or facility, so nodes of
+// different metros differ), and warns a node once when its count exceeds
+// the session limit, again if it went under and exceeds anew.
+func (b *PrefixBudget) Check(announced map[string]int) {
+	most := 0
+	for _, n := range announced {
+		most = max(most, n)
+	}
+	announcedPrefixes.Set(float64(most))
 	prefixLimit.Set(float64(b.limit))
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if addresses <= b.limit {
-		b.exceeded = nil
-		return
+	over := map[string]bool{}
+	nodes := make([]string, 0, len(announced))
+	for n := range announced {
+		nodes = append(nodes, n)
 	}
-	if b.exceeded == nil {
-		b.exceeded = map[string]bool{}
-	}
+	sort.Strings(nodes)
 	for _, n := range nodes {
+		count := announced[n]
+		if count <= b.limit {
+			continue
+		}
+		over[n] = true
 		if b.exceeded[n] {
 			continue
 		}
-		b.exceeded[n] = true
 		ref := &v1.ObjectReference{Kind: "Node", Name: n, UID: types.UID(n)}
 		b.recorder.Eventf(ref, v1.EventTypeWarning, reasonPrefixLimit,
-			"This node announces %d Service addresses over BGP, more than the session limit of %d; Equinix Metal drops sessions past the limit: ask Equinix to raise it and set bgpMaxPrefixes, or use fewer LoadBalancer Services; bgpMaxPrefixesAction=refuse refuses new Elastic IPs past the limit instead", addresses, b.limit)
+			"This node announces %d Service addresses over BGP, more than the session limit of %d; Equinix Metal drops sessions past the limit: ask Equinix to raise it and set bgpMaxPrefixes, or use fewer LoadBalancer Services in this node's metro; bgpMaxPrefixesAction=refuse refuses new Elastic IPs past the limit instead", count, b.limit)
 	}
-	klog.InfoS("BGP prefix limit exceeded", "announced", addresses, "limit", b.limit)
+	if len(over) > 0 {
+		klog.InfoS("BGP prefix limit exceeded", "mostAnnounced", most, "limit", b.limit, "nodesOver", len(over))
+	}
+	b.exceeded = over
 }

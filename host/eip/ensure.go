@@ -280,7 +280,7 @@ func (m *Manager) reserve(ctx context.Context, svc *v1.Service, loc location.Loc
 	if m.prefixCap != nil {
 		m.capMu.Lock()
 		defer m.capMu.Unlock()
-		if err := m.underPrefixCap(ctx, svc); err != nil {
+		if err := m.underPrefixCap(ctx, svc, loc); err != nil {
 			return nil, err
 		}
 	}

@@ -10,12 +10,13 @@ import (
 )
 
 // statusIPs stands in for the module's input (provider's announcedBy): the
-// status addresses of the Services.
-func statusIPs(services []*v1.Service) map[string]bool {
-	out := map[string]bool{}
+// status addresses of the Services, each in the metro its Service's
+// annotation names (the reservation cache's answer in the CCM).
+func statusIPs(services []*v1.Service) map[string]string {
+	out := map[string]string{}
 	for _, s := range services {
 		for _, in := range s.Status.LoadBalancer.Ingress {
-			out[in.IP] = true
+			out[in.IP] = s.Annotations["metal.equinix.com/eip-metro"]
 		}
 	}
 	return out
@@ -28,7 +29,12 @@ func statusIPs(services []*v1.Service) map[string]bool {
 // passes; without the cap everything is reserved, as before.
 func TestPrefixCap(t *testing.T) {
 	metro := map[string]string{"metal.equinix.com/eip-metro": "da"}
+	sv := map[string]string{"metal.equinix.com/eip-metro": "sv"}
 	announced := func(name, ip string) *v1.Service { return ccmWrote(svc(name, metro, ""), ip) }
+	announcedIn := func(name, ip string) *v1.Service { return ccmWrote(svc(name, sv, ""), ip) }
+	reservedIn := func(id, owner, ip, at string) metalv1.IPReservation {
+		return metalv1.IPReservation{Id: ptr(id), Address: ptr(ip), State: ptr("created"), Tags: Tags("cluster-uid", "default", owner), Metro: &metalv1.IPReservationMetro{Code: ptr(at)}}
+	}
 	reserved := func(id, owner, ip string) metalv1.IPReservation {
 		state := "created"
 		if ip == "" {
@@ -51,6 +57,11 @@ func TestPrefixCap(t *testing.T) {
 			existing: []metalv1.IPReservation{reserved("rb", "b", "10.0.0.2")}, svc: svc("new", metro, ""), refused: true},
 		{name: "a pending reservation counts", others: []*v1.Service{announced("a", "10.0.0.1"), svc("b", metro, "")},
 			existing: []metalv1.IPReservation{reserved("rb", "b", "")}, svc: svc("new", metro, ""), refused: true},
+		{name: "another metro's addresses do not count: its nodes announce them, not da's",
+			others: []*v1.Service{announced("a", "10.0.0.1"), announcedIn("b", "10.0.0.2"), announcedIn("c", "10.0.0.3"), svc("d", sv, "")},
+			existing: []metalv1.IPReservation{reservedIn("rd", "d", "10.0.0.4", "sv")}, svc: svc("new", metro, "")},
+		{name: "a new Elastic IP in sv at sv's limit", others: []*v1.Service{announced("a", "10.0.0.1"), announcedIn("b", "10.0.0.2"), svc("d", sv, "")},
+			existing: []metalv1.IPReservation{reservedIn("rd", "d", "10.0.0.4", "sv")}, svc: svc("new", sv, ""), refused: true},
 		{name: "an orphan does not count", others: []*v1.Service{announced("a", "10.0.0.1")},
 			existing: []metalv1.IPReservation{reserved("rgone", "gone", "10.0.0.9")}, svc: svc("new", metro, "")},
 		{name: "sharing a key's address", others: []*v1.Service{announced("a", "10.0.0.1"), ccmWrote(keyed("k1", 80), "10.0.0.2")},

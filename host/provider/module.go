@@ -285,13 +285,7 @@ func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) 
 		}
 	}
 	if s.reservations != nil {
-		in.Locate = func(ip string) (sdk.AddressLocation, bool) {
-			r, err := s.reservations.ReservationHolding(ctx, ip)
-			if err != nil || r == nil {
-				return sdk.AddressLocation{}, false
-			}
-			return reservationLocation(r), true
-		}
+		in.Locate = locator(ctx, s.reservations)
 	}
 	req := lbsnapshot.Build(in)
 	s.checkPrefixes(req)
@@ -317,31 +311,40 @@ func bgpNodes(ctl *atomic.Pointer[bgp.Controller]) func() []bgp.Node {
 	}
 }
 
-// checkPrefixes counts the distinct Service addresses every BGP node
-// announces.
-func (s *snapshotter) checkPrefixes(req sdk.GenerateRequest) {
-	names := make([]string, 0, len(req.Nodes))
-	for _, n := range req.Nodes {
-		names = append(names, n.Name)
-	}
-	s.budget.Check(len(announced(req)), names)
-}
-
-// announced are the distinct Service addresses of the module's input: what
-// every BGP node announces.
-func announced(req sdk.GenerateRequest) map[string]bool {
-	ips := map[string]bool{}
-	for _, svc := range req.Services {
-		for _, ip := range svc.IPs {
-			ips[ip] = true
+// locator says where the project's reservation holding an address is,
+// from the reservation cache (no Equinix call).
+func locator(ctx context.Context, reservations *metal.Client) func(ip string) (sdk.AddressLocation, bool) {
+	return func(ip string) (sdk.AddressLocation, bool) {
+		r, err := reservations.ReservationHolding(ctx, ip)
+		if err != nil || r == nil {
+			return sdk.AddressLocation{}, false
 		}
+		return reservationLocation(r), true
 	}
-	return ips
 }
 
-// announcedBy are the addresses that svcs make every BGP node announce,
-// counted exactly as checkPrefixes counts them: for the cap on new Elastic
-// IPs (bgpMaxPrefixesAction=refuse), the same count as the warning's.
-func announcedBy(svcs []*v1.Service) map[string]bool {
-	return announced(lbsnapshot.Build(lbsnapshot.Input{Services: svcs}))
+// checkPrefixes counts the distinct Service addresses each BGP node
+// announces (an Elastic IP from the nodes of its metro or facility).
+func (s *snapshotter) checkPrefixes(req sdk.GenerateRequest) {
+	s.budget.Check(lbsnapshot.AnnouncedPerNode(req))
+}
+
+// announcedBy are the addresses that svcs make BGP nodes announce, each
+// with its reservation's metro ("" unknown), from the same input as
+// checkPrefixes: for the cap on new Elastic IPs (bgpMaxPrefixesAction=
+// refuse), the same count as the warning's, per metro.
+func announcedBy(reservations *metal.Client) func(svcs []*v1.Service) map[string]string {
+	return func(svcs []*v1.Service) map[string]string {
+		req := lbsnapshot.Build(lbsnapshot.Input{Services: svcs, Locate: locator(context.Background(), reservations)})
+		out := map[string]string{}
+		for _, s := range req.Services {
+			for _, ip := range s.IPs {
+				out[ip] = ""
+			}
+			for _, l := range s.Locations {
+				out[l.IP] = l.Metro
+			}
+		}
+		return out
+	}
 }

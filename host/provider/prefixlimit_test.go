@@ -82,3 +82,32 @@ func TestPrefixLimitAction(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefixLimitPerMetro: an Elastic IP is announced only by the BGP nodes
+// of its metro, so the limit is per metro: with bgpMaxPrefixes 2 and
+// bgpMaxPrefixesAction=refuse, two Services in sv fill sv's nodes' budget
+// (a third in sv is refused, naming the metro) and leave da's untouched (a
+// Service in da gets its address).
+func TestPrefixLimitPerMetro(t *testing.T) {
+	h := newHarness(t, harnessOptions{settings: map[string]any{"bgpMaxPrefixes": 2, "bgpMaxPrefixesAction": "refuse"}})
+	h.addNode("node-0", nil)
+	sv := map[string]string{"metal.equinix.com/eip-metro": "sv"}
+	da := map[string]string{"metal.equinix.com/eip-metro": "da"}
+	for _, name := range []string{"sv-0", "sv-1"} {
+		h.addService(name, sv, "")
+		h.eventually(name+" gets an address under sv's limit", func() (bool, string) {
+			ip, why := h.serviceIP(name)
+			return ip != "", why
+		})
+	}
+	h.addService("da-0", da, "")
+	h.eventually("da-0 gets an address: sv's addresses are not announced in da", func() (bool, string) {
+		ip, why := h.serviceIP("da-0")
+		return ip != "", why + " " + h.events("da-0")
+	})
+	h.addService("sv-2", sv, "")
+	h.eventually("sv-2 is refused, naming metro sv", func() (bool, string) {
+		ev := h.serviceEvents("sv-2", "ElasticIPRefusedPrefixLimit")
+		return len(ev) > 0 && strings.Contains(ev[0].Message, "in metro sv already announce 2"), h.events("sv-2")
+	})
+}

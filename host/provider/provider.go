@@ -241,7 +241,7 @@ func (c *cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 			Synced: services.Informer().HasSynced,
 		})
 		if c.cfg.BGPMaxPrefixesAction == config.PrefixesRefuse {
-			eips.SetPrefixCap(eip.PrefixCap{Limit: c.cfg.BGPMaxPrefixes, Announced: announcedBy})
+			eips.SetPrefixCap(eip.PrefixCap{Limit: c.cfg.BGPMaxPrefixes, Announced: announcedBy(c.metal)})
 		}
 		c.lb.setEIPs(eips)
 		retry(ctx, "enabling BGP on the project", func() (bgp.ProjectState, error) {
