@@ -252,15 +252,20 @@ func TestTakeOverFromUpstreamCRD(t *testing.T) {
 			t.Errorf("pool %s labels %v: upstream would not read it as its own", p.GetName(), p.GetLabels())
 		}
 	}
-	peers := to.list(bgpPeers)
-	if len(peers) != 8 {
-		t.Errorf("%d BGP peers, want upstream's 8 (4 nodes x 2 peers)", len(peers))
-	}
-	for _, p := range peers {
-		if p.GetLabels()[sdk.OwnedLabel] != sdk.OwnedValue {
-			t.Errorf("peer %s not adopted: labels %v", p.GetName(), p.GetLabels())
+	// The peers are applied after the pools, in the same sync: each of
+	// upstream's first fails on its v1beta1 ownership, which is dropped,
+	// and is applied again.
+	var peers []unstructured.Unstructured
+	to.eventually("upstream's 8 peers (4 nodes x 2 peers) adopted", func() (bool, string) {
+		peers = to.list(bgpPeers)
+		var not []string
+		for _, p := range peers {
+			if p.GetLabels()[sdk.OwnedLabel] != sdk.OwnedValue {
+				not = append(not, p.GetName())
+			}
 		}
-	}
+		return len(peers) == 8 && len(not) == 0, fmt.Sprintf("%d peers, not adopted: %v", len(peers), not)
+	})
 	to.checkOwnershipReset(peers)
 
 	// A Service created after the switch is announced.
