@@ -21,13 +21,15 @@ import (
 )
 
 type options struct {
-	ccm        string
-	services   int
-	nodes      int
-	latency    time.Duration
-	timeout    time.Duration
-	dir        string
-	skipModule bool
+	ccm string
+	// loadbalancer is the cloud-config's loadbalancer URL.
+	loadbalancer string
+	services     int
+	nodes        int
+	latency      time.Duration
+	timeout      time.Duration
+	dir          string
+	skipModule   bool
 	// moduleWait bounds the wait for the module's objects once the
 	// Services have their addresses: a module that keeps failing is
 	// reported, not waited for.
@@ -300,7 +302,7 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 		}
 		rep.cgroup = true
 	}
-	b.ccm, err = startCCM(b.o.ccm, o.dir, b.env, b.emu.URL(), o.memoryLimit, b.cgroup)
+	b.ccm, err = startCCM(b.o.ccm, o.loadbalancer, o.dir, b.env, b.emu.URL(), o.memoryLimit, b.cgroup)
 	if err != nil {
 		return err
 	}

@@ -53,14 +53,14 @@ func goMemoryLimit(container int64) int64 {
 	return soft
 }
 
-func startCCM(bin, dir string, env *testenv.Env, metalURL string, memoryLimit int64, cg *memCgroup) (*ccmProcess, error) {
+func startCCM(bin, loadbalancer, dir string, env *testenv.Env, metalURL string, memoryLimit int64, cg *memCgroup) (*ccmProcess, error) {
 	kubeconfig, err := writeUserKubeconfig(env, ccmUser, filepath.Join(dir, "ccm-kubeconfig"))
 	if err != nil {
 		return nil, err
 	}
 	cloudConfig := map[string]any{
 		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": metalURL,
-		"loadbalancer": "metallb:///metallb-system", "metro": "da",
+		"loadbalancer": loadbalancer, "metro": "da",
 		// Every node announces every Service address: a fleet of this size
 		// has its session limit raised (else one warning per node).
 		"bgpMaxPrefixes": 100000,
@@ -86,7 +86,9 @@ func startCCM(bin, dir string, env *testenv.Env, metalURL string, memoryLimit in
 		"--authentication-skip-lookup", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*",
 		"--v=1")
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.Env = append(os.Environ(), "METAL_API_KEY=")
+	// KUBECONFIG too: upstream v3.8.1's MetalLB CRD client (controller-
+	// runtime's) reads only the environment, and exits without a word.
+	p.cmd.Env = append(os.Environ(), "METAL_API_KEY=", "KUBECONFIG="+kubeconfig)
 	if memoryLimit > 0 {
 		// What host/memlimit sets from the container's cgroup limit in a
 		// pod; here there is no cgroup, so the environment says it.

@@ -29,6 +29,8 @@ import (
 func main() {
 	var o options
 	flag.StringVar(&o.ccm, "ccm", "bin/cloud-provider-equinix-metal", "the CCM binary (make build)")
+	flag.StringVar(&o.loadbalancer, "loadbalancer", "metallb:///metallb-system",
+		"the cloud-config's loadbalancer (for upstream v3.8.1, which reads the bare URL as the legacy ConfigMap: metallb:///metallb-system?crdConfiguration=true)")
 	flag.IntVar(&o.services, "services", 10000, "LoadBalancer Services")
 	flag.IntVar(&o.nodes, "nodes", 1000, "nodes (Equinix Metal devices with two BGP peers each)")
 	flag.DurationVar(&o.latency, "latency", 50*time.Millisecond, "latency added to every Equinix Metal API call")
