@@ -58,7 +58,7 @@ func TestPrefixCap(t *testing.T) {
 		{name: "a pending reservation counts", others: []*v1.Service{announced("a", "10.0.0.1"), svc("b", metro, "")},
 			existing: []metalv1.IPReservation{reserved("rb", "b", "")}, svc: svc("new", metro, ""), refused: true},
 		{name: "another metro's addresses do not count: its nodes announce them, not da's",
-			others: []*v1.Service{announced("a", "10.0.0.1"), announcedIn("b", "10.0.0.2"), announcedIn("c", "10.0.0.3"), svc("d", sv, "")},
+			others:   []*v1.Service{announced("a", "10.0.0.1"), announcedIn("b", "10.0.0.2"), announcedIn("c", "10.0.0.3"), svc("d", sv, "")},
 			existing: []metalv1.IPReservation{reservedIn("rd", "d", "10.0.0.4", "sv")}, svc: svc("new", metro, "")},
 		{name: "a new Elastic IP in sv at sv's limit", others: []*v1.Service{announced("a", "10.0.0.1"), announcedIn("b", "10.0.0.2"), svc("d", sv, "")},
 			existing: []metalv1.IPReservation{reservedIn("rd", "d", "10.0.0.4", "sv")}, svc: svc("new", sv, ""), refused: true},
