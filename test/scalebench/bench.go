@@ -137,7 +137,14 @@ func (b *bench) sampled() (hwm, anonPeak int64) {
 	return b.samples.hwm, b.samples.anonPeak
 }
 
+// defaultLoadBalancer is the loadbalancer the bench gives the CCM unless
+// told otherwise: MetalLB's custom resources in metallb-system.
+const defaultLoadBalancer = "metallb:///metallb-system"
+
 func run(ctx context.Context, o options, logf func(string, ...any)) (*report, error) {
+	if o.loadbalancer == "" {
+		o.loadbalancer = defaultLoadBalancer
+	}
 	if o.services < 1 || o.nodes < 1 {
 		return nil, fmt.Errorf("-services %d and -nodes %d: both must be at least 1", o.services, o.nodes)
 	}

@@ -29,7 +29,7 @@ import (
 func main() {
 	var o options
 	flag.StringVar(&o.ccm, "ccm", "bin/cloud-provider-equinix-metal", "the CCM binary (make build)")
-	flag.StringVar(&o.loadbalancer, "loadbalancer", "metallb:///metallb-system",
+	flag.StringVar(&o.loadbalancer, "loadbalancer", defaultLoadBalancer,
 		"the cloud-config's loadbalancer (for upstream v3.8.1, which reads the bare URL as the legacy ConfigMap: metallb:///metallb-system?crdConfiguration=true)")
 	flag.IntVar(&o.services, "services", 10000, "LoadBalancer Services")
 	flag.IntVar(&o.nodes, "nodes", 1000, "nodes (Equinix Metal devices with two BGP peers each)")
