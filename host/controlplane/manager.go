@@ -86,7 +86,6 @@ type manager struct {
 	recorder record.EventRecorder
 	prober   *prober
 
-	shared      informers.SharedInformerFactory
 	own         []informers.SharedInformerFactory
 	nodes       corelisters.NodeLister
 	services    corelisters.ServiceLister
@@ -116,19 +115,20 @@ type manager struct {
 	status   status
 }
 
-// New builds a Manager. shared provides the Node informer (nil: the
-// manager makes its own); the default/kubernetes Service and its
+// New builds a Manager. shared provides the Node informer and is started by
+// whoever owns it (nil: the manager makes and starts its own); the default/kubernetes Service and its
 // EndpointSlices come from a small informer factory of the manager's own,
 // limited to those objects. recorder may be nil.
 func New(opts options, metal metalAPI, kube kubernetes.Interface, shared informers.SharedInformerFactory, recorder record.EventRecorder) *manager {
 	opts = opts.withDefaults()
+	var own []informers.SharedInformerFactory
 	if shared == nil {
 		shared = informers.NewSharedInformerFactory(kube, 0)
+		own = append(own, shared)
 	}
 	m := &manager{
 		opts: opts, metal: metal, kube: kube, recorder: recorder,
 		prober:      newProber(opts.Timeout, opts.Dial),
-		shared:      shared,
 		wake:        make(chan struct{}, 1),
 		dirtyExtern: true,
 		nodeHealth:  map[string]health{},
@@ -146,7 +146,7 @@ func New(opts options, metal metalAPI, kube kubernetes.Interface, shared informe
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: kubernetesName}).String()
 		}))
-	m.own = []informers.SharedInformerFactory{svcFactory, sliceFactory}
+	m.own = append(own, svcFactory, sliceFactory)
 	svcInf := svcFactory.Core().V1().Services()
 	sliceInf := sliceFactory.Discovery().V1().EndpointSlices()
 	nodeInf := shared.Core().V1().Nodes()
@@ -254,10 +254,11 @@ func (m *manager) Run(ctx context.Context) error {
 	}
 }
 
-// start runs the informers (until ctx ends) and waits for their caches.
+// start runs its own informers (until ctx ends) and waits for every cache.
+// A shared factory is started by its owner: the framework starts its own
+// once its controllers have asked for their resync periods.
 func (m *manager) start(ctx context.Context) error {
 	registerMetrics()
-	m.shared.Start(ctx.Done())
 	for _, f := range m.own {
 		f.Start(ctx.Done())
 	}

@@ -101,13 +101,13 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop, h.done = cancel, make(chan struct{})
-	h.cloud.Start(ctx, h.ccm)
-
-	// The cloud-provider controllers, as the binary runs them.
+	// The cloud-provider controllers, as the binary runs them: Initialize,
+	// then SetInformers with the controllers' factory, which trims its
+	// Services and Nodes (informertrim) and starts the provider's loops on
+	// it, so every test runs on what the binary keeps and shares.
 	kube := kubernetes.NewForConfigOrDie(h.ccm)
 	factory := informers.NewSharedInformerFactory(kube, 0)
-	// As the framework does: the controllers' Services and Nodes are
-	// trimmed (informertrim), so every test runs on what the binary keeps.
+	h.cloud.initialize(ctx, h.ccm)
 	h.cloud.SetInformers(factory)
 	metrics := controllersmetrics.NewControllerManagerMetrics("test")
 	svc, err := servicecontroller.New(h.cloud, kube, factory.Core().V1().Services(), lbhosts.NewInformer(factory.Core().V1().Nodes()), "test", utilfeature.DefaultFeatureGate)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 var ipAddressPools = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
@@ -241,4 +242,38 @@ func (h *harness) waitForPool(what, ip string) {
 		}
 		return false, fmt.Sprintf("%d pools", len(list.Items))
 	})
+}
+
+// TestServicesAndNodesWatchedOnce: the CCM's loops share the framework's
+// informers (SetInformers), so every Service and Node is cached once. Two
+// watches of a kind would mean two caches of it: at 10,000 Services about
+// 20 MB more.
+func TestServicesAndNodesWatchedOnce(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.addNode("node-0", nil)
+	h.addService("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
+	var ip string
+	h.eventually("web has its Elastic IP", func() (bool, string) {
+		got, msg := h.serviceIP("web")
+		ip = got
+		return got != "", msg
+	})
+	h.waitForPool("web's pool", ip) // the module loop runs
+	events, err := h.env.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches := map[string]int{}
+	for _, c := range testenv.CallsBy(testenv.Calls(events), ccmUser) {
+		// The control-plane EIP's informer of default/kubernetes is
+		// namespaced; only cluster-wide watches are caches of every object.
+		if c.Verb == "watch" && c.APIGroup == "" && c.Namespace == "" && (c.Resource == "services" || c.Resource == "nodes") {
+			watches[c.Resource]++
+		}
+	}
+	for _, kind := range []string{"services", "nodes"} {
+		if watches[kind] != 1 {
+			t.Errorf("%d cluster-wide watches of %s by the CCM, want 1 (one shared informer)", watches[kind], kind)
+		}
+	}
 }
