@@ -160,9 +160,10 @@ func (p *ccmProcess) metrics() (*ccmMetrics, error) {
 }
 
 // saveHeapProfile writes the CCM's heap profile (its --profiling endpoint,
-// on by default in k8s.io/cloud-provider) to path, for go tool pprof.
+// on by default in k8s.io/cloud-provider) to path, for go tool pprof;
+// gc=1 collects first, so it shows what is live now, not at the last GC.
 func (p *ccmProcess) saveHeapProfile(path string) error {
-	body, err := p.get("/debug/pprof/heap")
+	body, err := p.get("/debug/pprof/heap?gc=1")
 	if err != nil {
 		return fmt.Errorf("reading the CCM's heap profile: %w", err)
 	}
