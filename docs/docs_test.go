@@ -228,7 +228,7 @@ func TestMetricsDoc(t *testing.T) {
 	t.Errorf("docs/metrics.md differs from the metrics in the code; run: go test ./docs -update")
 }
 
-var camel = regexp.MustCompile(`^[A-Z][A-Za-z]+$`)
+var camel = regexp.MustCompile(`^[A-Z][A-Za-z0-9]+$`)
 
 // codeEventReasons: the reason argument of every call that also passes
 // v1.EventTypeNormal or v1.EventTypeWarning (recorder.Eventf and the
@@ -281,7 +281,7 @@ func codeEventReasons(t *testing.T, pkgs map[string]*pkgFiles) []string {
 	return out
 }
 
-var docReason = regexp.MustCompile("(?m)^\\| `([A-Za-z]+)` \\|")
+var docReason = regexp.MustCompile("(?m)^\\| `([A-Za-z0-9]+)` \\|")
 
 // TestEventsDoc: events.md lists exactly the Event reasons of the code
 // (its section on the standard controllers' events is not checked here).

@@ -29,12 +29,17 @@ import (
 // (ownAddress), else the sync fails saying why. One that is not a usable
 // address gets an InvalidLoadBalancerIP Event and a RetryError of
 // invalidIPRetry. One the CCM set whose reservation is gone
-// gets a new reservation and an ElasticIPLost Event (see reportLost).
+// gets a new reservation and an ElasticIPLost Event (see reportLost). One
+// whose spec.ipFamilies or ipFamilyPolicy needs IPv6 is refused, or served
+// IPv4 and told so (applyFamilies).
 //
 // A Service that moved (it gained, changed or dropped a sharing key) leaves
 // its previous address behind: its own reservation is released, a shared
 // one only when no other Service of that key is left (leave).
 func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) (string, error) {
+	if err := m.applyFamilies(svc); err != nil {
+		return "", err
+	}
 	var (
 		ip  string
 		err error
