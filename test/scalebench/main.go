@@ -36,7 +36,7 @@ func main() {
 	flag.DurationVar(&o.latency, "latency", 50*time.Millisecond, "latency added to every Equinix Metal API call")
 	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up after this long")
 	flag.StringVar(&o.dir, "dir", "", "work directory (kept: CCM log, audit log, kubeconfig); default a new temporary directory")
-	limit := flag.String("memory-limit", "512Mi", "the container memory limit to run the CCM as if under (the chart's default; GOMEMLIMIT gets 90% of what the module's memory limit leaves of it, as in a pod); 0 for none")
+	limit := flag.String("memory-limit", "384Mi", "the container memory limit to run the CCM as if under (the chart's default; GOMEMLIMIT gets 90% of what the module's memory limit leaves of it, as in a pod); 0 for none")
 	flag.DurationVar(&o.quiet, "quiet", time.Minute, "how long to count the CCM's background work with nothing changing, after the fill (0 skips it)")
 	flag.DurationVar(&o.moduleWait, "module-wait", 5*time.Minute, "how long to wait for the module's objects once every Service has its ingress")
 	flag.BoolVar(&o.cgroup, "cgroup", os.Geteuid() == 0, "also hold the CCM to -memory-limit in a real memory cgroup, as a container is (root only): past the limit the kernel kills it")
