@@ -101,7 +101,7 @@ type cloud struct {
 	pending *pendingStart
 }
 
-// runEnv is what the parts started in Initialize share.
+// runEnv is what the parts started in start share.
 type runEnv struct {
 	restConfig *rest.Config
 	kube       kubernetes.Interface
