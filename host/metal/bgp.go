@@ -66,25 +66,38 @@ func (c *Client) EnableProjectBGP(ctx context.Context, asn int64, md5 config.Sec
 // listing first, saves one call per joining node; the POST is safe to repeat
 // because the API never creates a second session for the same family.
 func (c *Client) EnsureDeviceBGPSession(ctx context.Context, deviceID string) error {
+	return c.ensureSession(ctx, deviceID, metalv1.BGPSESSIONINPUTADDRESSFAMILY_IPV4)
+}
+
+// EnsureDeviceBGPSessionIPv6 is EnsureDeviceBGPSession for the device's IPv6
+// session, which the CCM asks for only once a Service has an IPv6 Elastic
+// IP: a cluster without one makes the calls it made before IPv6.
+func (c *Client) EnsureDeviceBGPSessionIPv6(ctx context.Context, deviceID string) error {
+	return c.ensureSession(ctx, deviceID, metalv1.BGPSESSIONINPUTADDRESSFAMILY_IPV6)
+}
+
+// ensureSession makes sure the device has a session of family fam.
+func (c *Client) ensureSession(ctx context.Context, deviceID string, fam metalv1.BGPSessionInputAddressFamily) error {
 	if deviceID == "" {
 		return errors.New("create device BGP session: empty device ID")
 	}
+	key := sessionKey(deviceID, fam)
 	c.bgpMu.Lock()
-	known := c.bgpSessions[deviceID]
+	known := c.bgpSessions[key]
 	c.bgpMu.Unlock()
 	if known {
 		return nil
 	}
 	cctx, cancel := c.call(ctx, opCreateBGPSession)
 	defer cancel()
-	in := metalv1.BGPSessionInput{AddressFamily: metalv1.BGPSESSIONINPUTADDRESSFAMILY_IPV4.Ptr()}
+	in := metalv1.BGPSessionInput{AddressFamily: fam.Ptr()}
 	_, resp, err := c.api.DevicesApi.CreateBgpSession(cctx, deviceID).BGPSessionInput(in).Execute()
 	err = c.red.apiError(opCreateBGPSession, resp, err)
 	var apiErr *callError
 	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnprocessableEntity {
 		if strings.Contains(strings.ToLower(apiErr.Message), "already has session") {
 			err = nil
-		} else if has, lerr := c.hasIPv4Session(ctx, deviceID); lerr == nil && has {
+		} else if has, lerr := c.hasSession(ctx, deviceID, metalv1.BgpSessionAddressFamily(fam)); lerr == nil && has {
 			err = nil
 		}
 	}
@@ -92,9 +105,18 @@ func (c *Client) EnsureDeviceBGPSession(ctx context.Context, deviceID string) er
 		return err
 	}
 	c.bgpMu.Lock()
-	c.bgpSessions[deviceID] = true
+	c.bgpSessions[key] = true
 	c.bgpMu.Unlock()
 	return nil
+}
+
+// sessionKey is the memo key of a device's session of family fam: the
+// device ID alone for IPv4, as before IPv6.
+func sessionKey(deviceID string, fam metalv1.BGPSessionInputAddressFamily) string {
+	if fam == metalv1.BGPSESSIONINPUTADDRESSFAMILY_IPV4 {
+		return deviceID
+	}
+	return deviceID + "/" + string(fam)
 }
 
 // DeviceBGPSessions lists a device's BGP sessions (one GET, retried).
@@ -108,13 +130,13 @@ func (c *Client) DeviceBGPSessions(ctx context.Context, deviceID string) ([]meta
 	return list.BgpSessions, nil
 }
 
-func (c *Client) hasIPv4Session(ctx context.Context, deviceID string) (bool, error) {
+func (c *Client) hasSession(ctx context.Context, deviceID string, fam metalv1.BgpSessionAddressFamily) (bool, error) {
 	sessions, err := c.DeviceBGPSessions(ctx, deviceID)
 	if err != nil {
 		return false, err
 	}
 	for _, s := range sessions {
-		if s.AddressFamily == metalv1.BGPSESSIONADDRESSFAMILY_IPV4 {
+		if s.AddressFamily == fam {
 			return true, nil
 		}
 	}

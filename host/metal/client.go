@@ -116,7 +116,8 @@ type Client struct {
 	hooksMu      sync.Mutex
 	refreshHooks []func(context.Context)
 
-	// bgpSessions remembers devices known to have an IPv4 BGP session.
+	// bgpSessions remembers devices known to have an IPv4 BGP session (by
+	// device ID) or an IPv6 one (sessionKey).
 	bgpMu       sync.Mutex
 	bgpSessions map[string]bool
 }

@@ -225,5 +225,6 @@ func (c *Client) ForgetDevice(id string) {
 	c.devices.remove(id)
 	c.bgpMu.Lock()
 	delete(c.bgpSessions, id)
+	delete(c.bgpSessions, sessionKey(id, metalv1.BGPSESSIONINPUTADDRESSFAMILY_IPV6))
 	c.bgpMu.Unlock()
 }

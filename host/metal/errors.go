@@ -85,6 +85,16 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
 }
 
+// Refused is true when the API refused the request for what it asks (HTTP
+// 400 or 422: no addresses of that kind where they were asked for, or not
+// for this project), as opposed to failing to answer (5xx, timeouts), to
+// rate limiting, or to refusing the API key (401, 403). Callers test it
+// through an interface of their own (errors.As), so that their fakes can
+// say the same.
+func (e *callError) Refused() bool {
+	return e.StatusCode == http.StatusBadRequest || e.StatusCode == http.StatusUnprocessableEntity
+}
+
 // ErrBGPNotEnabled is returned (wrapped) by ProjectBGPConfig when the project
 // has no BGP configuration, or a disabled one.
 var ErrBGPNotEnabled = errors.New("BGP is not enabled on the project")

@@ -30,9 +30,29 @@ const (
 	blockKey   = "block"
 )
 
-// reservationType is the only kind of reservation cached and requested:
-// Service and control-plane Elastic IPs are public IPv4.
-const reservationType = metalv1.FINDIPRESERVATIONSTYPESPARAMETERINNER_PUBLIC_IPV4
+// reservationTypes are the kinds of reservation cached: Service and
+// control-plane Elastic IPs are public IPv4, a Service's IPv6 address a
+// public IPv6 /128. The listing is one call either way (a type filter), so
+// a cluster without IPv6 Services makes the calls it made before IPv6.
+var reservationTypes = []metalv1.FindIPReservationsTypesParameterInner{
+	metalv1.FINDIPRESERVATIONSTYPESPARAMETERINNER_PUBLIC_IPV4,
+	metalv1.FINDIPRESERVATIONSTYPESPARAMETERINNER_PUBLIC_IPV6,
+}
+
+// cached says whether r is kept in the reservation cache: every public
+// IPv4 reservation (a device's management blocks too, which the lookups
+// never match), and the public IPv6 ones that are not a device's
+// management block: the project's /56 per metro is no Elastic IP, and
+// nothing the CCM does reads it.
+func cached(r *metalv1.IPReservation) bool {
+	switch r.GetType() {
+	case metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4:
+		return true
+	case metalv1.IPRESERVATIONTYPE_PUBLIC_IPV6:
+		return !r.GetManagement()
+	}
+	return false
+}
 
 func newReservationStore() *store {
 	return newStore(cacheReservations, idKey, cache.Indexers{
@@ -61,7 +81,7 @@ func newReservationStore() *store {
 		},
 		indexBlock: func(obj any) ([]string, error) {
 			r := obj.(*resv)
-			if !r.flags.has(isManagement) && r.cidr > 0 && r.cidr < 32 {
+			if !r.flags.has(isManagement) && r.cidr > 0 && r.cidr < r.hostBits() {
 				return []string{blockKey}, nil
 			}
 			return nil, nil
@@ -84,7 +104,7 @@ func (c *Client) listAllReservations(ctx context.Context) ([]any, error) {
 		defer cancel()
 		ctx = withTrim(ctx, trimReservationList)
 		list, resp, err := c.api.IPAddressesApi.FindIPReservations(ctx, c.opts.ProjectID).
-			Types([]metalv1.FindIPReservationsTypesParameterInner{reservationType}).
+			Types(reservationTypes).
 			Include([]string{"assignments"}).
 			Page(page).PerPage(int32(c.opts.PageSize)).Execute()
 		if err != nil {
@@ -97,7 +117,7 @@ func (c *Client) listAllReservations(ctx context.Context) ([]any, error) {
 			// An item that does not decode as IPReservation (a VRF
 			// reservation, or one with fields this SDK does not know) has
 			// a nil IPReservation; upstream dereferenced it and crashed.
-			if r := it.IPReservation; r != nil && r.GetId() != "" && r.GetType() == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4 {
+			if r := it.IPReservation; r != nil && r.GetId() != "" && cached(r) {
 				out[i] = compactReservation(r)
 			}
 		}
@@ -194,15 +214,15 @@ func (c *Client) Reservations(ctx context.Context) ([]metalv1.IPReservation, err
 }
 
 // ReservationHolding returns, from the cache, the project's public IPv4
-// Elastic IP reservation that holds addr: its /32, or a larger block of
-// the project that contains it; nil when the project holds no such
-// reservation (or addr is not an IPv4 address). A device's management
+// Elastic IP reservation that holds addr: its /32 (/128), or a larger
+// block of the project that contains it; nil when the project holds no
+// such reservation (or addr is no address). A device's management
 // addresses are reservations too, but no Elastic IP, and never match. Like
 // ReservationsWithTags, the first call fills the cache; later ones make no
 // API call.
 func (c *Client) ReservationHolding(ctx context.Context, addr string) (*metalv1.IPReservation, error) {
 	a, err := netip.ParseAddr(addr)
-	if err != nil || !a.Unmap().Is4() {
+	if err != nil {
 		return nil, nil
 	}
 	a = a.Unmap()
@@ -267,11 +287,12 @@ func holds(r *metalv1.IPReservation, a netip.Addr) bool {
 	if err != nil {
 		return false
 	}
+	n = n.Unmap()
 	bits := int(r.GetCidr())
 	if bits == 0 {
-		bits = 32
+		bits = n.BitLen()
 	}
-	p, err := n.Unmap().Prefix(bits)
+	p, err := n.Prefix(bits)
 	return err == nil && p.Contains(a)
 }
 
@@ -301,14 +322,46 @@ func SortReservations(rs []metalv1.IPReservation) {
 	})
 }
 
-// ReservationRequest describes a new public IPv4 /32 reservation, where the
-// placement policy put it. Tags identify it: they are what makes a repeated
-// request find the reservation instead of creating a second one. Details is
-// its description in the Equinix console (none when empty).
+// ReservationRequest describes a new public IPv4 /32 reservation (with
+// IPv6, a public IPv6 /128), where the placement policy put it. Tags and
+// the family identify it: they are what makes a repeated request find the
+// reservation instead of creating a second one (a Service's IPv4 and IPv6
+// reservations carry the same tags). Details is its description in the
+// Equinix console (none when empty).
 type ReservationRequest struct {
 	location.Location
 	Tags    []string
 	Details string
+	IPv6    bool
+}
+
+// Family is the address family of what r asks for: 4 or 6.
+func (r ReservationRequest) Family() int32 {
+	if r.IPv6 {
+		return 6
+	}
+	return 4
+}
+
+// OfFamily keeps the reservations of rs whose address family is fam (4 or
+// 6), in their order; a reservation that does not say is IPv4, as every
+// reservation the CCM made before IPv6 was.
+func OfFamily(rs []metalv1.IPReservation, fam int32) []metalv1.IPReservation {
+	out := rs[:0:0]
+	for _, r := range rs {
+		if ReservationFamily(&r) == fam {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ReservationFamily is r's address family, 4 or 6.
+func ReservationFamily(r *metalv1.IPReservation) int32 {
+	if r.GetAddressFamily() == 6 || r.GetType() == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV6 {
+		return 6
+	}
+	return 4
 }
 
 // RequestReservation returns the reservation carrying all of r.Tags,
@@ -345,6 +398,9 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 		return nil, fmt.Errorf("request IP reservation: %w", err)
 	}
 	key := strings.Join(slices.Sorted(slices.Values(r.Tags)), ",")
+	if r.IPv6 {
+		key += ";ipv6"
+	}
 	c.reserveLocks.LockKey(key)
 	defer func() { _ = c.reserveLocks.UnlockKey(key) }()
 
@@ -363,7 +419,7 @@ func (c *Client) RequestReservation(ctx context.Context, r ReservationRequest) (
 		if err := c.reservationsBeforeCreate(ctx, key); err != nil {
 			return false, err
 		}
-		if existing := c.reservationsWithTags(r.Tags); len(existing) > 0 {
+		if existing := OfFamily(c.reservationsWithTags(r.Tags), r.Family()); len(existing) > 0 {
 			if len(existing) > 1 {
 				ids := make([]string, 0, len(existing))
 				for _, e := range existing {
@@ -483,8 +539,12 @@ func createMayBeRetried(err error, maxWait time.Duration) bool {
 func (c *Client) createReservation(ctx context.Context, r ReservationRequest) (*metalv1.IPReservation, error) {
 	ctx, cancel := c.call(ctx, opRequestIP)
 	defer cancel()
+	typ := metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4
+	if r.IPv6 {
+		typ = metalv1.IPRESERVATIONTYPE_PUBLIC_IPV6
+	}
 	in := metalv1.IPReservationRequestInput{
-		Type:                   string(reservationType),
+		Type:                   string(typ),
 		Quantity:               1,
 		Tags:                   r.Tags,
 		FailOnApprovalRequired: metalv1.PtrBool(true),
@@ -505,7 +565,7 @@ func (c *Client) createReservation(ctx context.Context, r ReservationRequest) (*
 	}
 	res := out.IPReservation
 	if res == nil || res.GetId() == "" {
-		return nil, fmt.Errorf("%s: the API's answer is not a public IPv4 reservation", opRequestIP.desc)
+		return nil, fmt.Errorf("%s: the API's answer is not a %s reservation", opRequestIP.desc, typ)
 	}
 	c.reservations.upsert(compactReservation(res))
 	return res, nil
@@ -530,7 +590,7 @@ func (c *Client) Reservation(ctx context.Context, id string) (*metalv1.IPReserva
 	}
 	switch {
 	case out.IPReservation != nil:
-		if out.IPReservation.GetType() == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4 {
+		if cached(out.IPReservation) {
 			c.reservations.upsert(compactReservation(out.IPReservation))
 		}
 		return out.IPReservation, nil

@@ -29,6 +29,14 @@ type resv struct {
 	assignments                         []assignment
 }
 
+// hostBits is the prefix length of one address of r's family.
+func (r *resv) hostBits() int32 {
+	if r.addressFamily == 6 || r.typ == metalv1.IPRESERVATIONTYPE_PUBLIC_IPV6 {
+		return 128
+	}
+	return 32
+}
+
 // resvFlags say which optional members were present, and the booleans'
 // values, so that toSDK gives back what the answer had (nil stays nil).
 type resvFlags uint16

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -101,7 +103,7 @@ var locationShape = shape{"id": nil, "code": nil}
 // that is not what the shape expects is kept as it is.
 type shape map[string]shape
 
-// trimReservationList keeps, of every public IPv4 reservation in
+// trimReservationList keeps, of every public IPv4 or IPv6 reservation in
 // ip_addresses, the members reservationShape names. Anything else (a VRF
 // reservation, which the SDK tells apart by members this would drop, or
 // an item that is not an object) is left for the SDK to judge. It is one
@@ -148,7 +150,7 @@ func trimReservationList(body []byte) ([]byte, error) {
 			}
 			r.Reset(item)
 			itemDec.Reset(&r, dup)
-			if !isType(itemDec, string(reservationType)) {
+			if !isType(itemDec, trimmedTypes...) {
 				err = enc.WriteValue(item)
 			} else {
 				r.Reset(item)
@@ -172,8 +174,13 @@ func trimReservationList(body []byte) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// isType tells whether the object dec holds has the member "type": typ.
-func isType(dec *jsontext.Decoder, typ string) bool {
+// trimmedTypes are the reservation types a listing's items are trimmed
+// to reservationShape for: the ones the cache keeps.
+var trimmedTypes = []string{string(metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4), string(metalv1.IPRESERVATIONTYPE_PUBLIC_IPV6)}
+
+// isType tells whether the object dec holds has the member "type" with one
+// of the values typ.
+func isType(dec *jsontext.Decoder, typ ...string) bool {
 	if dec.PeekKind() != '{' {
 		return false
 	}
@@ -187,7 +194,7 @@ func isType(dec *jsontext.Decoder, typ string) bool {
 		}
 		if name.String() == "type" {
 			t, err := dec.ReadToken()
-			return err == nil && t.Kind() == '"' && t.String() == typ
+			return err == nil && t.Kind() == '"' && slices.Contains(typ, t.String())
 		}
 		if dec.SkipValue() != nil {
 			return false

@@ -201,6 +201,9 @@ func (s *store) reservePool(q reserveRequest) (*metro, *facility, *pool, int, er
 		return nil, nil, nil, 0, errf(422, "Metro or facility is required")
 	}
 	if q.typ == TypePublicIPv6 {
+		if m.noIPv6Reservations && q.api {
+			return nil, nil, nil, 0, errf(422, "No public IPv6 addresses are available for reservation in metro %s", m.code)
+		}
 		return m, f, m.pub6, 128 - log2, nil
 	}
 	if q.quantity > 256 {

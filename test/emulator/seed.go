@@ -66,6 +66,12 @@ type MetroSeed struct {
 	// reservations) come from; devices get a /127 of their project's /56.
 	// Default: 2001:db8:<n>00::/40.
 	PublicIPv6 string `json:"public_ipv6,omitempty"`
+	// NoIPv6Reservations makes public_ipv6 requests in the metro fail with
+	// 422, as a request the API cannot serve does (assumption: the sources
+	// document no IPv6 Elastic IP request, so not its refusal either; a
+	// 422 is how the API refuses any reservation it cannot make). Devices
+	// still get their IPv6.
+	NoIPv6Reservations bool `json:"no_ipv6_reservations,omitempty"`
 }
 
 // FacilitySeed is a facility (data centre) in a metro.

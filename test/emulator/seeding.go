@@ -99,7 +99,7 @@ func (s *store) addMetro(m MetroSeed) error {
 		}
 		return newPool(p), nil
 	}
-	mt := &metro{id: id, code: code, name: m.Name, country: m.Country}
+	mt := &metro{id: id, code: code, name: m.Name, country: m.Country, noIPv6Reservations: m.NoIPv6Reservations}
 	if mt.name == "" {
 		mt.name = strings.ToUpper(code)
 	}

@@ -40,6 +40,8 @@ var errNotFound = &apiError{status: 404, msg: "Not found"}
 type metro struct {
 	id, code, name, country string
 	public4, private4, pub6 *pool
+	// noIPv6Reservations: public_ipv6 requests are refused here.
+	noIPv6Reservations bool
 }
 
 type facility struct {
