@@ -11,17 +11,40 @@ import (
 const Placeholder = "{{n}}"
 
 // RenderBGPAnnotations returns the BGP node annotations upstream documents:
-// for each peer, in order of peer IP (compared as strings, as upstream sorts
-// them), the local ASN, peer ASN, peer IP, source IP and the base64 of the
-// password, under the template names with {{n}} replaced by 0, 1, ...
+// for each IPv4 peer, in order of peer IP (compared as strings, as upstream
+// sorts them), the local ASN, peer ASN, peer IP, source IP and the base64 of
+// the password, under the template names with {{n}} replaced by 0, 1, ...
 //
 // The CCM core writes these on every BGP node through this very function, so
 // modules and core agree byte for byte; modules need it only to reason about
 // what the node already carries. Like upstream, a peer without a password
 // still gets the bgp-pass annotation, with an empty value. A template left
-// empty is skipped.
+// empty is skipped. IPv6 peers (IsIPv6; ABI version 5) are left out: these
+// annotations carry one source address, the IPv4 one, and their readers
+// (kube-vip reads the peer IP of every index) peer with every peer IP they
+// find, so an IPv6 peer here would be dialled from an IPv4 source.
 func RenderBGPAnnotations(t AnnotationTemplates, n Node) map[string]string {
-	peers := append([]Peer(nil), n.Peers...)
+	return renderPeers(t, n, n.SourceIP, func(p Peer) bool { return !IsIPv6(p.IP) })
+}
+
+// RenderBGPAnnotationsIPv6 returns the annotations of the node's IPv6
+// peers (ABI version 5): the same five per peer, under the names of
+// t.IPv6() (metal.equinix.com/bgp-peers-v6-0-peer-ip, …), with SourceIPv6
+// as the source. Their own names leave the IPv4 annotations' names and
+// indexes as they were. Empty while the node has no IPv6 peer: the CCM
+// gives nodes IPv6 sessions once a Service has an IPv6 address.
+func RenderBGPAnnotationsIPv6(t AnnotationTemplates, n Node) map[string]string {
+	return renderPeers(t.IPv6(), n, n.SourceIPv6, func(p Peer) bool { return IsIPv6(p.IP) })
+}
+
+// renderPeers renders the annotations of n's peers that keep selects.
+func renderPeers(t AnnotationTemplates, n Node, src string, keep func(Peer) bool) map[string]string {
+	peers := make([]Peer, 0, len(n.Peers))
+	for _, p := range n.Peers {
+		if keep(p) {
+			peers = append(peers, p)
+		}
+	}
 	sort.SliceStable(peers, func(i, j int) bool { return peers[i].IP < peers[j].IP })
 	out := make(map[string]string, 5*len(peers))
 	for i, p := range peers {
@@ -35,10 +58,30 @@ func RenderBGPAnnotations(t AnnotationTemplates, n Node) map[string]string {
 		put(t.LocalASN, strconv.FormatUint(uint64(n.LocalASN), 10))
 		put(t.PeerASN, strconv.FormatUint(uint64(p.ASN), 10))
 		put(t.PeerIP, p.IP)
-		put(t.SrcIP, n.SourceIP)
+		put(t.SrcIP, src)
 		put(t.BGPPass, base64.StdEncoding.EncodeToString([]byte(p.Password)))
 	}
 	return out
+}
+
+// IPv6 returns the templates of the IPv6 peer annotations: each name with
+// "v6-" before its {{n}}, so metal.equinix.com/bgp-peers-{{n}}-peer-ip
+// becomes metal.equinix.com/bgp-peers-v6-{{n}}-peer-ip. A template without
+// {{n}} (or empty) stays empty: it names no IPv6 annotation.
+func (t AnnotationTemplates) IPv6() AnnotationTemplates {
+	v6 := func(tmpl string) string {
+		if !strings.Contains(tmpl, Placeholder) {
+			return ""
+		}
+		return strings.Replace(tmpl, Placeholder, "v6-"+Placeholder, 1)
+	}
+	return AnnotationTemplates{LocalASN: v6(t.LocalASN), PeerASN: v6(t.PeerASN), PeerIP: v6(t.PeerIP), SrcIP: v6(t.SrcIP), BGPPass: v6(t.BGPPass)}
+}
+
+// IsCoreAnnotation reports whether name is a peer annotation the CCM core
+// writes, of either family: IsPeerAnnotation of t or of t.IPv6().
+func (t AnnotationTemplates) IsCoreAnnotation(name string) bool {
+	return t.IsPeerAnnotation(name) || t.IPv6().IsPeerAnnotation(name)
 }
 
 // IsPeerAnnotation reports whether name is one of the peer annotations

@@ -77,7 +77,7 @@ func (m Module) HandleGenerate(input []byte) (out []byte, err error) {
 // HandleGenerateBinary is HandleGenerate for a request in the binary
 // layout of EncodeGenerateRequest, which the host sends a module of this
 // SDK's ABI version. The glue of version 2 called it; that of versions 3
-// and 4 calls HandleGenerateWire.
+// to 5 calls HandleGenerateWire.
 func (m Module) HandleGenerateBinary(input []byte) (out []byte, err error) {
 	defer recoverInto(&err)
 	req, err := decodeBinaryRequest(input)
@@ -88,7 +88,7 @@ func (m Module) HandleGenerateBinary(input []byte) (out []byte, err error) {
 }
 
 // HandleGenerateWire is HandleGenerateBinary answering in the binary
-// layout of EncodeGenerateResponse: what the glue of ABI versions 3 and 4
+// layout of EncodeGenerateResponse: what the glue of ABI versions 3 to 5
 // calls.
 func (m Module) HandleGenerateWire(input []byte) (out []byte, err error) {
 	defer recoverInto(&err)

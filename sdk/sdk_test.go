@@ -39,6 +39,14 @@ func TestRenderBGPAnnotations(t *testing.T) {
 				"metal.equinix.com/bgp-peers-1-peer-ip": "169.254.255.2", "metal.equinix.com/bgp-peers-1-src-ip": "10.0.0.1",
 				"metal.equinix.com/bgp-peers-1-bgp-pass": "Yg==",
 			}},
+		{"IPv6 peers left out, the IPv4 indexes as without them", templates, sdk.Node{Name: "n", LocalASN: 65000, SourceIP: "10.0.0.1",
+			SourceIPv6: "2604:1380:4641:c500::1", Peers: []sdk.Peer{
+				{ASN: 65530, IP: "fc00::e", Password: "c"}, {ASN: 65530, IP: "169.254.255.1", Password: "a"}, {ASN: 65530, IP: "::1", Password: "d"}}},
+			map[string]string{
+				"metal.equinix.com/bgp-peers-0-node-asn": "65000", "metal.equinix.com/bgp-peers-0-peer-asn": "65530",
+				"metal.equinix.com/bgp-peers-0-peer-ip": "169.254.255.1", "metal.equinix.com/bgp-peers-0-src-ip": "10.0.0.1",
+				"metal.equinix.com/bgp-peers-0-bgp-pass": "YQ==",
+			}},
 		{"no peers, no annotations", templates, sdk.Node{Name: "n", LocalASN: 65000}, map[string]string{}},
 		{"custom templates, one left empty, no password", sdk.AnnotationTemplates{PeerIP: "x.io/{{n}}.ip", BGPPass: "x.io/pass-{{n}}"},
 			sdk.Node{Peers: []sdk.Peer{{IP: "192.0.2.1"}}},
@@ -49,6 +57,51 @@ func TestRenderBGPAnnotations(t *testing.T) {
 				t.Errorf("got %v\nwant %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestIPv6Annotations: the IPv6 peers' annotations have names of their
+// own ("v6-" before the index), the IPv6 source, and are the core's (a
+// module may not write them); the IPv4 matcher does not take them.
+func TestIPv6Annotations(t *testing.T) {
+	n := sdk.Node{Name: "n", LocalASN: 65000, SourceIP: "10.0.0.1", SourceIPv6: "2604:1380:4641:c500::1", Peers: []sdk.Peer{
+		{ASN: 65530, IP: "fc00::f", Password: "b"}, {ASN: 65530, IP: "169.254.255.1", Password: "a"}, {ASN: 65530, IP: "fc00::e", Password: "a"}}}
+	want := map[string]string{
+		"metal.equinix.com/bgp-peers-v6-0-node-asn": "65000", "metal.equinix.com/bgp-peers-v6-0-peer-asn": "65530",
+		"metal.equinix.com/bgp-peers-v6-0-peer-ip": "fc00::e", "metal.equinix.com/bgp-peers-v6-0-src-ip": "2604:1380:4641:c500::1",
+		"metal.equinix.com/bgp-peers-v6-0-bgp-pass": "YQ==",
+		"metal.equinix.com/bgp-peers-v6-1-node-asn": "65000", "metal.equinix.com/bgp-peers-v6-1-peer-asn": "65530",
+		"metal.equinix.com/bgp-peers-v6-1-peer-ip": "fc00::f", "metal.equinix.com/bgp-peers-v6-1-src-ip": "2604:1380:4641:c500::1",
+		"metal.equinix.com/bgp-peers-v6-1-bgp-pass": "Yg==",
+	}
+	if got := sdk.RenderBGPAnnotationsIPv6(templates, n); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+	if got := templates.IPv6().PeerIP; got != "metal.equinix.com/bgp-peers-v6-{{n}}-peer-ip" {
+		t.Errorf("IPv6 peer IP template %q", got)
+	}
+	for name, want := range map[string][2]bool{ // IsPeerAnnotation, IsCoreAnnotation
+		"metal.equinix.com/bgp-peers-v6-1-peer-ip": {false, true},
+		"metal.equinix.com/bgp-peers-1-peer-ip":    {true, true},
+		"metal.equinix.com/bgp-peers-v7-1-peer-ip": {false, false},
+	} {
+		if got := [2]bool{templates.IsPeerAnnotation(name), templates.IsCoreAnnotation(name)}; got != want {
+			t.Errorf("%s: IsPeerAnnotation, IsCoreAnnotation = %v, want %v", name, got, want)
+		}
+	}
+	if got := (sdk.AnnotationTemplates{PeerIP: "x.io/ip"}).IPv6(); got != (sdk.AnnotationTemplates{}) {
+		t.Errorf("a template without {{n}} names an IPv6 annotation: %+v", got)
+	}
+}
+
+func TestIsIPv6(t *testing.T) {
+	for ip, want := range map[string]bool{
+		"2604:1380:4641:c500::3": true, "fc00::e": true, "::1": true, "fe80::1%eth0": true,
+		"145.40.1.5": false, "::ffff:145.40.1.5": false, "": false, "not an address": false, "2604:1380::/64": false,
+	} {
+		if got := sdk.IsIPv6(ip); got != want {
+			t.Errorf("IsIPv6(%q) = %v, want %v", ip, got, want)
+		}
 	}
 }
 

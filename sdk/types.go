@@ -25,16 +25,19 @@ import (
 // one.
 const APIVersion = "lb.metal.equinix.com/v1alpha1"
 
-// ABIVersion is what ccm_abi_version returns. Version 4 receives the
+// ABIVersion is what ccm_abi_version returns. Version 5 receives the
 // GenerateRequest in the binary layout of EncodeGenerateRequest, with
-// Service.Locations, and answers in that of EncodeGenerateResponse.
-// Version 3 is the same without Service.Locations (the layout of
-// EncodeGenerateRequestV2). Version 2 receives that binary request and
-// answers in JSON; version 1 speaks JSON both ways, without
-// Service.Locations. Modules built with an older SDK speak those, and the
-// host still does, sending each exactly the request it was built for. It
-// refuses any other.
-const ABIVersion = 4
+// IPv6: IPv6 addresses in Service.IPs and Service.Locations, IPv6 peers in
+// Node.Peers and Node.SourceIPv6; and answers in the layout of
+// EncodeGenerateResponse. Version 4 is the same without IPv6 (the layout
+// of EncodeGenerateRequestV4; the host leaves out IPv6 addresses, a Service
+// left with none, IPv6 peers and SourceIPv6). Version 3 is version 4
+// without Service.Locations (the layout of EncodeGenerateRequestV2).
+// Version 2 receives that binary request and answers in JSON; version 1
+// speaks JSON both ways, without Service.Locations. Modules built with an
+// older SDK speak those, and the host still does, sending each exactly the
+// request it was built for. It refuses any other.
+const ABIVersion = 5
 
 // MinABIVersion is the oldest ABI version the host still speaks.
 const MinABIVersion = 1
@@ -139,7 +142,9 @@ type Service struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	UID       string `json:"uid"`
-	// IPs are plain addresses such as 145.40.1.5.
+	// IPs are plain addresses such as 145.40.1.5 or, from ABI version 5
+	// on, 2604:1380:4641:c500::3 (a dual-stack Service has one of each),
+	// IPv4 before IPv6.
 	IPs         []string          `json:"ips"`
 	Ports       []Port            `json:"ports,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
@@ -154,7 +159,8 @@ type Service struct {
 	// routed only in its metro (a facility's reservation: in its
 	// facility), so only nodes there should announce it: a node's metro is
 	// its MetroLabel, its facility its FacilityLabel. The host sends them
-	// to modules of ABI version 4 and later.
+	// to modules of ABI version 4 and later (those of IPv6 addresses from
+	// version 5 on).
 	Locations []AddressLocation `json:"locations,omitempty"`
 }
 
@@ -184,15 +190,30 @@ type Port struct {
 }
 
 // Node is a BGP-selected node with its BGP session data.
+//
+// Equinix Metal gives a node separate sessions per address family: its IPv4
+// peers (169.254.255.1 and .2) are reached from SourceIP, its IPv6 peers
+// (fc00::e and fc00::f) from SourceIPv6, and each session carries the
+// addresses of its own family only (a MetalLB BGPPeer without
+// dualStackAddressFamily).
 type Node struct {
 	Name     string            `json:"name"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	LocalASN uint32            `json:"localASN"`
-	SourceIP string            `json:"sourceIP"`
-	Peers    []Peer            `json:"peers"`
+	// SourceIP is the node's source address for its IPv4 peers.
+	SourceIP string `json:"sourceIP"`
+	// Peers are the node's BGP neighbours: its IPv4 peers and, from ABI
+	// version 5 on, its IPv6 peers after them (a peer's family is that of
+	// its IP: IsIPv6). The host sends IPv6 peers only once a Service has
+	// an IPv6 address.
+	Peers []Peer `json:"peers"`
+	// SourceIPv6 is the node's source address for its IPv6 peers (its
+	// device's public IPv6); empty when it has none. ABI version 5 and
+	// later.
+	SourceIPv6 string `json:"sourceIPv6,omitempty"`
 }
 
-// Peer is one BGP neighbour of a node.
+// Peer is one BGP neighbour of a node, of the address family of its IP.
 type Peer struct {
 	ASN      uint32 `json:"asn"`
 	IP       string `json:"ip"`

@@ -26,23 +26,42 @@ import (
 // count, then IP, metro and facility of each). Modules of versions 2 and 3
 // decode the layout without them and refuse anything after the request,
 // so the host sends those EncodeGenerateRequestV2's bytes.
+//
+// ABI version 5 added each Node's SourceIPv6, after its Peers. A module of
+// version 4 decodes the layout without it, so the host sends it
+// EncodeGenerateRequestV4's bytes (of the request without IPv6: see
+// ABIVersion).
 
 const wireMagic = "CCMQ"
 
+// The layouts: what each encoder writes after the fields of version 2.
+type wireLayout struct {
+	locations  bool // Service.Locations (ABI version 4)
+	sourceIPv6 bool // Node.SourceIPv6 (ABI version 5)
+}
+
 // EncodeGenerateRequest encodes req in the binary layout the glue of ABI
-// version 4 decodes.
+// version 5 decodes.
 func EncodeGenerateRequest(req GenerateRequest) ([]byte, error) {
-	return encodeGenerateRequest(req, true)
+	return encodeGenerateRequest(req, wireLayout{locations: true, sourceIPv6: true})
+}
+
+// EncodeGenerateRequestV4 encodes req in the binary layout of ABI version
+// 4, which has no Node.SourceIPv6: what a module built with that SDK
+// decodes. It writes the rest of req as it is: leaving out what else such
+// a module does not expect (IPv6 addresses and peers) is the host's part.
+func EncodeGenerateRequestV4(req GenerateRequest) ([]byte, error) {
+	return encodeGenerateRequest(req, wireLayout{locations: true})
 }
 
 // EncodeGenerateRequestV2 encodes req in the binary layout of ABI versions
-// 2 and 3, which has no Service.Locations: what a module built with an
-// older SDK decodes.
+// 2 and 3, which has no Service.Locations (and no Node.SourceIPv6): what a
+// module built with an older SDK decodes.
 func EncodeGenerateRequestV2(req GenerateRequest) ([]byte, error) {
-	return encodeGenerateRequest(req, false)
+	return encodeGenerateRequest(req, wireLayout{})
 }
 
-func encodeGenerateRequest(req GenerateRequest, locations bool) ([]byte, error) {
+func encodeGenerateRequest(req GenerateRequest, layout wireLayout) ([]byte, error) {
 	existing := []byte(nil)
 	if len(req.Existing) > 0 {
 		var err error
@@ -75,7 +94,7 @@ func encodeGenerateRequest(req GenerateRequest, locations bool) ([]byte, error) 
 		}
 		w.strMap(s.Annotations)
 		w.str(s.SharingKey)
-		if locations {
+		if layout.locations {
 			w.uint(uint64(len(s.Locations)))
 			for _, l := range s.Locations {
 				w.str(l.IP)
@@ -95,6 +114,9 @@ func encodeGenerateRequest(req GenerateRequest, locations bool) ([]byte, error) 
 			w.uint(uint64(p.ASN))
 			w.str(p.IP)
 			w.str(string(p.Password))
+		}
+		if layout.sourceIPv6 {
+			w.str(n.SourceIPv6)
 		}
 	}
 	a := req.Annotations
@@ -127,7 +149,7 @@ func requestMemoryLimit(b []byte) int64 {
 }
 
 // DecodeGenerateRequest decodes what EncodeGenerateRequest encoded (the
-// layout of ABI version 4).
+// layout of ABI version 5, which the host sends a module of this SDK).
 func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 	var req GenerateRequest
 	if len(b) < len(wireMagic) || string(b[:len(wireMagic)]) != wireMagic {
@@ -183,6 +205,7 @@ func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 					nd.Peers[j] = Peer{ASN: uint32(r.uint()), IP: r.str(), Password: Secret(r.str())}
 				}
 			}
+			nd.SourceIPv6 = r.str()
 		}
 	}
 	a := &req.Annotations

@@ -26,7 +26,9 @@ func TestBinaryRequestMatchesJSON(t *testing.T) {
 				{Name: "no-ips", IPs: []string{}},
 			},
 			Nodes: []Node{{Name: "w1", Labels: map[string]string{"kubernetes.io/hostname": "w1"}, LocalASN: 4294967295,
-				SourceIP: "10.0.0.1", Peers: []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw\x00é"}}}},
+				SourceIP: "10.0.0.1", SourceIPv6: "2604:1380:4641:c500::1", Peers: []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw\x00é"},
+					{ASN: 65530, IP: "fc00::e", Password: "pw"}}},
+				{Name: "w2", SourceIP: "10.0.0.2", Peers: []Peer{{ASN: 65530, IP: "169.254.255.1"}}}},
 			Annotations: AnnotationTemplates{LocalASN: "a/{{n}}", PeerASN: "b", PeerIP: "c", SrcIP: "d", BGPPass: "e"},
 			Existing: []Object{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"},
 				"data": map[string]any{"big": json.Number("123456789012345678901234567890")}}},
@@ -162,10 +164,17 @@ func TestRequestMemoryLimit(t *testing.T) {
 // the layout without Service.Locations and refuses anything more, so
 // EncodeGenerateRequestV2 writes, byte for byte, what the encoder of those
 // versions wrote (testdata/wire/request-abi2.bin, written by the SDK of ABI
-// version 3), locations or not; EncodeGenerateRequest (version 4) carries
-// them.
+// version 3), locations or not; a module of version 4 decodes the layout
+// without Node.SourceIPv6, so EncodeGenerateRequestV4 writes what the
+// encoder of version 4 wrote (testdata/wire/request-abi4.bin, written by
+// the SDK of ABI version 4), SourceIPv6 or not; EncodeGenerateRequest
+// (version 5) carries both.
 func TestRequestLayoutOfOlderModules(t *testing.T) {
 	want, err := os.ReadFile("testdata/wire/request-abi2.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantV4, err := os.ReadFile("testdata/wire/request-abi4.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +195,20 @@ func TestRequestLayoutOfOlderModules(t *testing.T) {
 		Existing: []Object{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"},
 			"data": map[string]any{"big": json.Number("12345")}}},
 	}
+	req.Nodes[0].SourceIPv6 = "2604:1380:4641:c500::1"
 	got, err := EncodeGenerateRequestV2(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("the layout of ABI versions 2 and 3 changed:\n got %q\nwant %q", got, want)
+	}
+	got, err = EncodeGenerateRequestV4(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, wantV4) {
+		t.Fatalf("the layout of ABI version 4 changed:\n got %q\nwant %q", got, wantV4)
 	}
 	b, err := EncodeGenerateRequest(req)
 	if err != nil {
@@ -203,5 +220,28 @@ func TestRequestLayoutOfOlderModules(t *testing.T) {
 	}
 	if !reflect.DeepEqual(dec.Services[0].Locations, req.Services[0].Locations) || !reflect.DeepEqual(dec.Services[1].Locations, req.Services[1].Locations) {
 		t.Fatalf("locations = %+v, %+v", dec.Services[0].Locations, dec.Services[1].Locations)
+	}
+	if dec.Nodes[0].SourceIPv6 != req.Nodes[0].SourceIPv6 {
+		t.Fatalf("sourceIPv6 = %q", dec.Nodes[0].SourceIPv6)
+	}
+	// Version 5's layout is version 4's with the source address after
+	// the (one) node's peers, before the annotation templates and the
+	// existing objects: nothing else moved.
+	var tail wireWriter
+	a := req.Annotations
+	for _, s := range []string{a.LocalASN, a.PeerASN, a.PeerIP, a.SrcIP, a.BGPPass} {
+		tail.str(s)
+	}
+	existing, _ := json.Marshal(req.Existing)
+	tail.str(string(existing))
+	if !bytes.HasSuffix(wantV4, tail.b) {
+		t.Fatalf("the version 4 fixture does not end with the templates and existing objects: %q", wantV4)
+	}
+	var v5 wireWriter
+	v5.b = append(v5.b, wantV4[:len(wantV4)-len(tail.b)]...)
+	v5.str(req.Nodes[0].SourceIPv6)
+	v5.b = append(v5.b, tail.b...)
+	if !bytes.Equal(b, v5.b) {
+		t.Fatalf("the layout of ABI version 5 is not version 4's plus SourceIPv6:\n got %q\nwant %q", b, v5.b)
 	}
 }

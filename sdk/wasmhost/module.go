@@ -89,7 +89,8 @@ type Module struct {
 	desc    sdk.Description
 	// abi is the ABI version the module speaks: 1 gets the generate
 	// request as JSON, 2 in the SDK's binary layout, and 3 also answers in
-	// the SDK's binary layout instead of JSON.
+	// the SDK's binary layout instead of JSON; 4 gets Service.Locations
+	// and 5 IPv6 (encodeRequest).
 	abi uint32
 	// pool serves calls from reused instances when the module can be
 	// instrumented (see rewrite.go and pool.go); nil means a fresh
@@ -209,6 +210,84 @@ func withoutLocations(req sdk.GenerateRequest) sdk.GenerateRequest {
 	return req
 }
 
+// withoutIPv6 is req as a module of ABI version 4 or older got it, before
+// IPv6 reached modules: the IPv6 addresses of each Service's IPs and
+// Locations left out, a Service left with no address left out (its
+// address family is one that module cannot serve), and each node without
+// its IPv6 peers and SourceIPv6. An IPv4-only request is returned as it
+// is, so such a module gets exactly the bytes it got before. req is not
+// changed (its slices are the caller's).
+func withoutIPv6(req sdk.GenerateRequest) sdk.GenerateRequest {
+	v6Service := func(s sdk.Service) bool {
+		return slices.ContainsFunc(s.IPs, sdk.IsIPv6) || slices.ContainsFunc(s.Locations, func(l sdk.AddressLocation) bool { return sdk.IsIPv6(l.IP) })
+	}
+	v6Node := func(n sdk.Node) bool {
+		return n.SourceIPv6 != "" || slices.ContainsFunc(n.Peers, func(p sdk.Peer) bool { return sdk.IsIPv6(p.IP) })
+	}
+	if slices.ContainsFunc(req.Services, v6Service) {
+		svcs := make([]sdk.Service, 0, len(req.Services))
+		for _, s := range req.Services {
+			if !v6Service(s) {
+				svcs = append(svcs, s)
+				continue
+			}
+			s.IPs = filter(s.IPs, func(ip string) bool { return !sdk.IsIPv6(ip) })
+			if len(s.IPs) == 0 {
+				continue
+			}
+			s.Locations = filter(s.Locations, func(l sdk.AddressLocation) bool { return !sdk.IsIPv6(l.IP) })
+			svcs = append(svcs, s)
+		}
+		req.Services = svcs
+	}
+	if slices.ContainsFunc(req.Nodes, v6Node) {
+		nodes := make([]sdk.Node, len(req.Nodes))
+		for i, n := range req.Nodes {
+			if v6Node(n) {
+				n.SourceIPv6 = ""
+				n.Peers = filter(n.Peers, func(p sdk.Peer) bool { return !sdk.IsIPv6(p.IP) })
+			}
+			nodes[i] = n
+		}
+		req.Nodes = nodes
+	}
+	return req
+}
+
+// filter is a new slice of the elements of s that keep: nil when s is nil,
+// empty (not nil) when s is not nil but none is kept, as a list that JSON
+// writes even empty (Node.Peers) then encodes as it did.
+func filter[T any](s []T, keep func(T) bool) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, 0, len(s))
+	for _, v := range s {
+		if keep(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// encodeRequest is the generate request as a module of ABI version abi
+// decodes it: the layout of its version, and nothing it was not built for
+// (see sdk.ABIVersion).
+func encodeRequest(abi uint32, req sdk.GenerateRequest) ([]byte, error) {
+	if abi < 5 {
+		req = withoutIPv6(req)
+	}
+	switch {
+	case abi < 2:
+		return json.Marshal(withoutLocations(req))
+	case abi < 4:
+		return sdk.EncodeGenerateRequestV2(req)
+	case abi < 5:
+		return sdk.EncodeGenerateRequestV4(req)
+	}
+	return sdk.EncodeGenerateRequest(req)
+}
+
 // compile makes the runtime for the module and compiles code in it.
 func (m *Module) compile(ctx context.Context, code []byte, pooled bool) error {
 	rc := wazero.NewRuntimeConfigCompiler().
@@ -291,14 +370,7 @@ func (m *Module) Close(ctx context.Context) error {
 func (m *Module) Generate(ctx context.Context, req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, m.options
 	req.MemoryLimitBytes = int64(m.opts.MemoryLimitMiB) << 20
-	encode := sdk.EncodeGenerateRequest
-	switch {
-	case m.abi < 2:
-		encode = func(req sdk.GenerateRequest) ([]byte, error) { return json.Marshal(withoutLocations(req)) }
-	case m.abi < 4:
-		encode = sdk.EncodeGenerateRequestV2
-	}
-	in, err := encode(req)
+	in, err := encodeRequest(m.abi, req)
 	if err != nil {
 		return sdk.GenerateResponse{}, err
 	}

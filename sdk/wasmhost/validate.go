@@ -181,7 +181,7 @@ func validateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 			if len(v) > 64<<10 {
 				return invalid("returned the node annotation %s on %s longer than 64 KiB", k, n)
 			}
-			if req.Annotations.IsPeerAnnotation(k) {
+			if req.Annotations.IsCoreAnnotation(k) {
 				return forbidden("returned the node annotation %s on %s, which the CCM core writes (BGP peer data)", k, n)
 			}
 		}
