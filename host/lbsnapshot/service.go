@@ -54,7 +54,7 @@ func serviceFromK8s(svc *corev1.Service, own string) (s sdk.Service, ok bool) {
 	if len(s.IPs) == 0 {
 		return sdk.Service{}, false
 	}
-	sort.Strings(s.IPs)
+	sortIPs(s.IPs)
 	s.Namespace, s.Name, s.UID = svc.Namespace, svc.Name, string(svc.UID)
 	for _, p := range svc.Spec.Ports {
 		s.Ports = append(s.Ports, sdk.Port{Name: p.Name, Protocol: string(p.Protocol), Port: p.Port})
@@ -67,4 +67,18 @@ func serviceFromK8s(svc *corev1.Service, own string) (s sdk.Service, ok bool) {
 	}
 	s.SharingKey = eip.SharingKey(svc)
 	return s, true
+}
+
+// sortIPs sorts a Service's addresses (each valid, in netip's form): IPv4
+// before IPv6, each family in string order, which for IPv4 is the order
+// they always had, so an IPv4-only Service's request bytes do not change.
+// The order is stable whatever the order of the status, which Kubernetes
+// does not fix.
+func sortIPs(ips []string) {
+	sort.Slice(ips, func(i, j int) bool {
+		if a, b := sdk.IsIPv6(ips[i]), sdk.IsIPv6(ips[j]); a != b {
+			return b
+		}
+		return ips[i] < ips[j]
+	})
 }

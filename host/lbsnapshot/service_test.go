@@ -56,6 +56,10 @@ func TestServiceFromK8s(t *testing.T) {
 		// Addresses are parsed, written in their canonical form,
 		// deduplicated and sorted.
 		{"ingress deduplicated and sorted", lb("", "2604:1380:4641:0::5", "145.40.1.5", "145.40.1.5"), want("145.40.1.5", "2604:1380:4641::5"), true},
+		// IPv4 before IPv6 whatever their strings, each family in
+		// string order (an IPv4-mapped address is IPv4).
+		{"IPv4 before IPv6", lb("", "2604:1380:4641::6", "86.109.1.5", "2604:1380:4641::5", "145.40.1.5", "::ffff:9.9.9.9"),
+			want("145.40.1.5", "86.109.1.5", "::ffff:9.9.9.9", "2604:1380:4641::5", "2604:1380:4641::6"), true},
 		{"unparsable ingress falls back to loadBalancerIP", with(lb("145.40.1.9", "not-an-ip"), ccmWrote), want("145.40.1.9"), true},
 		{"unparsable loadBalancerIP", lb("not-an-ip"), sdk.Service{}, false},
 		// Which Services reach the module is Build's rule; the view of one

@@ -57,7 +57,8 @@ type Input struct {
 }
 
 // Build is the module's input: every load-balanced Service that has an
-// address and every BGP node with its peers, sorted throughout.
+// address (IPv4 and, for a dual-stack Service, IPv6) and every BGP node
+// with its peers of both families, sorted throughout.
 func Build(in Input) sdk.GenerateRequest {
 	req := sdk.GenerateRequest{
 		APIVersion: sdk.APIVersion, Kind: sdk.KindGenerateRequest,
@@ -79,10 +80,30 @@ func Build(in Input) sdk.GenerateRequest {
 		}
 	}
 	for _, n := range in.Nodes {
-		req.Nodes = append(req.Nodes, n.SDK())
+		req.Nodes = append(req.Nodes, sdkNode(n))
 	}
 	SortSnapshot(&req)
 	return req
+}
+
+// sdkNode is the module's view of a BGP node: its IPv4 peers as the BGP
+// controller gives them (sorted by IP there), then its IPv6 peers sorted
+// by IP (compared as strings, as the controller sorts the IPv4 ones), and
+// the source address of each family. A module of ABI version 4 or older
+// gets it without the IPv6 part (sdk/wasmhost).
+func sdkNode(n bgp.Node) sdk.Node {
+	out := n.SDK()
+	out.SourceIPv6 = n.SourceIPv6
+	if len(n.PeersV6) == 0 {
+		return out
+	}
+	v6 := make([]sdk.Peer, 0, len(n.PeersV6))
+	for _, p := range n.PeersV6 {
+		v6 = append(v6, sdk.Peer{ASN: p.ASN, IP: p.IP, Password: sdk.Secret(p.Password.Reveal())})
+	}
+	sort.SliceStable(v6, func(i, j int) bool { return v6[i].IP < v6[j].IP })
+	out.Peers = append(out.Peers, v6...)
+	return out
 }
 
 // locations are where ips (sorted) are reserved, in their order, for those

@@ -71,6 +71,16 @@ func node(name, sourceIP string, peerIPs ...string) bgp.Node {
 	return n
 }
 
+// withIPv6 gives a node its device's IPv6 source and IPv6 peers (here out
+// of IP order too: the request sorts them).
+func withIPv6(n bgp.Node, sourceIPv6 string, peerIPs ...string) bgp.Node {
+	n.SourceIPv6 = sourceIPv6
+	for _, ip := range peerIPs {
+		n.PeersV6 = append(n.PeersV6, bgp.Peer{ASN: 65530, IP: ip, Password: fakePassword})
+	}
+	return n
+}
+
 func cases(t *testing.T) []struct {
 	name string
 	in   Input
@@ -151,6 +161,25 @@ func cases(t *testing.T) []struct {
 		}, Locate: func(ip string) (sdk.AddressLocation, bool) {
 			l, ok := map[string]sdk.AddressLocation{
 				"145.40.1.5": {Metro: "sv"}, "145.40.1.6": {Metro: "da", Facility: "da11"}, "145.40.1.8": {Metro: "ny"},
+			}[ip]
+			return l, ok
+		}}},
+		// IPv6 (ABI version 5): a dual-stack Service's two addresses,
+		// IPv4 first although its string sorts after the IPv6 one, both
+		// located; an IPv6-only Service; nodes with their IPv6 peers
+		// after the IPv4 ones, each family sorted by IP, and the IPv6
+		// source; a node with no IPv6 session has neither.
+		{"ipv6", Input{LB: crd, Templates: templates, Nodes: []bgp.Node{
+			withIPv6(node("worker-1", "10.66.0.1", "169.254.255.2", "169.254.255.1"), "2604:1380:4641:c500::1", "fc00::f", "fc00::e"),
+			withIPv6(node("worker-2", "10.66.0.2", "169.254.255.2", "169.254.255.1"), "2604:1380:4641:c600::1", "fc00::e", "fc00::f"),
+			node("worker-3", "10.66.0.3", "169.254.255.1", "169.254.255.2"),
+		}, Services: []*v1.Service{
+			service("default", "dual", "2604:1380:4641:c500::3", "86.109.1.5"),
+			service("default", "v6-only", "2604:1380:4641:c500:0:0:0:4"),
+			service("default", "v4", "86.109.1.6"),
+		}, Locate: func(ip string) (sdk.AddressLocation, bool) {
+			l, ok := map[string]sdk.AddressLocation{
+				"86.109.1.5": {Metro: "sv"}, "2604:1380:4641:c500::3": {Metro: "sv"}, "2604:1380:4641:c500::4": {Metro: "sv"},
 			}[ip]
 			return l, ok
 		}}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,6 +14,12 @@ import (
 
 // Module is the MetalLB <= 0.12 built-in: the CCM's peers and pools merged
 // into the user's MetalLB ConfigMap.
+//
+// IPv4 only: MetalLB <= 0.12's native BGP speaker announces IPv4 alone, so
+// the module leaves out the IPv6 addresses of Services (a Service with no
+// other address gets no pool) and the nodes' IPv6 peers, and says so in
+// one warning. MetalLB >= 0.13 in FRR mode (metallb:///<ns>) announces
+// them.
 var Module = sdk.Module{Name: "metallb-configmap", Version: "1.0.0", Describe: describe, Generate: generate}
 
 const (
@@ -58,8 +65,12 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 			cm = o
 		}
 	}
-	pools, warnings := metallb.Pools(req.Services)
-	resp := sdk.GenerateResponse{Warnings: append(warnings, legacyKeyWarnings(pools, req.Services)...)}
+	services, v6 := withoutIPv6(req.Services)
+	pools, warnings := metallb.Pools(services)
+	resp := sdk.GenerateResponse{Warnings: append(warnings, legacyKeyWarnings(pools, services)...)}
+	if len(v6) > 0 {
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the IPv6 addresses of %d Services (%s, for one) are left out of the MetalLB ConfigMap: MetalLB <= 0.12's BGP speaker announces IPv4 only; use MetalLB >= 0.13 in FRR mode (metallb:///%s) to announce them", len(v6), v6[0], ns))
+	}
 	// MetalLB <= 0.12 restricts peers to nodes, not pools: every BGP node
 	// announces every pool, also outside the metro Equinix routes it in.
 	if n, pool, node := metallb.Outside(pools, req.Nodes); n > 0 {
@@ -134,6 +145,38 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		"data":     map[string]any{configKey: string(out)},
 	}}
 	return resp, nil
+}
+
+// withoutIPv6 is services without their IPv6 addresses (sdk.IsIPv6),
+// those left with no address left out, and the Services that had one
+// ("<namespace>/<name>"). services is not changed.
+func withoutIPv6(services []sdk.Service) (out []sdk.Service, v6 []string) {
+	out = make([]sdk.Service, 0, len(services))
+	for _, s := range services {
+		if !slices.ContainsFunc(s.IPs, sdk.IsIPv6) {
+			out = append(out, s)
+			continue
+		}
+		v6 = append(v6, s.Namespace+"/"+s.Name)
+		var ips []string
+		for _, ip := range s.IPs {
+			if !sdk.IsIPv6(ip) {
+				ips = append(ips, ip)
+			}
+		}
+		if len(ips) == 0 {
+			continue
+		}
+		var locs []sdk.AddressLocation
+		for _, l := range s.Locations {
+			if !sdk.IsIPv6(l.IP) {
+				locs = append(locs, l)
+			}
+		}
+		s.IPs, s.Locations = ips, locs
+		out = append(out, s)
+	}
+	return out, v6
 }
 
 // serviceSelectors are upstream's bookkeeping selectors, one per Service

@@ -58,6 +58,15 @@ func describe(o sdk.Options) (sdk.Description, error) {
 // unless the user has labelled one of their own. With no Service there is
 // nothing to announce, so it emits nothing (upstream deletes the peers and
 // the advertisement when the last Service goes).
+//
+// IPv6 (ABI version 5): a Service's IPv6 address is in its pool as
+// <address>/128, next to its IPv4 one for a dual-stack Service (MetalLB
+// gives a dual-stack Service one address of each family from one pool);
+// each node's IPv6 peers get BGPPeers of their own (peer). The
+// advertisements need nothing more: they set no aggregation length, so
+// MetalLB's defaults, aggregationLength 32 and aggregationLengthV6 128,
+// announce each address alone. An IPv4-only cluster's output is what it
+// was before IPv6.
 func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	ns := metallb.Namespace(req.Options)
 	pools, warnings := metallb.Pools(req.Services)
@@ -92,34 +101,51 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		})
 	}
 	secrets := passwordSecrets{}
-	for _, s := range metallb.Sessions(req.Nodes) {
-		// Members in sorted order, as the encoder then writes them as
-		// they are.
-		spec := make(sdk.Fields, 0, 7)
-		spec = append(spec,
-			sdk.Field{Name: "myASN", Value: s.LocalASN},
-			sdk.Field{Name: "nodeSelectors", Value: []any{sdk.Fields{{Name: "matchLabels", Value: sdk.Fields{{Name: metallb.HostnameLabel, Value: s.Hostname}}}}}})
-		if ref := secrets.ref(string(s.Peer.Password), ns); ref != nil {
-			spec = append(spec, sdk.Field{Name: "passwordSecret", Value: ref})
-		}
-		spec = append(spec,
-			sdk.Field{Name: "peerASN", Value: s.Peer.ASN},
-			sdk.Field{Name: "peerAddress", Value: s.Peer.IP},
-			sdk.Field{Name: "peerPort", Value: bgpPort})
-		if s.SourceIP != "" {
-			spec = append(spec, sdk.Field{Name: "sourceAddress", Value: s.SourceIP})
-		}
-		resp.Objects = append(resp.Objects, sdk.Object{
-			"apiVersion": peerAPI, "kind": "BGPPeer",
-			"metadata": meta(metallb.PeerName(s.Node, s.Index), ns),
-			"spec":     spec,
-		})
+	// The IPv6 peers after the IPv4 ones, so that the IPv4 peers'
+	// password Secrets keep their names (numbered in order of first use).
+	for _, s := range append(metallb.Sessions(req.Nodes), metallb.SessionsV6(req.Nodes)...) {
+		resp.Objects = append(resp.Objects, peer(s, ns, &secrets))
 	}
 	resp.Objects = append(resp.Objects, secrets.objects(ns)...)
 	if !userAdvertisement(req.Existing, ns) || upstreamAdvertisement(req.Existing, ns) {
 		resp.Objects = append(resp.Objects, advertisements(ns, poolNames, byPlace, fallback)...)
 	}
 	return resp, nil
+}
+
+// peer is the BGPPeer of one session, restricted to its node. An IPv6
+// session (Equinix's fc00::e and fc00::f, from the node's public IPv6) is
+// a BGPPeer of its own, named PeerNameV6 so that no IPv4 peer is renamed,
+// with an IPv6 peerAddress and sourceAddress: MetalLB's FRR takes the
+// session's family from the peer address and, without
+// dualStackAddressFamily, announces only that family's addresses on it,
+// as Equinix's separate IPv4 and IPv6 sessions want.
+func peer(s metallb.Session, ns string, secrets *passwordSecrets) sdk.Object {
+	// Members in sorted order, as the encoder then writes them as they
+	// are.
+	spec := make(sdk.Fields, 0, 7)
+	spec = append(spec,
+		sdk.Field{Name: "myASN", Value: s.LocalASN},
+		sdk.Field{Name: "nodeSelectors", Value: []any{sdk.Fields{{Name: "matchLabels", Value: sdk.Fields{{Name: metallb.HostnameLabel, Value: s.Hostname}}}}}})
+	if ref := secrets.ref(string(s.Peer.Password), ns); ref != nil {
+		spec = append(spec, sdk.Field{Name: "passwordSecret", Value: ref})
+	}
+	spec = append(spec,
+		sdk.Field{Name: "peerASN", Value: s.Peer.ASN},
+		sdk.Field{Name: "peerAddress", Value: s.Peer.IP},
+		sdk.Field{Name: "peerPort", Value: bgpPort})
+	if s.SourceIP != "" {
+		spec = append(spec, sdk.Field{Name: "sourceAddress", Value: s.SourceIP})
+	}
+	name := metallb.PeerName(s.Node, s.Index)
+	if s.IPv6 {
+		name = metallb.PeerNameV6(s.Node, s.Index)
+	}
+	return sdk.Object{
+		"apiVersion": peerAPI, "kind": "BGPPeer",
+		"metadata": meta(name, ns),
+		"spec":     spec,
+	}
 }
 
 // place is a node label and value: where a pool's Elastic IP is routed.

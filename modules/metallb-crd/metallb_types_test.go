@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,5 +129,78 @@ func TestPoolNames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDualStackObjects: on a dual-stack cluster the objects decode
+// strictly into MetalLB's types; a dual-stack Service's pool holds both
+// addresses (MetalLB assigns a Service's requested addresses from one
+// pool), an IPv6 peer is a BGPPeer of its own, from the node's IPv6
+// source, next to IPv4 peers that are exactly those of the same cluster
+// without IPv6.
+func TestDualStackObjects(t *testing.T) {
+	byName := func(name string) map[string][]byte {
+		t.Helper()
+		for _, c := range golden.Cases() {
+			if c.Name != name {
+				continue
+			}
+			var resp sdk.GenerateResponse
+			if err := json.Unmarshal(golden.Generate(t, Module, c), &resp); err != nil {
+				t.Fatal(err)
+			}
+			out := map[string][]byte{}
+			for _, o := range resp.Objects {
+				b, _ := json.Marshal(o)
+				out[o.Kind()+" "+o.Name()] = b
+			}
+			return out
+		}
+		t.Fatalf("no case %s", name)
+		return nil
+	}
+	dual, v4 := byName("dual-stack"), byName("located")
+	pools, peers := map[string]metallbv1beta1.IPAddressPool{}, map[string]metallbv1beta2.BGPPeer{}
+	for id, b := range dual {
+		switch kind, name, _ := strings.Cut(id, " "); kind {
+		case "IPAddressPool":
+			var p metallbv1beta1.IPAddressPool
+			strict(t, b, &p)
+			pools[name] = p
+		case "BGPPeer":
+			var p metallbv1beta2.BGPPeer
+			strict(t, b, &p)
+			peers[name] = p
+		case "BGPAdvertisement":
+			var a metallbv1beta1.BGPAdvertisement
+			strict(t, b, &a)
+		}
+	}
+	for id, b := range v4 {
+		if strings.HasPrefix(id, "BGPPeer ") || strings.HasPrefix(id, "Secret ") {
+			if !bytes.Equal(dual[id], b) {
+				t.Errorf("%s changed with IPv6:\n%s\n%s", id, dual[id], b)
+			}
+		} else if dual[id] == nil {
+			t.Errorf("%s is gone with IPv6", id)
+		}
+	}
+	if got := pools["default.nginx"].Spec.Addresses; !reflect.DeepEqual(got, []string{"145.40.1.5/32", "2604:1380:4641:c500::5/128"}) {
+		t.Errorf("dual-stack pool addresses %v", got)
+	}
+	if got := pools["shared.145.40.1.7"].Spec.Addresses; !reflect.DeepEqual(got, []string{"145.40.1.7/32", "2604:1380:4641:c500::7/128"}) {
+		t.Errorf("shared dual-stack pool addresses %v", got)
+	}
+	if got := pools["default.v6-only"].Spec.Addresses; !reflect.DeepEqual(got, []string{"2604:1380:4641:c500::8/128"}) {
+		t.Errorf("IPv6-only pool addresses %v", got)
+	}
+	p, ok := peers["worker-1-0-v6"]
+	if !ok || p.Spec.Address != "fc00::e" || p.Spec.SrcAddress != "2604:1380:4641:c500::1" || p.Spec.MyASN != 65000 || p.Spec.ASN != 65530 ||
+		p.Spec.PasswordSecret.Name != "equinix-metal-bgp-password" || p.Spec.Password != "" || p.Spec.DualStackAddressFamily ||
+		len(p.Spec.NodeSelectors) != 1 || p.Spec.NodeSelectors[0].MatchLabels["kubernetes.io/hostname"] != "worker-1" {
+		t.Errorf("peer worker-1-0-v6 = %+v", p.Spec)
+	}
+	if len(peers) != 10 {
+		t.Errorf("%d peers, want 6 IPv4 and 4 IPv6 (worker-3 has no IPv6 session)", len(peers))
 	}
 }

@@ -254,6 +254,11 @@ func renderNode(n sdk.Node) (string, error) {
 	}
 	peers := make([]peer, 0, len(n.Peers))
 	for _, p := range n.Peers {
+		if sdk.IsIPv6(p.IP) {
+			// The node's IPv6 sessions (SDK ABI version 5) carry IPv6
+			// addresses, which this example does not announce.
+			continue
+		}
 		a, err := netip.ParseAddr(p.IP)
 		if err != nil || !a.Is4() {
 			return "", fmt.Errorf("its peer address %q is not an IPv4 address", p.IP)

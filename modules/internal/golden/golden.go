@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,6 +149,41 @@ func located() sdk.GenerateRequest {
 	return sdk.GenerateRequest{Services: svcs, Nodes: ns, Annotations: Templates}
 }
 
+// dualStack is located() with IPv6 (ABI version 5): a dual-stack Service
+// and a sharing key's dual-stack address pair in metro sv (IPv4 and IPv6
+// each located), an IPv6-only Service, the IPv4-only Service of da11 and
+// the unlocated one; the two nodes in sv have IPv6 sessions (their
+// device's public IPv6 as source, Equinix's fc00::e and fc00::f, given out
+// of order), the one in da11 has none.
+func dualStack() sdk.GenerateRequest {
+	req := located()
+	v6 := map[string]string{"nginx": "2604:1380:4641:c500::5", "dns-tcp": "2604:1380:4641:c500::7", "dns-udp": "2604:1380:4641:c500::7"}
+	for i := range req.Services {
+		s := &req.Services[i]
+		if ip, ok := v6[s.Name]; ok {
+			s.IPs = append(s.IPs, ip)
+			s.Locations = append(s.Locations, sdk.AddressLocation{IP: ip, Metro: "sv"})
+		}
+	}
+	req.Services = append(req.Services, sdk.Service{Namespace: "default", Name: "v6-only", UID: "uid-v6-only",
+		IPs: []string{"2604:1380:4641:c500::8"}, Ports: []sdk.Port{{Name: "http", Protocol: "TCP", Port: 80}},
+		Locations: []sdk.AddressLocation{{IP: "2604:1380:4641:c500::8", Metro: "sv"}}})
+	slices.SortFunc(req.Services, func(a, b sdk.Service) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	for i := range req.Nodes {
+		n := &req.Nodes[i]
+		if n.Labels[sdk.MetroLabel] != "sv" {
+			continue
+		}
+		n.SourceIPv6 = "2604:1380:4641:c5" + string(rune('0'+i)) + "0::1"
+		n.Peers = append(n.Peers,
+			sdk.Peer{ASN: 65530, IP: "fc00::f", Password: FakePassword},
+			sdk.Peer{ASN: 65530, IP: "fc00::e", Password: FakePassword})
+	}
+	return req
+}
+
 // Cases are the shared inputs.
 func Cases() []Case {
 	base := sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}
@@ -158,6 +194,7 @@ func Cases() []Case {
 		{Name: "no-services", Request: noSvc},
 		{Name: "user-objects", Request: base, Existing: UserObjects},
 		{Name: "other-namespace", Options: sdk.Options{Namespace: "lb", ConfigMap: "metallb", Params: map[string]string{"x": "y"}}, Request: base},
+		{Name: "dual-stack", Request: dualStack(), Existing: UserObjects[2:]},
 	}
 }
 

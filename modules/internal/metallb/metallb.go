@@ -27,7 +27,8 @@ const HostnameLabel = "kubernetes.io/hostname"
 type Pool struct {
 	// Services are "<namespace>/<name>", sorted.
 	Services []string
-	// CIDRs are "<ip>/32" (or /128), sorted.
+	// CIDRs are "<ip>/32" or "<ip>/128", IPv4 before IPv6, each family
+	// sorted as strings (a dual-stack Service's pool holds one of each).
 	CIDRs []string
 	// SharingKey is set when every Service of the pool has the same
 	// sharing key (either form of the allow-shared-ip annotation).
@@ -179,7 +180,7 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 	for k := range pools {
 		p := &pools[k]
 		if len(p.CIDRs) > 1 {
-			slices.Sort(p.CIDRs)
+			slices.SortFunc(p.CIDRs, compareCIDRs)
 			p.CIDRs = slices.Compact(p.CIDRs)
 		}
 		if mixedKeys[k] {
@@ -225,6 +226,26 @@ func where(l sdk.AddressLocation) string {
 	return "metro " + l.Metro
 }
 
+// compareCIDRs orders a pool's host CIDRs: IPv4 before IPv6, so that a
+// shared pool named after its first address keeps the name of its IPv4
+// address when an IPv6 one joins it; within a family as strings, the
+// order IPv4 pools always had.
+func compareCIDRs(a, b string) int {
+	if a6, b6 := isIPv6CIDR(a), isIPv6CIDR(b); a6 != b6 {
+		if a6 {
+			return 1
+		}
+		return -1
+	}
+	return strings.Compare(a, b)
+}
+
+// isIPv6CIDR: hostCIDR's output contains a colon only for IPv6.
+func isIPv6CIDR(c string) bool { return strings.Contains(c, ":") }
+
+// IPv6 reports whether the pool holds an IPv6 address.
+func (p Pool) IPv6() bool { return slices.ContainsFunc(p.CIDRs, isIPv6CIDR) }
+
 func hostCIDR(ip string) (string, error) {
 	a, err := netip.ParseAddr(ip)
 	if err != nil {
@@ -237,27 +258,48 @@ func hostCIDR(ip string) (string, error) {
 type Session struct {
 	Node     string
 	Hostname string // the node's kubernetes.io/hostname label, else its name
-	Index    int    // the peer's index in the node's peers sorted by IP
+	Index    int    // the peer's index in the node's peers of its family sorted by IP
 	LocalASN uint32
+	// SourceIP is the node's source address of the session's family:
+	// sdk.Node.SourceIP, or SourceIPv6 for an IPv6 session.
 	SourceIP string
 	Peer     sdk.Peer
+	IPv6     bool // the peer is IPv6 (sdk.IsIPv6)
 }
 
-// Sessions lists every node × peer, by node name then peer IP, so that Index
-// matches the {{n}} of the node annotations.
-func Sessions(nodes []sdk.Node) []Session {
+// Sessions lists every node × IPv4 peer, by node name then peer IP, so that
+// Index matches the {{n}} of the node annotations (which carry the IPv4
+// peers alone). A peer whose IP is no IPv6 address counts as IPv4, as every
+// peer did before IPv6.
+func Sessions(nodes []sdk.Node) []Session { return sessions(nodes, false) }
+
+// SessionsV6 lists every node × IPv6 peer, by node name then peer IP,
+// each from the node's SourceIPv6; Index counts the node's IPv6 peers
+// alone (Equinix's IPv6 sessions are separate from the IPv4 ones).
+func SessionsV6(nodes []sdk.Node) []Session { return sessions(nodes, true) }
+
+func sessions(nodes []sdk.Node, v6 bool) []Session {
 	nodes = append([]sdk.Node(nil), nodes...)
 	slices.SortFunc(nodes, func(a, b sdk.Node) int { return strings.Compare(a.Name, b.Name) })
 	var out []Session
 	for _, n := range nodes {
-		peers := append([]sdk.Peer(nil), n.Peers...)
+		peers := make([]sdk.Peer, 0, len(n.Peers))
+		for _, p := range n.Peers {
+			if sdk.IsIPv6(p.IP) == v6 {
+				peers = append(peers, p)
+			}
+		}
 		slices.SortStableFunc(peers, func(a, b sdk.Peer) int { return strings.Compare(a.IP, b.IP) })
 		host := n.Labels[HostnameLabel]
 		if host == "" {
 			host = n.Name
 		}
+		src := n.SourceIP
+		if v6 {
+			src = n.SourceIPv6
+		}
 		for i, p := range peers {
-			out = append(out, Session{Node: n.Name, Hostname: host, Index: i, LocalASN: n.LocalASN, SourceIP: n.SourceIP, Peer: p})
+			out = append(out, Session{Node: n.Name, Hostname: host, Index: i, LocalASN: n.LocalASN, SourceIP: src, Peer: p, IPv6: v6})
 		}
 	}
 	return out
@@ -315,6 +357,15 @@ func validName(s string) bool {
 // "<node>-<index>".
 func PeerName(node string, index int) string {
 	return ObjectName("-", node, strconv.Itoa(index))
+}
+
+// PeerNameV6 names the BGP session of node's IPv6 peer number index:
+// "<node>-<index>-v6". It never equals a PeerName, of this node or another:
+// a PeerName ends in "-<digits>", this one in "-v6" ("<node>-v6-<index>"
+// would be the PeerName of a node named "<node>-v6"); and the IPv4 names
+// stay as they were.
+func PeerNameV6(node string, index int) string {
+	return ObjectName("-", node, strconv.Itoa(index), "v6")
 }
 
 // Namespace is the MetalLB namespace from the options.

@@ -54,6 +54,13 @@ func TestPools(t *testing.T) {
 		{"chain through a shared IP", []sdk.Service{svc("a", "x", "k", "192.0.2.1", "192.0.2.2"), svc("a", "y", "k", "192.0.2.2"), svc("a", "z", "k", "192.0.2.1")},
 			[]Pool{{Services: []string{"a/x", "a/y", "a/z"}, CIDRs: []string{"192.0.2.1/32", "192.0.2.2/32"}, SharingKey: "k"}}, 0},
 		{"bad IP", []sdk.Service{svc("a", "x", "", "nope")}, nil, 1},
+		// IPv4 before IPv6 although "86." sorts after "2604:" as strings.
+		{"dual stack, IPv4 first", []sdk.Service{svc("a", "x", "", "86.109.1.5", "2604:1380:4641:c500::3")},
+			[]Pool{{Services: []string{"a/x"}, CIDRs: []string{"86.109.1.5/32", "2604:1380:4641:c500::3/128"}}}, 0},
+		{"a sharing key's dual-stack address pair", []sdk.Service{svc("a", "tcp", "k", "86.109.1.5", "2604:1380::3"), svc("a", "udp", "k", "2604:1380::3", "86.109.1.5")},
+			[]Pool{{Services: []string{"a/tcp", "a/udp"}, CIDRs: []string{"86.109.1.5/32", "2604:1380::3/128"}, SharingKey: "k"}}, 0},
+		{"IPv6 only", []sdk.Service{svc("a", "x", "", "2604:1380::3")},
+			[]Pool{{Services: []string{"a/x"}, CIDRs: []string{"2604:1380::3/128"}}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, warnings := Pools(tc.services)
@@ -128,5 +135,69 @@ func TestPoolSelectsFacilityFallback(t *testing.T) {
 	}
 	if (Pool{}).Selects(nil) != true {
 		t.Error("a pool without a location does not select every node")
+	}
+}
+
+// TestSessionsByFamily: IPv4 sessions are indexed among the IPv4 peers
+// alone (the {{n}} of the node annotations, as before IPv6), IPv6 sessions
+// among the IPv6 peers, each from the source address of its family.
+func TestSessionsByFamily(t *testing.T) {
+	nodes := []sdk.Node{
+		{Name: "w2", LocalASN: 65000, SourceIP: "10.0.0.2", Peers: []sdk.Peer{{IP: "169.254.255.1"}}},
+		{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.1", SourceIPv6: "2604:1380::1", Labels: map[string]string{HostnameLabel: "host-1"},
+			Peers: []sdk.Peer{{IP: "fc00::f"}, {IP: "169.254.255.2"}, {IP: "fc00::e"}, {IP: "169.254.255.1"}}},
+	}
+	type s struct {
+		node, host, src, peer string
+		index                 int
+	}
+	flat := func(ss []Session, v6 bool) []s {
+		var out []s
+		for _, x := range ss {
+			if x.IPv6 != v6 {
+				t.Errorf("session %+v: IPv6 %v", x, x.IPv6)
+			}
+			out = append(out, s{x.Node, x.Hostname, x.SourceIP, x.Peer.IP, x.Index})
+		}
+		return out
+	}
+	if got, want := flat(Sessions(nodes), false), []s{
+		{"w1", "host-1", "10.0.0.1", "169.254.255.1", 0}, {"w1", "host-1", "10.0.0.1", "169.254.255.2", 1},
+		{"w2", "w2", "10.0.0.2", "169.254.255.1", 0},
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("IPv4 sessions %v, want %v", got, want)
+	}
+	if got, want := flat(SessionsV6(nodes), true), []s{
+		{"w1", "host-1", "2604:1380::1", "fc00::e", 0}, {"w1", "host-1", "2604:1380::1", "fc00::f", 1},
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("IPv6 sessions %v, want %v", got, want)
+	}
+}
+
+// TestPeerNameV6NeverAnIPv4Name: no node's IPv6 peer name is any node's
+// IPv4 peer name, including the node named as "<node>-v6" would suggest.
+func TestPeerNameV6NeverAnIPv4Name(t *testing.T) {
+	nodes := []string{"a", "a-v6", "a-0", "a-0-v6", "a-v6-0", "w.example.com", strings.Repeat("n", 252)}
+	v4 := map[string]string{}
+	for _, n := range nodes {
+		for i := range 3 {
+			v4[PeerName(n, i)] = n
+		}
+	}
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		for i := range 3 {
+			name := PeerNameV6(n, i)
+			if other, ok := v4[name]; ok {
+				t.Errorf("PeerNameV6(%q, %d) = %q, the IPv4 peer name of %q", n, i, name, other)
+			}
+			if seen[name] {
+				t.Errorf("PeerNameV6(%q, %d) = %q twice", n, i, name)
+			}
+			seen[name] = true
+		}
+	}
+	if got := PeerNameV6("worker-1", 0); got != "worker-1-0-v6" {
+		t.Errorf("PeerNameV6 = %q", got)
 	}
 }
