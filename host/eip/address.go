@@ -41,17 +41,15 @@ var invalidIPRetry = time.Hour
 // checkRequestedIP returns nil when ip (spec.loadBalancerIP set by the user)
 // is an address the CCM can serve, and otherwise an error that names the
 // field and the fix, and that tells the service controller to retry only
-// after invalidIPRetry. Service Elastic IPs are public IPv4 reservations, so
-// IPv6 is refused like text that is not an address.
+// after invalidIPRetry. Whether its family is one of the Service's is
+// checkLoadBalancerIPFamily's.
 func checkRequestedIP(ip string) error {
 	a, err := netip.ParseAddr(ip)
 	switch {
 	case err != nil:
-		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %q is not an IP address; set it to an Elastic IPv4 address reserved in the project (bring your own IP), or remove the field and the CCM reserves one", ip), invalidIPRetry)
-	case !a.Unmap().Is4():
-		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %s is IPv6, but Equinix Metal Elastic IPs for Services are public IPv4; set an Elastic IPv4 address reserved in the project, or remove the field and the CCM reserves one", ip), invalidIPRetry)
+		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %q is not an IP address; set it to an Elastic IP address reserved in the project (bring your own IP), or remove the field and the CCM reserves one", ip), invalidIPRetry)
 	case a.Unmap().IsUnspecified() || a.Unmap().IsLoopback() || a.Unmap().IsMulticast():
-		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %s cannot be a Service address; set an Elastic IPv4 address reserved in the project, or remove the field and the CCM reserves one", ip), invalidIPRetry)
+		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %s cannot be a Service address; set an Elastic IP address reserved in the project, or remove the field and the CCM reserves one", ip), invalidIPRetry)
 	}
 	return nil
 }

@@ -21,8 +21,10 @@ func TestCheckRequestedIP(t *testing.T) {
 		{"::ffff:145.40.90.10", ""},
 		{"not-an-ip", `spec.loadBalancerIP "not-an-ip" is not an IP address`},
 		{"145.40.90.10/32", "is not an IP address"},
-		{"2604:1380::1", "is IPv6"},
+		{"2604:1380::1", ""}, // an IPv6 Elastic IP; its family is checkLoadBalancerIPFamily's
 		{"0.0.0.0", "cannot be a Service address"},
+		{"::", "cannot be a Service address"},
+		{"ff02::1", "cannot be a Service address"},
 		{"127.0.0.1", "cannot be a Service address"},
 	} {
 		t.Run(tc.ip, func(t *testing.T) {

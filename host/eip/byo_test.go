@@ -117,7 +117,7 @@ func TestRestoredServiceIsNotBroughtBack(t *testing.T) {
 			s := svc("restored", ann, "147.75.0.1")
 			api := &fakeAPI{}
 			m, rec, kube := setup(t, s, api)
-			ip, err := m.Ensure(context.Background(), s)
+			ip, err := ensure1(m, context.Background(), s)
 			if err == nil || ip != "" {
 				t.Fatalf("Ensure = %q, %v; want no address and an error", ip, err)
 			}
@@ -141,7 +141,7 @@ func TestRestoredServiceIsNotBroughtBack(t *testing.T) {
 
 			// Reserved in the project (the user's fix): served as before.
 			api.res = append(api.res, userReservation("mine", "147.75.0.1", "da"))
-			if ip, err := m.Ensure(context.Background(), s); err != nil || ip != "147.75.0.1" {
+			if ip, err := ensure1(m, context.Background(), s); err != nil || ip != "147.75.0.1" {
 				t.Fatalf("after reserving it: %q, %v", ip, err)
 			}
 		})

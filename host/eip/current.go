@@ -23,7 +23,31 @@ import (
 // never releases. Release then deletes the pending reservation (or, should
 // Equinix refuse to while it is pending, fails, so the finalizer stays and
 // the service controller retries until it can).
-func (m *Manager) Current(ctx context.Context, svc *v1.Service) (string, bool, error) {
+//
+// It returns one address per family of the Service (families), in that
+// order; a reservation of either family makes the load balancer exist.
+func (m *Manager) Current(ctx context.Context, svc *v1.Service) ([]string, bool, error) {
+	fams := families(svc)
+	var out []string
+	exists := false
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		ip, ok, err := m.view(fam).currentOne(ctx, forFamily(svc, fam))
+		if err != nil {
+			return nil, false, err
+		}
+		exists = exists || ok
+		if ip != "" && slices.Contains(fams, fam) {
+			out = append(out, ip)
+		}
+	}
+	if len(out) == 2 && fams[0] == v1.IPv6Protocol {
+		out[0], out[1] = out[1], out[0]
+	}
+	return out, exists, nil
+}
+
+// currentOne is Current for the family of m, a view.
+func (m *Manager) currentOne(ctx context.Context, svc *v1.Service) (string, bool, error) {
 	own, err := m.api.ReservationsWithTags(ctx, Tags(m.clusterID, svc.Namespace, svc.Name)...)
 	if err != nil {
 		return "", false, err
@@ -40,7 +64,7 @@ func (m *Manager) Current(ctx context.Context, svc *v1.Service) (string, bool, e
 	if res := m.pick(nil, shared, ""); res != nil && !pending(res) && slices.Contains(previous(svc), res.GetAddress()) {
 		return res.GetAddress(), true, nil
 	}
-	if ip := svc.Spec.LoadBalancerIP; ip != "" && !writtenByCCM(svc) && checkRequestedIP(ip) == nil {
+	if ip := svc.Spec.LoadBalancerIP; ip != "" && !writtenByCCM(svc) && checkRequestedIP(ip) == nil && familyOf(ip) == m.family {
 		return ip, true, nil
 	}
 	return "", len(own)+len(shared) > 0, nil

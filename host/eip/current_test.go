@@ -45,7 +45,7 @@ func TestCurrent(t *testing.T) {
 				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: tc.held}}
 			}
 			m, _, _ := setup(t, s, &fakeAPI{res: tc.res})
-			ip, exists, err := m.Current(context.Background(), s)
+			ip, exists, err := current1(m, context.Background(), s)
 			if err != nil || ip != tc.wantIP || exists != tc.wantExists {
 				t.Fatalf("Current = %q, %v, %v; want %q, %v", ip, exists, err, tc.wantIP, tc.wantExists)
 			}

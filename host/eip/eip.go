@@ -2,6 +2,7 @@ package eip
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -72,7 +73,14 @@ type Manager struct {
 	// limit (prefixcap.go); capMu makes its count and the reservation one
 	// step.
 	prefixCap *PrefixCap
-	capMu     sync.Mutex
+	capMu     *sync.Mutex
+	// family is the address family of a view (family.go): "" for the
+	// Manager itself, which Ensure, Release and Current use.
+	family v1.IPFamily
+	// noLBIPField: in a view, publish leaves spec.loadBalancerIP alone: it
+	// holds the user's address of the other family, or the Service has
+	// IPv6 and its addresses go into AnnotationLoadBalancerIPs instead.
+	noLBIPField bool
 	// PendingRetry is how soon the service controller retries a Service
 	// whose reservation Equinix has not approved yet.
 	PendingRetry time.Duration
@@ -82,7 +90,7 @@ type Manager struct {
 // has the UID clusterID.
 func NewManager(api api, kube kubernetes.Interface, placer Placer, recorder record.EventRecorder, clusterID string) *Manager {
 	registerMetrics()
-	return &Manager{api: api, kube: kube, placer: placer, recorder: recorder, clusterID: clusterID, keys: keymutex.NewHashed(64), PendingRetry: 10 * time.Second}
+	return &Manager{api: api, kube: kube, placer: placer, recorder: recorder, clusterID: clusterID, keys: keymutex.NewHashed(64), capMu: &sync.Mutex{}, PendingRetry: 10 * time.Second}
 }
 
 // Services is how the Manager reads the cluster's Services to know who else
@@ -166,7 +174,8 @@ func (m *Manager) liveServices(ctx context.Context) ([]*v1.Service, error) {
 }
 
 func (m *Manager) fail(svc *v1.Service, err error) error {
-	if !isClusterWide(err) {
+	var v6 *noIPv6
+	if !isClusterWide(err) && !errors.As(err, &v6) { // Ensure reports noIPv6 itself
 		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFailed, "%v", err)
 	}
 	return err

@@ -35,7 +35,16 @@ type fakeAPI struct {
 	next     int
 	pending  bool // new reservations start pending
 	calls    int
+	// noIPv6 refuses IPv6 requests as the API does where it has none.
+	noIPv6 bool
+	v6     []bool // per request: IPv6
 }
+
+// refused is the fake's error of a request the API refuses (a 422).
+type refused struct{}
+
+func (refused) Error() string { return "422 Unprocessable Entity: no public IPv6 available in metro" }
+func (refused) Refused() bool { return true }
 
 func (f *fakeAPI) ReservationsWithTags(_ context.Context, tags ...string) ([]metalv1.IPReservation, error) {
 	f.mu.Lock()
@@ -67,14 +76,21 @@ func (f *fakeAPI) RequestReservation(_ context.Context, req metal.ReservationReq
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	if req.IPv6 && f.noIPv6 {
+		return nil, refused{}
+	}
 	f.requests = append(f.requests, loc)
+	f.v6 = append(f.v6, req.IPv6)
 	f.next++
 	state := "created"
-	addr := fmt.Sprintf("147.75.0.%d", f.next)
+	addr, fam := fmt.Sprintf("147.75.0.%d", f.next), int32(4)
+	if req.IPv6 {
+		addr, fam = fmt.Sprintf("2604:1380:4641:c500::%x", f.next), 6
+	}
 	if f.pending {
 		state, addr = "pending", ""
 	}
-	r := metalv1.IPReservation{Id: ptr(fmt.Sprintf("r%d", f.next)), Address: ptr(addr), State: &state, Tags: tags, Details: &details, CreatedAt: ptr(time.Unix(int64(f.next), 0))}
+	r := metalv1.IPReservation{Id: ptr(fmt.Sprintf("r%d", f.next)), Address: ptr(addr), AddressFamily: &fam, State: &state, Tags: tags, Details: &details, CreatedAt: ptr(time.Unix(int64(f.next), 0))}
 	f.res = append(f.res, r)
 	return &r, nil
 }
@@ -149,7 +165,7 @@ func TestEnsureReservesAndAssigns(t *testing.T) {
 	api := &fakeAPI{}
 	s := svc("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 	m, rec, kube := setup(t, s, api)
-	ip, err := m.Ensure(context.Background(), s)
+	ip, err := ensure1(m, context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +189,7 @@ func TestEnsureReservesAndAssigns(t *testing.T) {
 	// Again, as after a restart or a resync: adopts, requests nothing.
 	before := api.calls
 	s.Spec.LoadBalancerIP = ip
-	if again, err := m.Ensure(context.Background(), s); err != nil || again != ip {
+	if again, err := ensure1(m, context.Background(), s); err != nil || again != ip {
 		t.Fatalf("second ensure: %s %v", again, err)
 	}
 	if api.calls != before {
@@ -186,7 +202,7 @@ func TestEnsureAdoptsAfterCrash(t *testing.T) {
 	api := &fakeAPI{res: []metalv1.IPReservation{{Id: ptr("old"), Address: ptr("147.75.5.5"), State: ptr("created"), Tags: Tags("cluster-uid", "default", "web")}}}
 	s := svc("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 	m, _, _ := setup(t, s, api)
-	ip, err := m.Ensure(context.Background(), s)
+	ip, err := ensure1(m, context.Background(), s)
 	if err != nil || ip != "147.75.5.5" || len(api.requests) != 0 {
 		t.Fatalf("ip %s err %v requests %v", ip, err, api.requests)
 	}
@@ -196,7 +212,7 @@ func TestOtherClusterIsIgnored(t *testing.T) {
 	api := &fakeAPI{res: []metalv1.IPReservation{{Id: ptr("theirs"), Address: ptr("147.75.5.5"), State: ptr("created"), Tags: Tags("other-cluster", "default", "web")}}}
 	s := svc("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 	m, _, _ := setup(t, s, api)
-	ip, err := m.Ensure(context.Background(), s)
+	ip, err := ensure1(m, context.Background(), s)
 	if err != nil || ip == "147.75.5.5" || len(api.requests) != 1 {
 		t.Fatalf("ip %s err %v requests %v", ip, err, api.requests)
 	}
@@ -212,7 +228,7 @@ func TestBringYourOwnIP(t *testing.T) {
 	api := &fakeAPI{res: []metalv1.IPReservation{userReservation("mine", "145.60.80.60", "da")}}
 	s := svc("byo", nil, "145.60.80.60")
 	m, _, _ := setup(t, s, api)
-	ip, err := m.Ensure(context.Background(), s)
+	ip, err := ensure1(m, context.Background(), s)
 	if err != nil || ip != "145.60.80.60" || api.calls != 0 {
 		t.Fatalf("ip %s err %v calls %d", ip, err, api.calls)
 	}
@@ -237,7 +253,7 @@ func TestPlacementOrder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
 			p.MetroAnnotation, p.FacilityAnnotation = placer.MetroAnnotation, placer.FacilityAnnotation
-			got, err := p.Place(context.Background(), svc("x", tc.ann, ""))
+			got, err := p.Place(context.Background(), svc("x", tc.ann, ""), v1.IPv4Protocol)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v", err)
@@ -255,7 +271,7 @@ func TestNoLocationIsAnEvent(t *testing.T) {
 	api := &fakeAPI{}
 	s := svc("nowhere", nil, "")
 	m, rec, _ := setup(t, s, api)
-	if _, err := m.Ensure(context.Background(), s); err == nil {
+	if _, err := ensure1(m, context.Background(), s); err == nil {
 		t.Fatal("want an error")
 	}
 	if ev := strings.Join(events(rec), "\n"); !strings.Contains(ev, "Warning "+ReasonFailed) || !strings.Contains(ev, "eip-metro") {
@@ -270,7 +286,7 @@ func TestPendingIsARetryNotAnError(t *testing.T) {
 	api := &fakeAPI{pending: true}
 	s := svc("slow", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 	m, rec, _ := setup(t, s, api)
-	_, err := m.Ensure(context.Background(), s)
+	_, err := ensure1(m, context.Background(), s)
 	var retry *cloudapi.RetryError
 	if !errors.As(err, &retry) {
 		t.Fatalf("want a RetryError, got %T %v", err, err)
@@ -279,7 +295,7 @@ func TestPendingIsARetryNotAnError(t *testing.T) {
 		t.Fatal("no pending event")
 	}
 	api.approve()
-	ip, err := m.Ensure(context.Background(), s)
+	ip, err := ensure1(m, context.Background(), s)
 	if err != nil || ip == "" || len(api.requests) != 1 {
 		t.Fatalf("after approval: %s %v, %d requests", ip, err, len(api.requests))
 	}
@@ -293,7 +309,7 @@ func TestDuplicatesPickOldestAndWarn(t *testing.T) {
 	}}
 	s := svc("web", nil, "")
 	m, rec, _ := setup(t, s, api)
-	ip, err := m.Ensure(context.Background(), s)
+	ip, err := ensure1(m, context.Background(), s)
 	if err != nil || ip != "147.75.5.5" {
 		t.Fatalf("%s %v", ip, err)
 	}
@@ -306,7 +322,7 @@ func TestRelease(t *testing.T) {
 	api := &fakeAPI{}
 	s := svc("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 	m, rec, _ := setup(t, s, api)
-	if _, err := m.Ensure(context.Background(), s); err != nil {
+	if _, err := ensure1(m, context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Release(context.Background(), s); err != nil {
@@ -330,10 +346,23 @@ func TestServiceGoneWhileReserving(t *testing.T) {
 	if err := kube.CoreV1().Services("default").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Ensure(context.Background(), s); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := ensure1(m, context.Background(), s); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("err %v, want the Service not found", err)
 	}
 	if len(api.requests) != 1 || len(api.res) != 0 {
 		t.Fatalf("%d requests, %d reservations left; want the one reserved released", len(api.requests), len(api.res))
 	}
+}
+
+// ensure1 is Ensure for a Service of one family: its one address (the
+// addresses joined by commas, should there be more).
+func ensure1(m *Manager, ctx context.Context, svc *v1.Service) (string, error) {
+	ips, err := m.Ensure(ctx, svc)
+	return strings.Join(ips, ","), err
+}
+
+// current1 is Current with the addresses joined by commas.
+func current1(m *Manager, ctx context.Context, svc *v1.Service) (string, bool, error) {
+	ips, ok, err := m.Current(ctx, svc)
+	return strings.Join(ips, ","), ok, err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -20,7 +21,15 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
 
-// Ensure returns the Service's address, reserving one if needed.
+// Ensure returns the Service's addresses, one per family of
+// spec.ipFamilies in that order (families), reserving what is missing
+// (ensureFamilies); each family's address comes from ensureOne.
+func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) ([]string, error) {
+	return m.ensureFamilies(ctx, svc)
+}
+
+// ensureOne returns the Service's address of m's family, reserving one
+// if needed.
 //
 // A Service with a sharing key gets its key's Elastic IP (see ensureShared).
 // A Service with spec.loadBalancerIP set by the user to an address that is
@@ -29,17 +38,12 @@ import (
 // (ownAddress), else the sync fails saying why. One that is not a usable
 // address gets an InvalidLoadBalancerIP Event and a RetryError of
 // invalidIPRetry. One the CCM set whose reservation is gone
-// gets a new reservation and an ElasticIPLost Event (see reportLost). One
-// whose spec.ipFamilies or ipFamilyPolicy needs IPv6 is refused, or served
-// IPv4 and told so (applyFamilies).
+// gets a new reservation and an ElasticIPLost Event (see reportLost).
 //
 // A Service that moved (it gained, changed or dropped a sharing key) leaves
 // its previous address behind: its own reservation is released, a shared
 // one only when no other Service of that key is left (leave).
-func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) (string, error) {
-	if err := m.applyFamilies(svc); err != nil {
-		return "", err
-	}
+func (m *Manager) ensureOne(ctx context.Context, svc *v1.Service) (string, error) {
 	var (
 		ip  string
 		err error
@@ -84,7 +88,7 @@ func (m *Manager) ensureOwn(ctx context.Context, svc *v1.Service) (string, error
 	}
 
 	if res == nil {
-		loc, err := m.placer.Place(ctx, svc)
+		loc, err := m.placer.Place(ctx, svc, m.placeFamily())
 		if err != nil {
 			return "", m.fail(svc, err)
 		}
@@ -157,7 +161,7 @@ func (m *Manager) ensureShared(ctx context.Context, svc *v1.Service, key string)
 		}
 	}
 	if !holds(svc, addr) {
-		loc, err := m.placer.Place(ctx, svc)
+		loc, err := m.placer.Place(ctx, svc, m.placeFamily())
 		if err != nil {
 			return "", m.fail(svc, err)
 		}
@@ -245,7 +249,7 @@ func (m *Manager) ownAddressVerdict(ctx context.Context, svc *v1.Service, lbIP s
 	// policy decides nothing for it (or denies it an Elastic IP of the
 	// CCM's), any metro of the project will do.
 	var loc *location.Location
-	if l, err := m.placer.Place(ctx, svc); err == nil {
+	if l, err := m.placer.Place(ctx, svc, m.placeFamily()); err == nil {
 		loc = &l
 	}
 	return ownAddressRefusal(lbIP, res, loc, m.api.ProjectID()), nil
@@ -289,13 +293,22 @@ func (m *Manager) reserve(ctx context.Context, svc *v1.Service, loc location.Loc
 			return nil, err
 		}
 	}
-	what, details := "a public IPv4 Elastic IP", Details
+	kind := "a public IPv4 Elastic IP"
+	if m.family == v1.IPv6Protocol {
+		kind = "a public IPv6 Elastic IP"
+	}
+	what, details := kind, Details
 	if key != "" {
-		what = fmt.Sprintf("a public IPv4 Elastic IP for sharing key %q", key)
+		what = fmt.Sprintf("%s for sharing key %q", kind, key)
 		details = fmt.Sprintf("%s (shared by the Services with sharing key %q)", Details, key)
 	}
 	m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonRequested, "Requesting %s in %s", what, loc)
 	res, err := m.api.RequestReservation(ctx, metal.ReservationRequest{Location: loc, Tags: tags, Details: details})
+	if err != nil && m.family == v1.IPv6Protocol && isRefused(err) {
+		// Ensure decides what this means for the Service (IPv4 only,
+		// or no address), and says so in one Event.
+		return nil, &noIPv6{err: fmt.Errorf("requesting an IPv6 Elastic IP in %s: %w", loc, err)}
+	}
 	if err != nil {
 		return nil, m.fail(svc, fmt.Errorf("requesting an Elastic IP in %s: %w", loc, err))
 	}
@@ -340,6 +353,18 @@ func (m *Manager) reportLost(svc *v1.Service, lost, ip string) {
 // unless it is there already.
 func (m *Manager) publish(ctx context.Context, svc *v1.Service, ip string) error {
 	if svc.Spec.LoadBalancerIP == ip {
+		return nil
+	}
+	if familyOf(ip) == v1.IPv6Protocol || m.noLBIPField {
+		// One field for one address: it stays the IPv4 Elastic IP of an
+		// IPv4 Service, which load balancers written for upstream read; a
+		// user's own address of the other family is never overwritten;
+		// a Service with IPv6 gets its addresses in
+		// AnnotationLoadBalancerIPs (publishAll). The address reaches the
+		// status through Ensure's result.
+		if !slices.Contains(previous(svc), ip) {
+			m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned Elastic IP %s to the Service", ip)
+		}
 		return nil
 	}
 	// spec.loadBalancerIP is deprecated, but load balancers written for

@@ -8,9 +8,10 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
 
-// Placer decides where a Service's Elastic IP is requested. The policy
-// engine implements it (host/provider); the tests use a Go copy of the
-// documented default rule (placer_test.go).
+// Placer decides where a Service's Elastic IP of family fam is requested.
+// The policy engine implements it (host/provider; the policy's input has
+// the family, so a policy may place IPv6 elsewhere); the tests use a Go
+// copy of the documented default rule (placer_test.go).
 type Placer interface {
-	Place(ctx context.Context, svc *v1.Service) (location.Location, error)
+	Place(ctx context.Context, svc *v1.Service, fam v1.IPFamily) (location.Location, error)
 }

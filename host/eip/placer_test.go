@@ -20,7 +20,7 @@ type defaultPlacer struct {
 }
 
 // Place implements Placer.
-func (p defaultPlacer) Place(_ context.Context, svc *v1.Service) (location.Location, error) {
+func (p defaultPlacer) Place(_ context.Context, svc *v1.Service, _ v1.IPFamily) (location.Location, error) {
 	switch {
 	case p.Facility != "":
 		return location.Location{Facility: p.Facility}, nil

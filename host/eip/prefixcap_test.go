@@ -78,7 +78,7 @@ func TestPrefixCap(t *testing.T) {
 			if !tc.off {
 				m.SetPrefixCap(PrefixCap{Limit: 2, Announced: statusIPs})
 			}
-			ip, err := m.Ensure(context.Background(), tc.svc)
+			ip, err := ensure1(m, context.Background(), tc.svc)
 			ev := strings.Join(events(rec), "\n")
 			if !tc.refused {
 				if err != nil || ip == "" || strings.Contains(ev, reasonPrefixLimit) {

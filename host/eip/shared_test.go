@@ -62,18 +62,18 @@ func TestSharedManager(t *testing.T) {
 	m, api, rec, kube := sharedSetup(a, b, byo)
 	api.res = []metalv1.IPReservation{userReservation("mine", "145.40.1.1", "da")} // the user reserved it
 
-	ipA, err := m.Ensure(ctx, a)
+	ipA, err := ensure1(m, ctx, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ipB, err := m.Ensure(ctx, b)
+	ipB, err := ensure1(m, ctx, b)
 	if err != nil || ipB != ipA || len(api.requests) != 1 {
 		t.Fatalf("b: %s %v, a has %s; %d requests", ipB, err, ipA, len(api.requests))
 	}
 	if got := api.res[1].Tags; !hasAll(got, SharedTags("cluster-uid", "k")) || len(got) != 3 {
 		t.Fatalf("tags %v", got)
 	}
-	if ip, err := m.Ensure(ctx, byo); err != nil || ip != "145.40.1.1" || len(api.requests) != 1 {
+	if ip, err := ensure1(m, ctx, byo); err != nil || ip != "145.40.1.1" || len(api.requests) != 1 {
 		t.Fatalf("bring your own with a key: %s %v, %d requests", ip, err, len(api.requests))
 	}
 
@@ -110,7 +110,7 @@ func TestSharedRefusals(t *testing.T) {
 	west := keyed("west", 443)
 	west.Annotations["metal.equinix.com/eip-metro"] = "sv"
 	m, api, rec, _ := sharedSetup(first, clash, west)
-	ip, err := m.Ensure(ctx, first)
+	ip, err := ensure1(m, ctx, first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestSharedRefusals(t *testing.T) {
 		clash: "Service default/clash cannot share its Elastic IP with default/first (same sharing key): both use port TCP/80",
 		west:  `placement puts Service default/west in metro sv, but the Elastic IP 147.75.0.1 of sharing key "k" (used by default/first) is in metro da`,
 	} {
-		if _, err := m.Ensure(ctx, s); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := ensure1(m, ctx, s); err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%s: err %v, want %q", s.Name, err, want)
 		}
 		if ev := strings.Join(events(rec), "\n"); !strings.Contains(ev, ReasonShareRefused) || !strings.Contains(ev, want) {
@@ -140,7 +140,7 @@ func TestSharedRefusals(t *testing.T) {
 func TestSharedLostIsReported(t *testing.T) {
 	s := ccmWrote(keyed("a", 80), "147.75.9.9")
 	m, api, rec, _ := sharedSetup(s)
-	ip, err := m.Ensure(context.Background(), s)
+	ip, err := ensure1(m, context.Background(), s)
 	if err != nil || ip == "147.75.9.9" || len(api.requests) != 1 {
 		t.Fatalf("%s %v", ip, err)
 	}
@@ -160,10 +160,10 @@ func TestSharedTakeOverKeepsOwnAddress(t *testing.T) {
 	s.Spec.LoadBalancerIP = "147.75.7.7"
 	m, api, _, _ := sharedSetup(s)
 	api.res = []metalv1.IPReservation{{Id: ptr("up"), Address: ptr("147.75.7.7"), State: ptr("created"), Tags: Tags("cluster-uid", "default", "legacy")}}
-	if ip, err := m.Ensure(ctx, s); err != nil || ip != "147.75.7.7" || len(api.requests) != 0 || len(api.res) != 1 {
+	if ip, err := ensure1(m, ctx, s); err != nil || ip != "147.75.7.7" || len(api.requests) != 0 || len(api.res) != 1 {
 		t.Fatalf("%s %v; %d requests, %d reservations", ip, err, len(api.requests), len(api.res))
 	}
-	if ip, ok, err := m.Current(ctx, s); err != nil || !ok || ip != "147.75.7.7" {
+	if ip, ok, err := current1(m, ctx, s); err != nil || !ok || ip != "147.75.7.7" {
 		t.Fatalf("Current: %s %v %v", ip, ok, err)
 	}
 	if err := m.Release(ctx, s); err != nil || len(api.res) != 0 {

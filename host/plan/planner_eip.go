@@ -2,8 +2,10 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -30,14 +32,14 @@ type eipPlanner struct {
 	placer   eip.Placer
 }
 
-func (p *eipPlanner) run(ctx context.Context, ro *rest.Config, clusterID string, svcs []*v1.Service) (map[string]string, error) {
+func (p *eipPlanner) run(ctx context.Context, ro *rest.Config, clusterID string, svcs []*v1.Service) (map[string][]string, error) {
 	kw, err := kubernetes.NewForConfig(p.kube.Config(ro))
 	if err != nil {
 		return nil, err
 	}
 	m := eip.NewManager(p.mc, kw, p.placer, p.rec, clusterID)
 	m.SetServices(eip.Services{List: func() ([]*v1.Service, error) { return svcs, nil }, Synced: func() bool { return true }})
-	addrs := map[string]string{}
+	addrs := map[string][]string{}
 	for _, s := range svcs {
 		if controlplane.IsControlPlaneService(s.Namespace, s.Name) {
 			continue // its own loop, never an Elastic IP of the Service kind
@@ -49,14 +51,16 @@ func (p *eipPlanner) run(ctx context.Context, ro *rest.Config, clusterID string,
 				why = "the Service is no longer of type LoadBalancer"
 			}
 			err := m.Release(ctx, s)
-			p.collect(s, "", err, why)
+			p.collect(s, nil, err, why)
 		case eip.WantsLoadBalancer(s):
-			ip, err := m.Ensure(ctx, s)
-			if ip != "" {
-				addrs[id(s)] = ip
+			ips, err := m.Ensure(ctx, s)
+			if len(ips) > 0 {
+				addrs[id(s)] = ips
 			}
-			p.collect(s, ip, err, "")
-			p.placement(ctx, s, ip)
+			p.collect(s, ips, err, "")
+			for _, ip := range ips {
+				p.placement(ctx, s, ip)
+			}
 		}
 	}
 	return addrs, nil
@@ -64,14 +68,18 @@ func (p *eipPlanner) run(ctx context.Context, ro *rest.Config, clusterID string,
 
 // collect turns what one Service's Ensure or Release captured into
 // entries.
-func (p *eipPlanner) collect(s *v1.Service, ip string, err error, releaseWhy string) {
+func (p *eipPlanner) collect(s *v1.Service, ips []string, err error, releaseWhy string) {
 	name := id(s)
 	captured := p.mc.Take()
 	writes := p.kube.Take()
 	reason := reasons(p.rec.Take(name))
 	for _, r := range captured.Requests {
+		what := "no reservation carries the Service's tags"
+		if r.IPv6 {
+			what = "no IPv6 reservation carries the Service's tags (an IPv6 /128 for its IPv6 family)"
+		}
 		p.add(eipChange{Action: ActionReserve, Service: name, Location: r.Location.String(),
-			Reason: fmt.Sprintf("no reservation carries the Service's tags; the placement policy (%s) decided %s", p.policies.Source(), r.Location)})
+			Reason: fmt.Sprintf("%s; the placement policy (%s) decided %s", what, p.policies.Source(), r.Location)})
 	}
 	for _, d := range captured.Deletes {
 		why := releaseWhy
@@ -87,16 +95,30 @@ func (p *eipPlanner) collect(s *v1.Service, ip string, err error, releaseWhy str
 	case err != nil && len(captured.Requests) == 0:
 		p.add(eipChange{Action: actionRefuse, Service: name, Reason: err.Error()})
 	}
-	if ip != "" && !inStatus(s, ip) {
-		p.addStatus(name, ip)
+	for _, ip := range ips {
+		if !inStatus(s, ip) {
+			p.addStatus(name, ip)
+		}
 	}
 	for _, w := range writes {
 		if w.Method == "PATCH" && strings.Contains(w.Body, `"loadBalancerIP"`) {
-			p.add(eipChange{Action: ActionSetLoadBalancerIP, Service: name, Address: ip, Reason: "the CCM writes the Elastic IP into spec.loadBalancerIP, where load balancers written for upstream read it"})
+			p.add(eipChange{Action: ActionSetLoadBalancerIP, Service: name, Address: loadBalancerIPOf(w.Body), Reason: "the CCM writes the Elastic IP into spec.loadBalancerIP, where load balancers written for upstream read it"})
 			continue
 		}
 		p.res.Warnings = append(p.res.Warnings, fmt.Sprintf("the Elastic IP code for Service %s would also %s %s", name, w.Method, w.Path))
 	}
+}
+
+// loadBalancerIPOf is the address a Service patch writes into
+// spec.loadBalancerIP.
+func loadBalancerIPOf(body string) string {
+	var patch struct {
+		Spec struct {
+			LoadBalancerIP string `json:"loadBalancerIP"`
+		} `json:"spec"`
+	}
+	_ = json.Unmarshal([]byte(body), &patch)
+	return patch.Spec.LoadBalancerIP
 }
 
 // addStatus is the address a sync writes into the Service's status: its
@@ -118,7 +140,11 @@ func (p *eipPlanner) placement(ctx context.Context, s *v1.Service, ip string) {
 	if r == nil || !slices.Contains(r.Tags, eip.UsageTag) {
 		return // none yet, or the user's own address
 	}
-	loc, err := p.placer.Place(ctx, s)
+	fam := v1.IPv4Protocol
+	if a, err := netip.ParseAddr(ip); err == nil && !a.Unmap().Is4() {
+		fam = v1.IPv6Protocol
+	}
+	loc, err := p.placer.Place(ctx, s, fam)
 	if err != nil {
 		return // a refusal shows among the EIPs when it matters (new Services)
 	}

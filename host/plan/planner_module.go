@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
@@ -34,15 +35,18 @@ func (p *Planner) planModule(ctx context.Context, ro *rest.Config, kube kubernet
 
 // servicesAfter are the Services as a sync leaves them: those being
 // released gone, and each other's status showing its address.
-func servicesAfter(svcs []*v1.Service, addrs map[string]string) []*v1.Service {
+func servicesAfter(svcs []*v1.Service, addrs map[string][]string) []*v1.Service {
 	out := make([]*v1.Service, 0, len(svcs))
 	for _, s := range svcs {
 		if needsCleanup(s) {
 			continue
 		}
-		if ip, ok := addrs[id(s)]; ok && !inStatus(s, ip) {
+		if ips, ok := addrs[id(s)]; ok && !slices.EqualFunc(ips, s.Status.LoadBalancer.Ingress, func(ip string, in v1.LoadBalancerIngress) bool { return ip == in.IP }) {
 			s = s.DeepCopy()
-			s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}}
+			s.Status.LoadBalancer.Ingress = nil
+			for _, ip := range ips {
+				s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: ip})
+			}
 		}
 		out = append(out, s)
 	}

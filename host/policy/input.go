@@ -55,7 +55,10 @@ type Requirement struct {
 // BGPNodeSelector are there so that a policy can place an EIP near the
 // nodes that announce it (see examples/policies/eip-majority-metro).
 type PlacementInput struct {
-	Service         service         `json:"service"`
+	Service service `json:"service"`
+	// Family is the address family of the Elastic IP being placed, "IPv4"
+	// or "IPv6": a dual-stack Service is placed once per family.
+	Family          string          `json:"family"`
 	Config          PlacementConfig `json:"config"`
 	Nodes           []Node          `json:"nodes"`
 	BGPNodeSelector []Requirement   `json:"bgpNodeSelector"`
@@ -114,6 +117,7 @@ func SelectorRequirements(sel labels.Selector) []Requirement {
 func (in PlacementInput) value(nc *nodeCache) ast.Value {
 	return ast.NewObject(
 		ast.Item(ast.InternedTerm("service"), in.Service.term()),
+		ast.Item(ast.InternedTerm("family"), ast.StringTerm(in.Family)),
 		ast.Item(ast.InternedTerm("config"), in.Config.term()),
 		ast.Item(ast.InternedTerm("nodes"), nodesOnly(nc.terms(in.Nodes))),
 		ast.Item(ast.InternedTerm("bgpNodeSelector"), requirementsTerm(in.BGPNodeSelector)),

@@ -28,7 +28,7 @@ func (h *harness) serviceEvents(name, reason string) []v1.Event {
 }
 
 // TestInvalidLoadBalancerIP: a spec.loadBalancerIP that is not an address,
-// or an IPv6 one, is refused with one Event that names the field and the
+// or an IPv6 one on an IPv4 Service, is refused with one Event that names the field and the
 // fix; the Service is not retried in a loop; nothing is reserved; and
 // fixing the field is acted on at once.
 func TestInvalidLoadBalancerIP(t *testing.T) {

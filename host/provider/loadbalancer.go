@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -23,6 +24,9 @@ type loadBalancer struct {
 	// set once the loop runs, until then nothing is asked: the loop's first
 	// sync reads everything.
 	markDirty atomic.Pointer[func()]
+	// ipv6 turns on the BGP nodes' IPv6 sessions (bgp.Controller's
+	// EnableIPv6), called with the first IPv6 address a Service gets.
+	ipv6 atomic.Pointer[func()]
 }
 
 // dirty asks the module loop, if it runs, to regenerate.
@@ -35,6 +39,22 @@ func (lb *loadBalancer) dirty() {
 func (lb *loadBalancer) setDirty(f func()) { lb.markDirty.Store(&f) }
 
 func (lb *loadBalancer) setEIPs(m *eip.Manager) { lb.eips.Store(m) }
+
+func (lb *loadBalancer) setIPv6(f func()) { lb.ipv6.Store(&f) }
+
+// announceIPv6 turns on IPv6 BGP when ips hold an IPv6 address.
+func (lb *loadBalancer) announceIPv6(ips []string) {
+	f := lb.ipv6.Load()
+	if f == nil {
+		return
+	}
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil && !a.Unmap().Is4() {
+			(*f)()
+			return
+		}
+	}
+}
 
 var _ cloudprovider.LoadBalancer = (*loadBalancer)(nil)
 
@@ -58,18 +78,18 @@ func (lb *loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.S
 	if err != nil {
 		return nil, false, err
 	}
-	ip, ok, err := m.Current(ctx, svc)
+	ips, ok, err := m.Current(ctx, svc)
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	if ip == "" {
+	if len(ips) == 0 {
 		// A reservation without an address for the Service yet (pending
 		// approval, or its sharing key's): it exists, so that the service
 		// controller calls EnsureLoadBalancerDeleted, which releases it,
 		// before it removes the Service's finalizer (eip.Manager.Current).
 		return &v1.LoadBalancerStatus{}, true, nil
 	}
-	return status(ip), true, nil
+	return status(ips), true, nil
 }
 
 // GetLoadBalancerName is the name Kubernetes shows in events.
@@ -88,12 +108,13 @@ func (lb *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v
 	if err != nil {
 		return nil, err
 	}
-	ip, err := m.Ensure(ctx, svc)
+	ips, err := m.Ensure(ctx, svc)
 	if err != nil {
 		return nil, err
 	}
+	lb.announceIPv6(ips)
 	lb.dirty()
-	return status(ip), nil
+	return status(ips), nil
 }
 
 // UpdateLoadBalancer is called when the set of nodes changes. BGP follows
@@ -128,8 +149,14 @@ func (lb *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 // is also what the apiserver defaults it to: a status without it never
 // equals the stored one, so the service controller would patch the status
 // again on every sync of every Service (a write per Service per sync, each
-// through the controller's client-side rate limiter).
-func status(ip string) *v1.LoadBalancerStatus {
+// through the controller's client-side rate limiter). ips are in the order
+// of the Service's spec.ipFamilies (eip.Manager.Ensure), which keeps the
+// status stable: the service controller compares it with DeepEqual.
+func status(ips []string) *v1.LoadBalancerStatus {
 	vip := v1.LoadBalancerIPModeVIP
-	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: ip, IPMode: &vip}}}
+	st := &v1.LoadBalancerStatus{}
+	for _, ip := range ips {
+		st.Ingress = append(st.Ingress, v1.LoadBalancerIngress{IP: ip, IPMode: &vip})
+	}
+	return st
 }

@@ -47,13 +47,14 @@ func (p policyPlacer) placementFailed(err error) error {
 	return err
 }
 
-func (p policyPlacer) Place(ctx context.Context, svc *v1.Service) (location.Location, error) {
+func (p policyPlacer) Place(ctx context.Context, svc *v1.Service, fam v1.IPFamily) (location.Location, error) {
 	nodes, err := p.nodes.List(labels.Everything())
 	if err != nil {
 		return location.Location{}, err
 	}
 	in := policy.PlacementInput{
 		Service: policy.ServiceFromKubernetes(svc),
+		Family:  string(fam),
 		Config: policy.PlacementConfig{Metro: p.cfg.Metro, Facility: p.cfg.Facility,
 			AnnotationEIPMetro: p.cfg.AnnotationEIPMetro, AnnotationEIPFacility: p.cfg.AnnotationEIPFacility},
 		Nodes:           policyNodes(nodes),
