@@ -35,6 +35,15 @@ func Annotations(t Templates, n Node) map[string]string {
 		render.BGPPass = "" // the renderer skips an empty template
 	}
 	out := sdk.RenderBGPAnnotations(render, n.SDK())
+	if len(n.PeersV6) > 0 {
+		v6 := sdk.Node{LocalASN: n.LocalASN, SourceIPv6: n.SourceIPv6}
+		for _, p := range n.PeersV6 {
+			v6.Peers = append(v6.Peers, sdk.Peer{ASN: p.ASN, IP: p.IP, Password: sdk.Secret(p.Password.Reveal())})
+		}
+		for k, v := range sdk.RenderBGPAnnotationsIPv6(render, v6) {
+			out[k] = v
+		}
+	}
 	if n.PrivateNetwork != "" && t.NetworkIPv4Private != "" {
 		out[t.NetworkIPv4Private] = n.PrivateNetwork
 	}
@@ -75,7 +84,7 @@ func AnnotationPatch(t Templates, current, want map[string]string) map[string]*s
 		}
 		// Ours: the private-network annotation and the peer annotations of
 		// any index, matched as the module host matches them.
-		if k == t.NetworkIPv4Private || sdkT.IsPeerAnnotation(k) {
+		if k == t.NetworkIPv4Private || sdkT.IsCoreAnnotation(k) {
 			patch[k] = nil
 		}
 	}

@@ -73,13 +73,16 @@ func TestNodeFrom(t *testing.T) {
 		ParentBlock: &metalv1.ParentBlock{Network: sp("10.0.0.0"), Cidr: ptr(int32(25))}}
 	dev := &metalv1.Device{Id: sp("d1"), IpAddresses: []metalv1.IPAssignment{priv}}
 	nbs := []metalv1.BgpNeighborData{
-		{AddressFamily: ptr(int32(6)), PeerIps: []string{"fe80::1"}},
+		{AddressFamily: ptr(int32(6)), CustomerAs: ptr(int32(65000)), CustomerIp: sp("2604:1380:4641:c500::1"), PeerAs: ptr(int32(65530)),
+			PeerIps: []string{"fc00::f", "fc00::e"}, Md5Password: sp("secret")},
 		{AddressFamily: ptr(int32(4)), CustomerAs: ptr(int32(65000)), CustomerIp: sp("10.0.0.5"), PeerAs: ptr(int32(65530)),
 			PeerIps: []string{"169.254.255.2", "169.254.255.1"}, Md5Password: sp("secret")},
 	}
 	got := NodeFrom(node, "d1", dev, nbs)
 	want := Node{Name: "w1", Labels: map[string]string{"a": "b"}, DeviceID: "d1", LocalASN: 65000, SourceIP: "10.0.0.5", PrivateNetwork: "10.0.0.0/25",
-		Peers: []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "secret"}, {ASN: 65530, IP: "169.254.255.2", Password: "secret"}}}
+		Peers:      []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "secret"}, {ASN: 65530, IP: "169.254.255.2", Password: "secret"}},
+		SourceIPv6: "2604:1380:4641:c500::1",
+		PeersV6:    []Peer{{ASN: 65530, IP: "fc00::e", Password: "secret"}, {ASN: 65530, IP: "fc00::f", Password: "secret"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
@@ -101,5 +104,45 @@ func TestAnnotationsWithoutPassword(t *testing.T) {
 	patch := AnnotationPatch(omit, before, got)
 	if want := map[string]*string{"metal.equinix.com/bgp-peers-0-bgp-pass": nil}; !reflect.DeepEqual(patch, want) {
 		t.Fatalf("patch %v, want only the password annotation removed", patch)
+	}
+}
+
+// TestIPv6Annotations: a node's IPv6 peers are annotated under their own
+// names (bgp-peers-v6-<n>-…), with the device's IPv6 as the source; the
+// IPv4 annotations keep their names, indexes and values; a node that is
+// deselected loses both.
+func TestIPv6Annotations(t *testing.T) {
+	n := Node{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.5",
+		Peers:      []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw"}, {ASN: 65530, IP: "169.254.255.2", Password: "pw"}},
+		SourceIPv6: "2604:1380:4641:c500::1",
+		PeersV6:    []Peer{{ASN: 65530, IP: "fc00::e", Password: "pw"}, {ASN: 65530, IP: "fc00::f", Password: "pw"}}}
+	got := Annotations(tmpl, n)
+	v4only := n
+	v4only.SourceIPv6, v4only.PeersV6 = "", nil
+	for k, v := range Annotations(tmpl, v4only) {
+		if got[k] != v {
+			t.Errorf("IPv4 annotation %s = %q with IPv6 peers, %q without", k, got[k], v)
+		}
+	}
+	for k, v := range map[string]string{
+		"metal.equinix.com/bgp-peers-v6-0-peer-ip":  "fc00::e",
+		"metal.equinix.com/bgp-peers-v6-1-peer-ip":  "fc00::f",
+		"metal.equinix.com/bgp-peers-v6-0-src-ip":   "2604:1380:4641:c500::1",
+		"metal.equinix.com/bgp-peers-v6-1-node-asn": "65000",
+		"metal.equinix.com/bgp-peers-v6-1-peer-asn": "65530",
+		"metal.equinix.com/bgp-peers-v6-0-bgp-pass": "cHc=",
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != 20 { // 2×5 IPv4, 2×5 IPv6; no private network in n
+		t.Errorf("%d annotations, want 20: %v", len(got), got)
+	}
+	patch := AnnotationPatch(tmpl, got, map[string]string{})
+	for k := range got {
+		if v, ok := patch[k]; !ok || v != nil {
+			t.Errorf("deselected: %s not removed", k)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -34,6 +35,7 @@ import (
 type nodeAPI interface {
 	Device(ctx context.Context, id string) (*metalv1.Device, error)
 	EnsureDeviceBGPSession(ctx context.Context, deviceID string) error
+	EnsureDeviceBGPSessionIPv6(ctx context.Context, deviceID string) error
 	DeviceBGPNeighbors(ctx context.Context, deviceID string) ([]metalv1.BgpNeighborData, error)
 }
 
@@ -62,6 +64,9 @@ type nodeState struct {
 	// of them already past Refresh but not yet due, 268 GETs at once.
 	due     time.Time
 	session bool // the device's BGP session is known to exist
+	// session6: its IPv6 session is known to exist (asked for once IPv6
+	// is on, EnableIPv6).
+	session6 bool
 }
 
 // selectionKey is the queue item that re-evaluates selection for all nodes.
@@ -89,6 +94,30 @@ type Controller struct {
 	// they say when Nodes is complete enough to write from (Synced).
 	initial   bool
 	attempted map[string]bool
+	// ipv6 is set once a Service has an IPv6 Elastic IP (EnableIPv6):
+	// from then on every BGP node gets an IPv6 session too.
+	ipv6 atomic.Bool
+}
+
+// EnableIPv6 gives every BGP node an IPv6 session too, from now on: a
+// Service has an IPv6 Elastic IP to announce. Until it is called, the
+// controller makes the calls it made before IPv6. It is never undone: an
+// idle session costs nothing, and taking it down would drop the routes of
+// the next IPv6 Service.
+func (c *Controller) EnableIPv6() {
+	if c.ipv6.Swap(true) {
+		return
+	}
+	klog.InfoS("A Service has an IPv6 Elastic IP: BGP nodes get IPv6 sessions")
+	c.mu.RLock()
+	names := make([]string, 0, len(c.state))
+	for name := range c.state {
+		names = append(names, name)
+	}
+	c.mu.RUnlock()
+	for _, name := range names {
+		c.queue.Add(name)
+	}
 }
 
 // NewController watches nodes through the informer.
@@ -264,7 +293,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		return nil // not an Equinix Metal node; nothing to do
 	}
 
-	if st == nil || st.node.DeviceID != deviceID || !c.now().Before(st.due) {
+	if st == nil || st.node.DeviceID != deviceID || !c.now().Before(st.due) || c.ipv6.Load() && !st.session6 {
 		next, err := c.fetch(ctx, node, deviceID, st)
 		if err != nil {
 			c.recorder.Eventf(node, v1.EventTypeWarning, "BGPSetupFailed", "BGP setup of the node's device failed: %v", err)
@@ -287,6 +316,11 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		}
 		st = next
 		c.queue.AddAfter(name, after)
+		if c.ipv6.Load() && !next.session6 {
+			// EnableIPv6 ran during the fetch, after it looked at the
+			// state this fetch had not stored yet.
+			c.queue.Add(name)
+		}
 	}
 	return c.writeAnnotations(ctx, node, Annotations(c.opts.Templates, st.node))
 }
@@ -294,10 +328,16 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 // fetch makes sure the device has a BGP session and reads its neighbours:
 // at most three API calls for a new node, one on a refresh.
 func (c *Controller) fetch(ctx context.Context, node *v1.Node, deviceID string, prev *nodeState) (*nodeState, error) {
-	session := prev != nil && prev.session && prev.node.DeviceID == deviceID
-	if !session {
+	same := prev != nil && prev.node.DeviceID == deviceID
+	if !same || !prev.session {
 		if err := c.api.EnsureDeviceBGPSession(ctx, deviceID); err != nil {
 			return nil, fmt.Errorf("creating the BGP session of device %s: %w", deviceID, err)
+		}
+	}
+	ipv6 := c.ipv6.Load()
+	if ipv6 && (!same || !prev.session6) {
+		if err := c.api.EnsureDeviceBGPSessionIPv6(ctx, deviceID); err != nil {
+			return nil, fmt.Errorf("creating the IPv6 BGP session of device %s: %w", deviceID, err)
 		}
 	}
 	neighbours, err := c.api.DeviceBGPNeighbors(ctx, deviceID)
@@ -309,28 +349,42 @@ func (c *Controller) fetch(ctx context.Context, node *v1.Node, deviceID string, 
 		return nil, fmt.Errorf("reading device %s: %w", deviceID, err)
 	}
 	n := NodeFrom(node, deviceID, device, neighbours)
-	return &nodeState{node: n, session: true}, nil
+	return &nodeState{node: n, session: true, session6: ipv6}, nil
 }
 
-// NodeFrom combines a node, its device and the device's IPv4 neighbours.
+// NodeFrom combines a node, its device and the device's neighbours: the
+// IPv4 ones always, the IPv6 ones (its IPv6 session's) when there are.
 func NodeFrom(node *v1.Node, deviceID string, device *metalv1.Device, neighbours []metalv1.BgpNeighborData) Node {
 	n := Node{Name: node.Name, Labels: copyMap(node.Labels), DeviceID: deviceID}
 	n.PrivateNetwork, _ = instances.PrivateIPv4Network(device)
 	n.SourceIP, _ = instances.PrivateIPv4(device)
+	seen4, seen6 := false, false
 	for _, nb := range neighbours {
-		if nb.GetAddressFamily() != 4 {
-			continue
+		peers := func() []Peer {
+			var out []Peer
+			for _, ip := range nb.PeerIps {
+				out = append(out, Peer{ASN: uint32(nb.GetPeerAs()), IP: ip, Password: config.Secret(nb.GetMd5Password())})
+			}
+			sort.Slice(out, func(i, j int) bool { return out[i].IP < out[j].IP })
+			return out
 		}
-		n.LocalASN = uint32(nb.GetCustomerAs())
-		if ip := nb.GetCustomerIp(); ip != "" {
-			n.SourceIP = ip
+		switch {
+		case nb.GetAddressFamily() == 4 && !seen4:
+			seen4 = true
+			n.LocalASN = uint32(nb.GetCustomerAs())
+			if ip := nb.GetCustomerIp(); ip != "" {
+				n.SourceIP = ip
+			}
+			n.Peers = peers()
+		case nb.GetAddressFamily() == 6 && !seen6:
+			seen6 = true
+			n.SourceIPv6 = nb.GetCustomerIp()
+			n.PeersV6 = peers()
+			if n.LocalASN == 0 {
+				n.LocalASN = uint32(nb.GetCustomerAs())
+			}
 		}
-		for _, ip := range nb.PeerIps {
-			n.Peers = append(n.Peers, Peer{ASN: uint32(nb.GetPeerAs()), IP: ip, Password: config.Secret(nb.GetMd5Password())})
-		}
-		break
 	}
-	sort.Slice(n.Peers, func(i, j int) bool { return n.Peers[i].IP < n.Peers[j].IP })
 	return n
 }
 

@@ -41,13 +41,22 @@ func TestNoAnnotationChangeBeforeTheFirstSelection(t *testing.T) {
 	}
 }
 
-type countingAPI struct{ neighbours, sessions, devices int }
+type countingAPI struct{ neighbours, sessions, sessions6, devices int }
 
 func (a *countingAPI) EnsureDeviceBGPSession(context.Context, string) error { a.sessions++; return nil }
+func (a *countingAPI) EnsureDeviceBGPSessionIPv6(context.Context, string) error {
+	a.sessions6++
+	return nil
+}
 func (a *countingAPI) DeviceBGPNeighbors(context.Context, string) ([]metalv1.BgpNeighborData, error) {
 	a.neighbours++
-	return []metalv1.BgpNeighborData{{AddressFamily: ptr(int32(4)), CustomerAs: ptr(int32(65000)), PeerAs: ptr(int32(65530)),
-		PeerIps: []string{"169.254.255.1"}}}, nil
+	out := []metalv1.BgpNeighborData{{AddressFamily: ptr(int32(4)), CustomerAs: ptr(int32(65000)), PeerAs: ptr(int32(65530)),
+		PeerIps: []string{"169.254.255.1"}}}
+	if a.sessions6 > 0 {
+		out = append(out, metalv1.BgpNeighborData{AddressFamily: ptr(int32(6)), CustomerAs: ptr(int32(65000)), PeerAs: ptr(int32(65530)),
+			CustomerIp: ptr("2604:1380:4641:c500::1"), PeerIps: []string{"fc00::f", "fc00::e"}})
+	}
+	return out, nil
 }
 func (a *countingAPI) Device(context.Context, string) (*metalv1.Device, error) {
 	a.devices++
@@ -104,5 +113,51 @@ func TestNeighboursAreReadAgainWhenDueOnly(t *testing.T) {
 	}
 	if api.sessions != 1 {
 		t.Errorf("%d session calls, want 1 (the session is known after the first)", api.sessions)
+	}
+}
+
+// TestIPv6SessionsOnlyOnceNeeded: until a Service has an IPv6 Elastic IP,
+// a node costs the calls it cost before IPv6; EnableIPv6 then gives every
+// BGP node its IPv6 session once, and its IPv6 peers reach the node.
+func TestIPv6SessionsOnlyOnceNeeded(t *testing.T) {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://7d5f4a40-1b4b-4a7b-9c57-5e0f00000001"}}
+	kube := fake.NewSimpleClientset(node)
+	inf := informers.NewSharedInformerFactory(kube, 0).Core().V1().Nodes()
+	if err := inf.Informer().GetIndexer().Add(node); err != nil {
+		t.Fatal(err)
+	}
+	api := &countingAPI{}
+	changes := 0
+	c := NewController(api, kube, inf, allNodes{}, record.NewFakeRecorder(10), Options{Templates: tmpl, Refresh: time.Hour, OnChange: func() { changes++ }})
+	ctx := context.Background()
+	if err := c.syncSelection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := c.syncNode(ctx, "node-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if api.sessions != 1 || api.sessions6 != 0 || api.neighbours != 1 || api.devices != 1 {
+		t.Fatalf("IPv4 only: %+v, want one session, neighbour and device call", *api)
+	}
+	c.EnableIPv6()
+	if c.queue.Len() == 0 {
+		t.Error("EnableIPv6 queued no node")
+	}
+	for range 2 {
+		if err := c.syncNode(ctx, "node-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if api.sessions != 1 || api.sessions6 != 1 || api.neighbours != 2 {
+		t.Fatalf("after EnableIPv6: %+v, want one IPv6 session and one more neighbour read", *api)
+	}
+	nodes := c.Nodes()
+	if len(nodes) != 1 || nodes[0].SourceIPv6 != "2604:1380:4641:c500::1" || len(nodes[0].PeersV6) != 2 || nodes[0].PeersV6[0].IP != "fc00::e" {
+		t.Fatalf("node %+v, want its IPv6 source and peers (sorted)", nodes)
+	}
+	if changes < 2 {
+		t.Errorf("%d changes reported, want the IPv6 peers to be one", changes)
 	}
 }

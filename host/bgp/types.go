@@ -29,4 +29,10 @@ type Node struct {
 	SourceIP       string
 	PrivateNetwork string
 	Peers          []Peer
+	// SourceIPv6 is the device's public IPv6, the source of its IPv6 sessions
+	// ("" when the device has no IPv6 session).
+	SourceIPv6 string
+	// PeersV6 are the device's IPv6 neighbours (Equinix's fc00::e, fc00::f),
+	// empty until a Service needs IPv6.
+	PeersV6 []Peer
 }

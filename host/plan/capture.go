@@ -102,6 +102,24 @@ func (m *metalCapture) EnsureDeviceBGPSession(ctx context.Context, deviceID stri
 	return nil
 }
 
+// EnsureDeviceBGPSessionIPv6 records the IPv6 session if the device has
+// none.
+func (m *metalCapture) EnsureDeviceBGPSessionIPv6(ctx context.Context, deviceID string) error {
+	sessions, err := m.Client.DeviceBGPSessions(ctx, deviceID)
+	if err != nil {
+		return err
+	}
+	for _, s := range sessions {
+		if s.AddressFamily == metalv1.BGPSESSIONADDRESSFAMILY_IPV6 {
+			return nil
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes.Sessions6 = append(m.writes.Sessions6, deviceID)
+	return nil
+}
+
 // EnableProjectBGP records the request.
 func (m *metalCapture) EnableProjectBGP(_ context.Context, asn int64, _ config.Secret) error {
 	m.mu.Lock()
@@ -119,6 +137,9 @@ type metalWrites struct {
 	// Sessions are the devices that get their IPv4 BGP session
 	// (EnsureDeviceBGPSession).
 	Sessions []string
+	// Sessions6 are the devices that get their IPv6 BGP session
+	// (EnsureDeviceBGPSessionIPv6).
+	Sessions6 []string
 	// ProjectASN is the ASN BGP is enabled with on the project
 	// (EnableProjectBGP); nil if it is not.
 	ProjectASN *int64

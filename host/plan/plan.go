@@ -86,6 +86,9 @@ type placement struct {
 type bgpSession struct {
 	Node   string `json:"node"`
 	Device string `json:"device"`
+	// Family is "ipv4" or "ipv6": a node's IPv6 session is created once a
+	// Service has an IPv6 Elastic IP.
+	Family string `json:"family"`
 }
 
 // nodeAnnotationChange is the core's BGP annotations of one node that a

@@ -91,7 +91,7 @@ func (p *Planner) Run(ctx context.Context, restConfig *rest.Config) (*Result, er
 		return res, nil // load balancing is off: no EIPs, BGP or module
 	}
 	mc := newMetal(p.Metal)
-	bgpNodes, err := p.planBGP(ctx, mc, nodes, res)
+	bgpNodes, err := p.planBGP(ctx, mc, nodes, eip.NeedsIPv6(svcs), res)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 // planBGP runs the project set-up, the selection policy and the per-node
 // annotation rules, and returns the BGP nodes the module would get.
-func (p *Planner) planBGP(ctx context.Context, mc *metalCapture, nodes []*v1.Node, res *Result) ([]bgp.Node, error) {
+func (p *Planner) planBGP(ctx context.Context, mc *metalCapture, nodes []*v1.Node, ipv6 bool, res *Result) ([]bgp.Node, error) {
 	if _, err := bgp.EnableProject(ctx, mc, p.Config.LocalASN, p.Config.BGPPass); err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func (p *Planner) planBGP(ctx context.Context, mc *metalCapture, nodes []*v1.Nod
 			if err != nil {
 				continue // not an Equinix Metal node
 			}
-			bn, err := p.planNode(ctx, mc, n, deviceID, res)
+			bn, err := p.planNode(ctx, mc, n, deviceID, ipv6, res)
 			if err != nil {
 				return nil, err
 			}
@@ -50,14 +50,23 @@ func (p *Planner) planBGP(ctx context.Context, mc *metalCapture, nodes []*v1.Nod
 	return out, nil
 }
 
-// planNode is the BGP controller's fetch of one node: its session, its
-// neighbours and its device.
-func (p *Planner) planNode(ctx context.Context, mc *metalCapture, n *v1.Node, deviceID string, res *Result) (bgp.Node, error) {
+// planNode is the BGP controller's fetch of one node: its sessions (IPv6
+// too when a Service has IPv6), its neighbours and its device.
+func (p *Planner) planNode(ctx context.Context, mc *metalCapture, n *v1.Node, deviceID string, ipv6 bool, res *Result) (bgp.Node, error) {
 	if err := mc.EnsureDeviceBGPSession(ctx, deviceID); err != nil {
 		return bgp.Node{}, fmt.Errorf("reading the BGP sessions of device %s (node %s): %w", deviceID, n.Name, err)
 	}
-	if len(mc.Take().Sessions) > 0 {
-		res.BGPSessions = append(res.BGPSessions, bgpSession{Node: n.Name, Device: deviceID})
+	if ipv6 {
+		if err := mc.EnsureDeviceBGPSessionIPv6(ctx, deviceID); err != nil {
+			return bgp.Node{}, fmt.Errorf("reading the BGP sessions of device %s (node %s): %w", deviceID, n.Name, err)
+		}
+	}
+	w := mc.Take()
+	if len(w.Sessions) > 0 {
+		res.BGPSessions = append(res.BGPSessions, bgpSession{Node: n.Name, Device: deviceID, Family: "ipv4"})
+	}
+	if len(w.Sessions6) > 0 {
+		res.BGPSessions = append(res.BGPSessions, bgpSession{Node: n.Name, Device: deviceID, Family: "ipv6"})
 	}
 	neighbours, err := p.Metal.DeviceBGPNeighbors(ctx, deviceID)
 	if err != nil {

@@ -68,7 +68,7 @@ func WriteText(w io.Writer, r *Result, secrets *redact.Set) error {
 	}
 	if section("BGP sessions to create", len(r.BGPSessions)) {
 		for _, s := range r.BGPSessions {
-			fmt.Fprintf(&b, "  node %s (device %s)\n", s.Node, s.Device)
+			fmt.Fprintf(&b, "  node %s (device %s), %s\n", s.Node, s.Device, s.Family)
 		}
 	}
 	if section("Node annotations", len(r.Annotations)) {

@@ -239,6 +239,7 @@ func (c *cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 		OnChange:  func() { c.lb.dirty() },
 	})
 	c.bgp.Store(controller)
+	c.lb.setIPv6(controller.EnableIPv6)
 	placer := policyPlacer{engine: c.policies, cfg: c.cfg, nodes: nodes.Lister(),
 		failures: &clusterevent.Reporter{Recorder: env.recorder, Reason: eip.ReasonFailed}}
 	// Registered here, before the factory starts: sharing keys need to know
