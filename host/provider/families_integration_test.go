@@ -2,65 +2,239 @@ package provider
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
-// TestIPFamiliesOnDualStackCluster: on an apiserver with IPv4 and IPv6
-// Service ranges (where an IPv6-only Service can exist at all), a
-// PreferDualStack Service gets its IPv4 Elastic IP and is told the IPv6
-// half is missing; IPv6-only and RequireDualStack Services get nothing and
-// a Warning naming the fix, and nothing is reserved for them.
+// TestIPFamiliesOnDualStackCluster, on an apiserver with IPv4 and IPv6
+// Service ranges (where an IPv6 Service can exist at all) and the emulator:
+//   - IPv6-only, PreferDualStack and RequireDualStack Services get their
+//     addresses, in the order of spec.ipFamilies, one reservation per
+//     family, tagged alike;
+//   - two dual-stack Services of one sharing key share both addresses;
+//   - in a metro without IPv6 Elastic IPs, PreferDualStack gets IPv4 and a
+//     Normal Event, RequireDualStack nothing and a Warning;
+//   - the nodes' devices get IPv6 BGP sessions once a Service has IPv6;
+//   - a restarted CCM adopts both families without a request;
+//   - deleting a dual-stack Service releases both.
 func TestIPFamiliesOnDualStackCluster(t *testing.T) {
 	env := testenv.New(t, testenv.Options{AuditLog: true, Users: testUsers,
 		APIServerFlags: []string{"--service-cluster-ip-range=10.0.0.0/24,fd00:10::/108"}})
-	h := newHarness(t, harnessOptions{env: env})
-	h.addNode("node-0", nil)
-	prefer, require, single := v1.IPFamilyPolicyPreferDualStack, v1.IPFamilyPolicyRequireDualStack, v1.IPFamilyPolicySingleStack
-	create := func(name string, policy v1.IPFamilyPolicy, families ...v1.IPFamily) *v1.Service {
-		t.Helper()
-		s := &v1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{"metal.equinix.com/eip-metro": "da"}},
-			Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, IPFamilyPolicy: &policy, IPFamilies: families,
-				Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+	seed := testSeed(2)
+	for i := range seed.Metros {
+		if seed.Metros[i].Code == "sv" {
+			seed.Metros[i].NoIPv6Reservations = true
 		}
-		out, err := h.kube.CoreV1().Services("default").Create(context.Background(), s, metav1.CreateOptions{})
+	}
+	h := newHarness(t, harnessOptions{env: env, seed: seed})
+	h.addNode("node-0", nil)
+	h.addNode("node-1", nil)
+	prefer, require, single := v1.IPFamilyPolicyPreferDualStack, v1.IPFamilyPolicyRequireDualStack, v1.IPFamilyPolicySingleStack
+	port := int32(80)
+	create := func(name, metro string, ann map[string]string, policy v1.IPFamilyPolicy, families ...v1.IPFamily) {
+		t.Helper()
+		a := map[string]string{"metal.equinix.com/eip-metro": metro}
+		for k, v := range ann {
+			a[k] = v
+		}
+		s := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: a},
+			Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, IPFamilyPolicy: &policy, IPFamilies: families,
+				Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: port}}},
+		}
+		port++ // Services of one sharing key need ports of their own
+		if _, err := h.kube.CoreV1().Services("default").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v4, v6 := v1.IPv4Protocol, v1.IPv6Protocol
+	shared := map[string]string{"metallb.io/allow-shared-ip": "k"}
+	create("dual", "da", nil, prefer)
+	create("v6", "da", nil, single, v6)
+	create("both", "da", nil, require, v6, v4)
+	create("share-a", "da", shared, require)
+	create("share-b", "da", shared, require)
+	create("sv-prefer", "sv", nil, prefer)
+	create("sv-require", "sv", nil, require)
+
+	want := map[string][]v1.IPFamily{"dual": {v4, v6}, "v6": {v6}, "both": {v6, v4}, "share-a": {v4, v6}, "share-b": {v4, v6}, "sv-prefer": {v4}}
+	got := map[string][]string{}
+	for name, fams := range want {
+		h.eventually(name+" has one address per family "+familiesString(fams), func() (bool, string) {
+			ips := h.ingress(name)
+			got[name] = ips
+			return slices.Equal(familiesOf(ips), fams), strings.Join(ips, ",") + "; events: " + h.events(name)
+		})
+	}
+	for _, name := range []string{"dual", "v6", "both"} {
+		s, err := h.kube.CoreV1().Services("default").Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out
-	}
-	dual := create("dual", prefer)
-	if len(dual.Spec.IPFamilies) != 2 {
-		t.Fatalf("the apiserver gave PreferDualStack the families %v: not a dual-stack cluster", dual.Spec.IPFamilies)
-	}
-	create("v6", single, v1.IPv6Protocol)
-	create("both", require)
-
-	h.eventually("dual has its IPv4 Elastic IP and a Normal "+eip.ReasonIPv4Only, func() (bool, string) {
-		ip, msg := h.serviceIP("dual")
-		if ip == "" || strings.Contains(ip, ":") {
-			return false, "ingress " + ip + " " + msg
+		if ann := s.Annotations[eip.AnnotationLoadBalancerIPs]; ann != strings.Join(got[name], ",") || s.Spec.LoadBalancerIP != "" {
+			t.Errorf("%s: %s %q, spec.loadBalancerIP %q; want its addresses in the annotation (what MetalLB reads for IPv6), the field empty", name, eip.AnnotationLoadBalancerIPs, ann, s.Spec.LoadBalancerIP)
 		}
-		return len(h.serviceEvents("dual", eip.ReasonIPv4Only)) > 0, "no Event yet"
+	}
+	if !slices.Equal(got["share-a"], got["share-b"]) {
+		t.Errorf("one sharing key, different addresses: %v and %v", got["share-a"], got["share-b"])
+	}
+	h.eventually("sv-prefer told it gets IPv4 only", func() (bool, string) {
+		evs := h.serviceEvents("sv-prefer", eip.ReasonIPv4Only)
+		return len(evs) > 0 && evs[0].Type == v1.EventTypeNormal, h.events("sv-prefer")
 	})
-	for _, name := range []string{"v6", "both"} {
-		h.eventually(name+" refused with "+eip.ReasonFamilyUnsupported, func() (bool, string) {
-			evs := h.serviceEvents(name, eip.ReasonFamilyUnsupported)
-			return len(evs) > 0 && evs[0].Type == v1.EventTypeWarning, h.events(name)
-		})
-		if ip, _ := h.serviceIP(name); ip != "" {
-			t.Errorf("%s got the address %s", name, ip)
+	h.eventually("sv-require refused with "+eip.ReasonFamilyUnsupported, func() (bool, string) {
+		evs := h.serviceEvents("sv-require", eip.ReasonFamilyUnsupported)
+		return len(evs) > 0 && evs[0].Type == v1.EventTypeWarning && strings.Contains(evs[0].Message, "PreferDualStack"), h.events("sv-require")
+	})
+	if ips := h.ingress("sv-require"); len(ips) != 0 {
+		t.Errorf("sv-require got %v", ips)
+	}
+
+	// Each family's reservation carries the Service's tags.
+	for _, name := range []string{"dual", "both"} {
+		tagged := h.emu.ElasticReservations(emulator.DefaultProjectID, eip.Tags(h.clusterID(), "default", name)...)
+		var types []string
+		for _, r := range tagged {
+			types = append(types, r.Type)
+		}
+		slices.Sort(types)
+		if !slices.Equal(types, []string{emulator.TypePublicIPv4, emulator.TypePublicIPv6}) {
+			t.Errorf("%s's tagged reservations are %v, want one public_ipv4 and one public_ipv6", name, types)
 		}
 	}
-	if n := h.emu.Count(emulator.RouteRequestIPReservation); n != 1 {
-		t.Errorf("%d reservation requests, want 1 (dual's)", n)
+
+	// BGP: every node's device gets its IPv6 session.
+	for _, d := range h.emu.Devices(emulator.DefaultProjectID) {
+		h.eventually(d.Hostname+" has an IPv6 BGP session", func() (bool, string) {
+			var fams []string
+			for _, s := range h.emu.BGPSessions(d.ID) {
+				fams = append(fams, s.AddressFamily)
+			}
+			return slices.Contains(fams, "ipv6") && slices.Contains(fams, "ipv4"), strings.Join(fams, ",")
+		})
 	}
+
+	// The module's input has both families: dual's pool holds its /32 and
+	// its /128, every node has IPv6 BGPPeers from its IPv6 source and
+	// IPv6 annotations beside the IPv4 ones, whose indexes stay.
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	h.eventually("dual's pool holds both addresses", func() (bool, string) {
+		list, err := dyn.Resource(ipAddressPools).Namespace("metallb-system").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range list.Items {
+			addrs, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "addresses")
+			if slices.Equal(addrs, []string{got["dual"][0] + "/32", got["dual"][1] + "/128"}) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d pools, none with %v", len(list.Items), got["dual"])
+	})
+	h.eventually("each node has two IPv6 BGPPeers and IPv6 annotations", func() (bool, string) {
+		list, err := dyn.Resource(bgpPeersGVR).Namespace("metallb-system").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		v6 := map[string]int{}
+		for _, p := range list.Items {
+			addr, _, _ := unstructured.NestedString(p.Object, "spec", "peerAddress")
+			src, _, _ := unstructured.NestedString(p.Object, "spec", "sourceAddress")
+			if strings.HasPrefix(addr, "fc00::") && strings.Contains(src, ":") {
+				v6[p.GetName()[:len("node-0")]]++
+			}
+		}
+		for _, n := range []string{"node-0", "node-1"} {
+			node, err := h.kube.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			a := node.Annotations
+			if v6[n] != 2 || a["metal.equinix.com/bgp-peers-v6-1-peer-ip"] != "fc00::f" || a["metal.equinix.com/bgp-peers-0-peer-ip"] != "169.254.255.1" ||
+				!strings.Contains(a["metal.equinix.com/bgp-peers-v6-0-src-ip"], ":") {
+				return false, fmt.Sprintf("IPv6 peers %v; %s annotations %v", v6, n, a)
+			}
+		}
+		return true, ""
+	})
+
+	// A restart adopts both families: nothing is reserved again (the
+	// Services of sv still ask for IPv6, and are refused, at each sync).
+	h.Stop()
+	before := len(h.emu.ElasticReservations(emulator.DefaultProjectID))
+	h2 := newHarness(t, harnessOptions{env: env, emu: h.emu})
+	h2.addService("after-restart", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
+	h2.eventually("after-restart has its address (the restarted CCM is syncing)", func() (bool, string) {
+		return len(h2.ingress("after-restart")) == 1, h2.events("after-restart")
+	})
+	for name := range want {
+		if ips := h2.ingress(name); !slices.Equal(ips, got[name]) {
+			t.Errorf("after the restart %s has %v, want %v", name, ips, got[name])
+		}
+	}
+	if n := len(h.emu.ElasticReservations(emulator.DefaultProjectID)) - before; n != 1 {
+		t.Errorf("the restarted CCM made %d reservations, want 1 (the new Service's)", n)
+	}
+
+	// Deleting a dual-stack Service releases both of its addresses.
+	if err := h2.kube.CoreV1().Services("default").Delete(context.Background(), "dual", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h2.eventually("dual's two reservations released", func() (bool, string) {
+		left := h.emu.ElasticReservations(emulator.DefaultProjectID, eip.Tags(h2.clusterID(), "default", "dual")...)
+		return len(left) == 0, "left: " + reservationsString(left)
+	})
+}
+
+// ingress is the Service's status addresses, in order.
+func (h *harness) ingress(name string) []string {
+	s, err := h.kube.CoreV1().Services("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		out = append(out, in.IP)
+	}
+	return out
+}
+
+func familiesOf(ips []string) []v1.IPFamily {
+	var out []v1.IPFamily
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Is4() {
+			out = append(out, v1.IPv4Protocol)
+		} else {
+			out = append(out, v1.IPv6Protocol)
+		}
+	}
+	return out
+}
+
+func familiesString(fams []v1.IPFamily) string {
+	var s []string
+	for _, f := range fams {
+		s = append(s, string(f))
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+func reservationsString(rs []emulator.Reservation) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, r.Prefix.String())
+	}
+	return strings.Join(s, ",")
 }
