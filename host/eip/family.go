@@ -192,6 +192,10 @@ func (m *Manager) ensureFamilies(ctx context.Context, svc *v1.Service) ([]string
 		return nil, err
 	}
 	got := map[v1.IPFamily]string{}
+	// The first failure of a family, returned once the other family has
+	// had its turn: an IPv4 reservation awaiting approval does not hold
+	// up the IPv6 request (both are made in one sync, and plan lists both).
+	var failed error
 	// IPv4 first: it is the path every Service had before IPv6, and the
 	// address a dual-stack Service keeps when IPv6 cannot be had.
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
@@ -214,10 +218,16 @@ func (m *Manager) ensureFamilies(ctx context.Context, svc *v1.Service) ([]string
 		case errors.As(err, &refused):
 			m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFamilyUnsupported, "%v", err)
 			return nil, err
+		case err != nil && failed == nil:
+			failed = err
+			continue
 		case err != nil:
-			return nil, err
+			continue
 		}
 		got[fam] = ip
+	}
+	if failed != nil {
+		return nil, failed
 	}
 	var out []string
 	for _, fam := range fams {

@@ -49,16 +49,17 @@ const plannedPrefix = "planned-"
 func (m *metalCapture) RequestReservation(ctx context.Context, r metal.ReservationRequest) (*metalv1.IPReservation, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// The code asks RequestReservation to be idempotent by tags; so is this.
+	// The code asks RequestReservation to be idempotent by tags and
+	// family; so is this.
 	for id, p := range m.planned {
-		if sameTags(p.Tags, r.Tags) {
+		if sameTags(p.Tags, r.Tags) && p.GetAddressFamily() == r.Family() {
 			cp := *m.planned[id]
 			return &cp, nil
 		}
 	}
 	m.writes.Requests = append(m.writes.Requests, r)
 	id := fmt.Sprintf("%s%d", plannedPrefix, len(m.planned)+1)
-	res := &metalv1.IPReservation{Id: metalv1.PtrString(id), State: metalv1.PtrString("pending"), Tags: r.Tags}
+	res := &metalv1.IPReservation{Id: metalv1.PtrString(id), State: metalv1.PtrString("pending"), Tags: r.Tags, AddressFamily: metalv1.PtrInt32(r.Family())}
 	m.planned[id] = res
 	cp := *res
 	return &cp, nil

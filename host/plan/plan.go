@@ -66,6 +66,9 @@ type eipChange struct {
 	Service  string `json:"service"`
 	Address  string `json:"address,omitempty"`
 	Location string `json:"location,omitempty"`
+	// Family is the address family of a reservation to make, "IPv4" or
+	// "IPv6" (a dual-stack Service has one of each).
+	Family string `json:"family,omitempty"`
 	// Reason says why: the placement policy's decision, or the Events the
 	// sync would record.
 	Reason string `json:"reason"`

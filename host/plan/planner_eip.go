@@ -74,11 +74,11 @@ func (p *eipPlanner) collect(s *v1.Service, ips []string, err error, releaseWhy 
 	writes := p.kube.Take()
 	reason := reasons(p.rec.Take(name))
 	for _, r := range captured.Requests {
-		what := "no reservation carries the Service's tags"
+		fam, what := "IPv4", "no reservation of the Service's IPv4 family carries its tags"
 		if r.IPv6 {
-			what = "no IPv6 reservation carries the Service's tags (an IPv6 /128 for its IPv6 family)"
+			fam, what = "IPv6", "no reservation of the Service's IPv6 family carries its tags (a public_ipv6 /128)"
 		}
-		p.add(eipChange{Action: ActionReserve, Service: name, Location: r.Location.String(),
+		p.add(eipChange{Action: ActionReserve, Service: name, Location: r.Location.String(), Family: fam,
 			Reason: fmt.Sprintf("%s; the placement policy (%s) decided %s", what, p.policies.Source(), r.Location)})
 	}
 	for _, d := range captured.Deletes {

@@ -43,6 +43,9 @@ func WriteText(w io.Writer, r *Result, secrets *redact.Set) error {
 			if e.Address != "" {
 				fmt.Fprintf(&b, " %s", e.Address)
 			}
+			if e.Family != "" {
+				fmt.Fprintf(&b, " %s", e.Family)
+			}
 			if e.Location != "" {
 				fmt.Fprintf(&b, " in %s", e.Location)
 			}

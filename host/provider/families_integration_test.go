@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/plan"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
@@ -188,12 +189,42 @@ func TestIPFamiliesOnDualStackCluster(t *testing.T) {
 		t.Errorf("the restarted CCM made %d reservations, want 1 (the new Service's)", n)
 	}
 
-	// Deleting a dual-stack Service releases both of its addresses.
-	if err := h2.kube.CoreV1().Services("default").Delete(context.Background(), "dual", metav1.DeleteOptions{}); err != nil {
+	// plan, with the CCM stopped, lists a new dual-stack Service's two
+	// reservations and a new node's two sessions.
+	h2.Stop()
+	create("later", "da", nil, prefer)
+	dev, err := h.emu.AddDevice(emulator.DeviceSeed{Hostname: "node-2", Metro: "da"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	h2.eventually("dual's two reservations released", func() (bool, string) {
-		left := h.emu.ElasticReservations(emulator.DefaultProjectID, eip.Tags(h2.clusterID(), "default", "dual")...)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://" + dev.ID}}
+	if _, err := h.kube.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run := runPlan(t, env, h.emu, h2.settings)
+	var reserve, sessions []string
+	for _, e := range run.res.EIPs {
+		if e.Action == plan.ActionReserve && e.Service == "default/later" {
+			reserve = append(reserve, e.Family)
+		}
+	}
+	for _, s := range run.res.BGPSessions {
+		sessions = append(sessions, s.Node+"/"+s.Family)
+	}
+	if !slices.Equal(reserve, []string{"IPv4", "IPv6"}) || !slices.Equal(sessions, []string{"node-2/ipv4", "node-2/ipv6"}) {
+		t.Errorf("plan reserves %v for later and creates the sessions %v; want IPv4 and IPv6, node-2's ipv4 and ipv6:\n%s", reserve, sessions, run.text)
+	}
+	if !strings.Contains(run.text, "reserve            default/later IPv6 in metro da") {
+		t.Errorf("plan's text does not name the IPv6 reservation:\n%s", run.text)
+	}
+	h3 := newHarness(t, harnessOptions{env: env, emu: h.emu})
+
+	// Deleting a dual-stack Service releases both of its addresses.
+	if err := h3.kube.CoreV1().Services("default").Delete(context.Background(), "dual", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h3.eventually("dual's two reservations released", func() (bool, string) {
+		left := h.emu.ElasticReservations(emulator.DefaultProjectID, eip.Tags(h3.clusterID(), "default", "dual")...)
 		return len(left) == 0, "left: " + reservationsString(left)
 	})
 }
