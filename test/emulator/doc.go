@@ -60,6 +60,14 @@
 // blocks appear in GET /projects/{id}/ips next to the Elastic IPs. Every
 // address comes from the metro's blocks and is never handed out twice
 // while held; released blocks are reused only when fresh space runs out.
+// An API request for public_ipv6 gets a block of its quantity (a /128 for
+// one address) from the metro's IPv6 block, outside every project's /56,
+// with address_family 6; a metro seeded with no_ipv6_reservations refuses
+// it with 422. Both are assumptions: Equinix documents no Elastic IPv6
+// request (docs/ipv6-plan.md), only that Terraform counts IPv6 blocks in
+// /64s. A device's IPv6 session gives neighbour data of family 6: peer_ips
+// fc00::e and fc00::f and customer_ip the device's public IPv6, as
+// packethost/network-helpers' test data shows.
 // BGP neighbours default to peer_ips 169.254.255.1 and 169.254.255.2,
 // peer_as 65530, customer_as the project's ASN (65000) and customer_ip the
 // device's private IPv4.
