@@ -1,6 +1,7 @@
 package eip
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -29,6 +30,13 @@ func TestFindOrphans(t *testing.T) {
 		res("8", SharedTags(cluster, "dns")...),  // a sharing key with a live Service
 		res("9", SharedTags(cluster, "gone")...), // a sharing key nobody carries any more
 	)
+	// A Service's IPv6 Elastic IP carries the same tags as its IPv4 one.
+	v6 := func(id string, tags ...string) metalv1.IPReservation {
+		r := res(id, tags...)
+		r.Address, r.AddressFamily = metalv1.PtrString("2604:1380:4641:c500::"+id), metalv1.PtrInt32(6)
+		return r
+	}
+	all = append(all, v6("10", Tags(cluster, "default", "alive")...), v6("11", Tags(cluster, "default", "gone")...))
 	keyed := svc("other", "dns-udp", v1.ServiceTypeLoadBalancer)
 	keyed.Annotations = map[string]string{SharingAnnotation: "dns"}
 	services := []*v1.Service{
@@ -41,8 +49,8 @@ func TestFindOrphans(t *testing.T) {
 	for _, o := range got {
 		ids = append(ids, o.ID)
 	}
-	if len(ids) != 3 || ids[0] != "2" || ids[1] != "6" || ids[2] != "9" {
-		t.Errorf("orphans %v, want [2 6 9]", ids)
+	if !slices.Equal(ids, []string{"2", "6", "9", "11"}) {
+		t.Errorf("orphans %v, want [2 6 9 11] (11: a gone Service's IPv6 Elastic IP)", ids)
 	}
 	if got[0].Owner != ServiceTag("default", "gone") || got[0].Address != "198.51.100.2" {
 		t.Errorf("orphan %+v lacks its owner tag or address", got[0])
