@@ -65,17 +65,21 @@ func (m *Manager) underPrefixCap(ctx context.Context, svc *v1.Service, loc locat
 	return errors.New(msg)
 }
 
-// comingPrefixes counts the addresses the BGP nodes of metro announce now
-// (those reserved there and those of unknown location; metro "" counts
-// all), plus the reservations of live Services they will announce soon:
-// one just made whose Service's address the informer has not seen yet, or
-// one pending Equinix's approval (counted by its ID, as it has no address
-// yet). Without them, Services synced in a burst would all pass the count.
+// comingPrefixes counts the addresses of m's family the BGP nodes of metro
+// announce now (those reserved there and those of unknown location; metro
+// "" counts all), plus the reservations of live Services they will
+// announce soon: one just made whose Service's address the informer has
+// not seen yet, or one pending Equinix's approval (counted by its ID, as
+// it has no address yet). Without them, Services synced in a burst would
+// all pass the count. One family only (m.api, a view, lists that family's
+// reservations): a node's IPv4 and IPv6 sessions are separate, each with
+// the limit of its own.
 func (m *Manager) comingPrefixes(ctx context.Context, services []*v1.Service, metro string) (int, error) {
 	in := func(at string) bool { return metro == "" || at == "" || at == metro }
 	prefixes := map[string]bool{}
+	fam := m.placeFamily()
 	for a, at := range m.prefixCap.Announced(services) {
-		if in(at) {
+		if in(at) && familyOf(a) == fam {
 			prefixes[a] = true
 		}
 	}

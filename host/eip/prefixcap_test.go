@@ -66,6 +66,8 @@ func TestPrefixCap(t *testing.T) {
 			existing: []metalv1.IPReservation{reserved("rgone", "gone", "10.0.0.9")}, svc: svc("new", metro, "")},
 		{name: "sharing a key's address", others: []*v1.Service{announced("a", "10.0.0.1"), ccmWrote(keyed("k1", 80), "10.0.0.2")},
 			existing: []metalv1.IPReservation{{Id: ptr("rk"), Address: ptr("10.0.0.2"), State: ptr("created"), Tags: SharedTags("cluster-uid", "k")}}, svc: keyed("k2", 443)},
+		{name: "IPv6 has a session and a limit of its own", others: []*v1.Service{announced("a", "10.0.0.1"), announced("b", "10.0.0.2")}, svc: ipv6Only(svc("new", metro, ""))},
+		{name: "IPv6 at its own limit", others: []*v1.Service{announced("a", "2604:1380::1"), announced("b", "2604:1380::2")}, svc: ipv6Only(svc("new", metro, "")), refused: true},
 		{name: "the user's own address", others: []*v1.Service{announced("a", "10.0.0.1"), announced("b", "10.0.0.2")}, svc: svc("new", nil, "145.60.80.60"),
 			existing: []metalv1.IPReservation{userReservation("mine", "145.60.80.60", "da")}},
 	}
@@ -96,4 +98,10 @@ func TestPrefixCap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ipv6Only makes s an IPv6 single-stack Service.
+func ipv6Only(s *v1.Service) *v1.Service {
+	s.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
+	return s
 }
