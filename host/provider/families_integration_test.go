@@ -227,6 +227,9 @@ func TestIPFamiliesOnDualStackCluster(t *testing.T) {
 		left := h.emu.ElasticReservations(emulator.DefaultProjectID, eip.Tags(h3.clusterID(), "default", "dual")...)
 		return len(left) == 0, "left: " + reservationsString(left)
 	})
+	// The deploy manifests' RBAC allows every call made for IPv6 (the
+	// annotation patches, the node annotations).
+	h3.checkRBAC()
 }
 
 // ingress is the Service's status addresses, in order.
