@@ -88,36 +88,30 @@ func (m *metalCapture) DeleteIP(_ context.Context, id string) error {
 
 // EnsureDeviceBGPSession records the session if the device has none.
 func (m *metalCapture) EnsureDeviceBGPSession(ctx context.Context, deviceID string) error {
-	sessions, err := m.Client.DeviceBGPSessions(ctx, deviceID)
-	if err != nil {
-		return err
-	}
-	for _, s := range sessions {
-		if s.AddressFamily == metalv1.BGPSESSIONADDRESSFAMILY_IPV4 {
-			return nil
-		}
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.writes.Sessions = append(m.writes.Sessions, deviceID)
-	return nil
+	return m.captureSession(ctx, deviceID, metalv1.BGPSESSIONADDRESSFAMILY_IPV4, &m.writes.Sessions)
 }
 
 // EnsureDeviceBGPSessionIPv6 records the IPv6 session if the device has
 // none.
 func (m *metalCapture) EnsureDeviceBGPSessionIPv6(ctx context.Context, deviceID string) error {
+	return m.captureSession(ctx, deviceID, metalv1.BGPSESSIONADDRESSFAMILY_IPV6, &m.writes.Sessions6)
+}
+
+// captureSession adds deviceID to *into (under mu) unless the device has a
+// session of family fam.
+func (m *metalCapture) captureSession(ctx context.Context, deviceID string, fam metalv1.BgpSessionAddressFamily, into *[]string) error {
 	sessions, err := m.Client.DeviceBGPSessions(ctx, deviceID)
 	if err != nil {
 		return err
 	}
 	for _, s := range sessions {
-		if s.AddressFamily == metalv1.BGPSESSIONADDRESSFAMILY_IPV6 {
+		if s.AddressFamily == fam {
 			return nil
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes.Sessions6 = append(m.writes.Sessions6, deviceID)
+	*into = append(*into, deviceID)
 	return nil
 }
 
