@@ -77,15 +77,9 @@ func (allNodes) SelectNodes(_ context.Context, nodes []*v1.Node) (map[string]boo
 // a node joining re-evaluates the selection and syncs every selected node,
 // which must not re-read those whose data is past Refresh but not yet due.
 func TestNeighboursAreReadAgainWhenDueOnly(t *testing.T) {
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://7d5f4a40-1b4b-4a7b-9c57-5e0f00000001"}}
-	kube := fake.NewSimpleClientset(node)
-	inf := informers.NewSharedInformerFactory(kube, 0).Core().V1().Nodes()
-	if err := inf.Informer().GetIndexer().Add(node); err != nil {
-		t.Fatal(err)
-	}
 	api := &countingAPI{}
 	const refresh = 5 * time.Minute
-	c := NewController(api, kube, inf, allNodes{}, record.NewFakeRecorder(10), Options{Templates: tmpl, Refresh: refresh})
+	c := oneNodeController(t, api, Options{Templates: tmpl, Refresh: refresh})
 	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	c.now = func() time.Time { return now }
 	c.jitter = func(d time.Duration) time.Duration { return d * 3 / 2 } // due 7m30s after a read
@@ -120,15 +114,9 @@ func TestNeighboursAreReadAgainWhenDueOnly(t *testing.T) {
 // a node costs the calls it cost before IPv6; EnableIPv6 then gives every
 // BGP node its IPv6 session once, and its IPv6 peers reach the node.
 func TestIPv6SessionsOnlyOnceNeeded(t *testing.T) {
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://7d5f4a40-1b4b-4a7b-9c57-5e0f00000001"}}
-	kube := fake.NewSimpleClientset(node)
-	inf := informers.NewSharedInformerFactory(kube, 0).Core().V1().Nodes()
-	if err := inf.Informer().GetIndexer().Add(node); err != nil {
-		t.Fatal(err)
-	}
 	api := &countingAPI{}
 	changes := 0
-	c := NewController(api, kube, inf, allNodes{}, record.NewFakeRecorder(10), Options{Templates: tmpl, Refresh: time.Hour, OnChange: func() { changes++ }})
+	c := oneNodeController(t, api, Options{Templates: tmpl, Refresh: time.Hour, OnChange: func() { changes++ }})
 	ctx := context.Background()
 	if err := c.syncSelection(ctx); err != nil {
 		t.Fatal(err)
@@ -160,4 +148,17 @@ func TestIPv6SessionsOnlyOnceNeeded(t *testing.T) {
 	if changes < 2 {
 		t.Errorf("%d changes reported, want the IPv6 peers to be one", changes)
 	}
+}
+
+// oneNodeController is a controller over api that selects every node, with
+// one Equinix node, node-1, in its informer.
+func oneNodeController(t *testing.T, api nodeAPI, opts Options) *Controller {
+	t.Helper()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://7d5f4a40-1b4b-4a7b-9c57-5e0f00000001"}}
+	kube := fake.NewSimpleClientset(node)
+	inf := informers.NewSharedInformerFactory(kube, 0).Core().V1().Nodes()
+	if err := inf.Informer().GetIndexer().Add(node); err != nil {
+		t.Fatal(err)
+	}
+	return NewController(api, kube, inf, allNodes{}, record.NewFakeRecorder(10), opts)
 }
