@@ -74,8 +74,9 @@ func CheckNamespaces() error {
 }
 
 // AddLoopbackAddresses brings the namespace's loopback up and gives it the
-// addresses as /32s: the routers' peer addresses and the nodes' private
-// addresses. Only call it inside the namespace.
+// addresses as /32s or /128s: the routers' peer addresses and the nodes'
+// BGP sources (private IPv4, public IPv6). Only call it inside the
+// namespace.
 func AddLoopbackAddresses(addrs ...string) error {
 	if !InNamespace() {
 		return errors.New("refusing to change loopback addresses outside the private network namespace")
@@ -84,12 +85,18 @@ func AddLoopbackAddresses(addrs ...string) error {
 		return fmt.Errorf("ip link set lo up: %s", firstLine(string(out), err))
 	}
 	for _, a := range addrs {
-		out, err := exec.Command("ip", "addr", "add", a+"/32", "dev", "lo").CombinedOutput()
+		// nodad: an IPv6 address is usable at once, not after duplicate
+		// address detection, which a loopback has nobody to ask anyway.
+		args := []string{"addr", "add", a + "/32", "dev", "lo"}
+		if strings.Contains(a, ":") {
+			args = []string{"-6", "addr", "add", a + "/128", "dev", "lo", "nodad"}
+		}
+		out, err := exec.Command("ip", args...).CombinedOutput()
 		if err != nil && (strings.Contains(string(out), "File exists") || strings.Contains(string(out), "already assigned")) {
 			continue // an earlier cluster of the same run added it
 		}
 		if err != nil {
-			return fmt.Errorf("ip addr add %s/32 dev lo: %s", a, firstLine(string(out), err))
+			return fmt.Errorf("ip %s: %s", strings.Join(args, " "), firstLine(string(out), err))
 		}
 	}
 	return nil

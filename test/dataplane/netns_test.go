@@ -68,6 +68,18 @@ func TestParseRIB(t *testing.T) {
 	if _, err := parseRIB([]byte("not json")); err == nil {
 		t.Error("garbage parsed")
 	}
+	// gobgp global rib -a ipv6 -j, a route from FRR's bgpd: the next hop
+	// is in MP_REACH_NLRI (type 14), not NEXT_HOP.
+	out6 := []byte(`{"2001:db8:5::5/128":[{"nlri":{"prefix":"2001:db8:5::5/128"},"age":1,"best":true,"attrs":[{"type":1,"value":0},` +
+		`{"type":2,"as_paths":[{"segment_type":2,"num":1,"asns":[65000]}]},{"type":4,"metric":0},` +
+		`{"type":14,"nexthop":"2001:db8::1","afi":2,"safi":1,"value":[{"prefix":"2001:db8:5::5/128"}]}],"stale":false,"source-id":"10.0.0.1","neighbor-ip":"2001:db8::1"}]}`)
+	rs6, err := parseRIB(out6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rs6.NextHops("2001:db8:5::5/128"), ","); got != "2001:db8::1" {
+		t.Errorf("IPv6 next hops %q, want 2001:db8::1", got)
+	}
 }
 
 // TestForward: bytes go both ways through a TCP -> Unix socket -> TCP

@@ -26,16 +26,23 @@ type RouterOptions struct {
 	// Neighbors are the nodes' private addresses; each must speak PeerASN.
 	Neighbors []string
 	PeerASN   uint32
+	// Addr6, when set, is the router's IPv6 peer address (fc00::e or
+	// fc00::f, Equinix's), where it also accepts IPv6 sessions from
+	// Neighbors6, the nodes' public IPv6 addresses: Equinix's IPv6 BGP is a
+	// session of its own per node.
+	Addr6      string
+	Neighbors6 []string
 	// Metros, when set, make the router refuse what Equinix's refuse: an
 	// Elastic IP is routed only in the metro it is reserved in, so a
 	// route from a node is accepted only for an address in the public
-	// blocks of the node's metro. A neighbour in no metro's Nodes has every
+	// blocks of the node's metro (of the route's family). A neighbour in no metro's Nodes has every
 	// route refused. Without Metros every route is accepted.
 	Metros []MetroRoutes
 }
 
-// MetroRoutes are a metro's nodes (their private addresses) and the blocks
-// its public addresses, Elastic IPs among them, come from.
+// MetroRoutes are a metro's nodes (their BGP source addresses, private
+// IPv4 and public IPv6) and the blocks its public addresses, Elastic IPs
+// among them, come from (IPv4, IPv6 or both).
 type MetroRoutes struct {
 	Code   string
 	Nodes  []string
@@ -53,29 +60,51 @@ type Router struct {
 // neighbours are passive (the routers never dial: MetalLB's native speaker
 // does not listen) and multipath is on, as on Equinix's routers.
 func StartRouter(bins Binaries, dir string, o RouterOptions) (*Router, error) {
+	return StartGoBGP(bins, dir, o, routerConfig(o))
+}
+
+// routerConfig is gobgpd's configuration (TOML) for the router.
+func routerConfig(o RouterOptions) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[global.config]\n  as = %d\n  router-id = %q\n  port = 179\n  local-address-list = [%q]\n", o.ASN, o.Addr, o.Addr)
+	listen := fmt.Sprintf("%q", o.Addr)
+	if o.Addr6 != "" {
+		listen += fmt.Sprintf(", %q", o.Addr6)
+	}
+	fmt.Fprintf(&b, "[global.config]\n  as = %d\n  router-id = %q\n  port = 179\n  local-address-list = [%s]\n", o.ASN, o.Addr, listen)
 	b.WriteString("[global.use-multiple-paths.config]\n  enabled = true\n")
-	for _, n := range o.Neighbors {
+	neighbor := func(n, local, afiSafi string) {
 		fmt.Fprintf(&b, "[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %q\n    peer-as = %d\n", n, o.PeerASN)
 		if o.Password != "" {
 			fmt.Fprintf(&b, "    auth-password = %q\n", o.Password)
 		}
-		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n    local-address = %q\n", o.Addr)
+		if afiSafi != "" {
+			fmt.Fprintf(&b, "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = %q\n", afiSafi)
+		}
+		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n    local-address = %q\n", local)
+	}
+	for _, n := range o.Neighbors {
+		neighbor(n, o.Addr, "")
+	}
+	if o.Addr6 != "" {
+		for _, n := range o.Neighbors6 {
+			neighbor(n, o.Addr6, "ipv6-unicast")
+		}
 	}
 	b.WriteString(metroPolicy(o.Metros))
-	return StartGoBGP(bins, dir, o, b.String())
+	return b.String()
 }
 
 // Metros are the routers' metros from the nodes' addresses by metro code
-// and the public blocks by metro code, sorted by code; a metro without a
-// block gets its nodes' routes refused.
-func Metros(nodes map[string][]string, blocks map[string]string) []MetroRoutes {
+// and the public blocks by metro code (one map per family), sorted by
+// code; a metro without a block gets its nodes' routes refused.
+func Metros(nodes map[string][]string, blocks ...map[string]string) []MetroRoutes {
 	var out []MetroRoutes
 	for _, code := range slices.Sorted(maps.Keys(nodes)) {
 		m := MetroRoutes{Code: code, Nodes: slices.Sorted(slices.Values(nodes[code]))}
-		if b := blocks[code]; b != "" {
-			m.Blocks = []string{b}
+		for _, family := range blocks {
+			if b := family[code]; b != "" {
+				m.Blocks = append(m.Blocks, b)
+			}
 		}
 		out = append(out, m)
 	}
@@ -83,10 +112,10 @@ func Metros(nodes map[string][]string, blocks map[string]string) []MetroRoutes {
 }
 
 // metroPolicy is the routers' import policy for metros (see
-// RouterOptions.Metros): for each metro a neighbour set of its nodes and
-// a prefix set of its blocks (any prefix within them), a statement
-// accepting a route that matches both, and every other route refused.
-// "" without metros.
+// RouterOptions.Metros): for each metro a neighbour set of its nodes and,
+// per family, a prefix set of its blocks (any prefix within them; GoBGP
+// keeps a set to one family), a statement accepting a route that matches
+// both, and every other route refused. "" without metros.
 func metroPolicy(metros []MetroRoutes) string {
 	if len(metros) == 0 {
 		return ""
@@ -102,20 +131,52 @@ func metroPolicy(metros []MetroRoutes) string {
 			fmt.Fprintf(&b, "%q", n)
 		}
 		b.WriteString("]\n")
-		fmt.Fprintf(&b, "[[defined-sets.prefix-sets]]\n  prefix-set-name = \"eips-%s\"\n", m.Code)
-		for _, blk := range m.Blocks {
-			bits := blk[strings.LastIndex(blk, "/")+1:]
-			fmt.Fprintf(&b, "  [[defined-sets.prefix-sets.prefix-list]]\n    ip-prefix = %q\n    masklength-range = \"%s..32\"\n", blk, bits)
+		for _, f := range blockFamilies(m.Blocks) {
+			fmt.Fprintf(&b, "[[defined-sets.prefix-sets]]\n  prefix-set-name = \"%s-%s\"\n", f.set, m.Code)
+			for _, blk := range f.blocks {
+				bits := blk[strings.LastIndex(blk, "/")+1:]
+				fmt.Fprintf(&b, "  [[defined-sets.prefix-sets.prefix-list]]\n    ip-prefix = %q\n    masklength-range = \"%s..%d\"\n", blk, bits, f.hostBits)
+			}
 		}
 	}
 	b.WriteString("[[policy-definitions]]\n  name = \"metro-eips\"\n")
 	for _, m := range metros {
-		fmt.Fprintf(&b, "  [[policy-definitions.statements]]\n    name = \"metro-%s\"\n", m.Code)
-		fmt.Fprintf(&b, "    [policy-definitions.statements.conditions.match-neighbor-set]\n      neighbor-set = \"nodes-%s\"\n", m.Code)
-		fmt.Fprintf(&b, "    [policy-definitions.statements.conditions.match-prefix-set]\n      prefix-set = \"eips-%s\"\n", m.Code)
-		b.WriteString("    [policy-definitions.statements.actions]\n      route-disposition = \"accept-route\"\n")
+		for _, f := range blockFamilies(m.Blocks) {
+			fmt.Fprintf(&b, "  [[policy-definitions.statements]]\n    name = \"metro-%s-%s\"\n", m.Code, f.set)
+			fmt.Fprintf(&b, "    [policy-definitions.statements.conditions.match-neighbor-set]\n      neighbor-set = \"nodes-%s\"\n", m.Code)
+			fmt.Fprintf(&b, "    [policy-definitions.statements.conditions.match-prefix-set]\n      prefix-set = \"%s-%s\"\n", f.set, m.Code)
+			b.WriteString("    [policy-definitions.statements.actions]\n      route-disposition = \"accept-route\"\n")
+		}
 	}
 	return b.String()
+}
+
+// blockFamily is a metro's blocks of one family, with the name of their
+// prefix set ("eips" for IPv4, "eips6" for IPv6) and the family's host
+// prefix length.
+type blockFamily struct {
+	set      string
+	blocks   []string
+	hostBits int
+}
+
+// blockFamilies splits blocks by family, IPv4 first; an IPv4-only metro
+// gives the one set it always had. A metro without blocks still gets an
+// empty IPv4 set, which refuses everything from its nodes.
+func blockFamilies(blocks []string) []blockFamily {
+	v4 := blockFamily{set: "eips", hostBits: 32}
+	v6 := blockFamily{set: "eips6", hostBits: 128}
+	for _, blk := range blocks {
+		if strings.Contains(blk, ":") {
+			v6.blocks = append(v6.blocks, blk)
+		} else {
+			v4.blocks = append(v4.blocks, blk)
+		}
+	}
+	if len(v6.blocks) == 0 {
+		return []blockFamily{v4}
+	}
+	return []blockFamily{v4, v6}
 }
 
 // StartGoBGP runs gobgpd with the configuration (TOML) and waits for its
@@ -179,8 +240,8 @@ type Path struct {
 
 func (p Path) String() string { return fmt.Sprintf("%s via AS%v", p.NextHop, p.ASPath) }
 
-// Routes is the router's IPv4 table: prefix -> paths (one per neighbour
-// that announced it; with multipath they are all used).
+// Routes is the router's table: prefix -> paths (one per neighbour that
+// announced it; with multipath they are all used).
 type Routes map[string][]Path
 
 // NextHops of a prefix, sorted.
@@ -193,13 +254,26 @@ func (rs Routes) NextHops(prefix string) []string {
 	return out
 }
 
-// Routes reads the router's table through gobgp's JSON output.
+// Routes reads the router's table through gobgp's JSON output: IPv4, and
+// IPv6 too when the router has IPv6 sessions.
 func (r *Router) Routes(ctx context.Context) (Routes, error) {
-	out, err := r.gobgp(ctx, "global", "rib", "-a", "ipv4", "-j")
-	if err != nil {
-		return nil, err
+	families := []string{"ipv4"}
+	if r.Addr6 != "" {
+		families = append(families, "ipv6")
 	}
-	return parseRIB(out)
+	all := Routes{}
+	for _, f := range families {
+		out, err := r.gobgp(ctx, "global", "rib", "-a", f, "-j")
+		if err != nil {
+			return nil, err
+		}
+		rs, err := parseRIB(out)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(all, rs)
+	}
+	return all, nil
 }
 
 // ribPath is the part of gobgp's JSON path we read.
@@ -234,7 +308,7 @@ func parseRIB(out []byte) (Routes, error) {
 					for _, seg := range a.ASPaths {
 						p.ASPath = append(p.ASPath, seg.ASNs...)
 					}
-				case 3: // NEXT_HOP
+				case 3, 14: // NEXT_HOP; MP_REACH_NLRI, which carries IPv6's
 					p.NextHop = a.NextHop
 				}
 			}
@@ -274,8 +348,12 @@ func (r *Router) Established(ctx context.Context) ([]string, error) {
 // in the namespace could already hold a port.
 const APIPortBase = 21051
 
-// The routers, as the emulator's BGP neighbour data names them.
-var RouterAddrs = []string{"169.254.255.1", "169.254.255.2"}
+// The routers, as the emulator's BGP neighbour data names them: IPv4 and,
+// in the same order, IPv6 peer addresses.
+var (
+	RouterAddrs  = []string{"169.254.255.1", "169.254.255.2"}
+	RouterAddrs6 = []string{"fc00::e", "fc00::f"}
+)
 
 const (
 	RouterASN  = 65530 // the emulator's peer_as
@@ -293,13 +371,25 @@ var MetroBlocks = map[string]string{"da": "198.51.100.0/24", "sv": "203.0.113.0/
 // allow (RouterOptions.Metros; nil accepts every route). Add RouterAddrs
 // and the nodes' addresses to the loopback first.
 func StartRouters(bins Binaries, dir, password string, nodeIPs []string, metros []MetroRoutes) ([]*Router, error) {
+	return StartDualStackRouters(bins, dir, password, nodeIPs, nil, metros)
+}
+
+// StartDualStackRouters is StartRouters with IPv6 sessions too: router i
+// also listens on RouterAddrs6[i] for sessions from nodeIPv6s (the nodes'
+// public IPv6 addresses), as Equinix's do. Add those addresses to the
+// loopback too. No nodeIPv6s is StartRouters.
+func StartDualStackRouters(bins Binaries, dir, password string, nodeIPs, nodeIPv6s []string, metros []MetroRoutes) ([]*Router, error) {
 	nodes := slices.Sorted(slices.Values(nodeIPs))
 	var out []*Router
 	for i, addr := range RouterAddrs {
-		r, err := StartRouter(bins, dir, RouterOptions{
+		o := RouterOptions{
 			Name: fmt.Sprintf("router-%d", i+1), Addr: addr, ASN: RouterASN, APIPort: APIPortBase + i,
 			Password: password, Neighbors: nodes, PeerASN: ProjectASN, Metros: metros,
-		})
+		}
+		if len(nodeIPv6s) > 0 {
+			o.Addr6, o.Neighbors6 = RouterAddrs6[i], slices.Sorted(slices.Values(nodeIPv6s))
+		}
+		r, err := StartRouter(bins, dir, o)
 		if err != nil {
 			for _, r := range out {
 				r.Stop()

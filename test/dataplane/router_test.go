@@ -39,6 +39,45 @@ func TestMetrosPolicy(t *testing.T) {
 	}
 }
 
+// TestMetrosPolicyIPv6: a metro with an IPv6 block gets a prefix set of
+// its own for it (GoBGP keeps a set to one family), up to /128, and its
+// own statement; the IPv4 set is as before.
+func TestMetrosPolicyIPv6(t *testing.T) {
+	m := Metros(map[string][]string{"da": {"198.51.100.2", "2001:db8:100::1"}},
+		map[string]string{"da": "198.18.0.0/18"}, map[string]string{"da": "2001:db8:100::/48"})
+	want := []MetroRoutes{{Code: "da", Nodes: []string{"198.51.100.2", "2001:db8:100::1"}, Blocks: []string{"198.18.0.0/18", "2001:db8:100::/48"}}}
+	if fmt.Sprint(m) != fmt.Sprint(want) {
+		t.Fatalf("Metros = %v, want %v", m, want)
+	}
+	p := metroPolicy(m)
+	for _, s := range []string{
+		`neighbor-info-list = ["198.51.100.2", "2001:db8:100::1"]`,
+		`prefix-set-name = "eips-da"` + "\n" + `  [[defined-sets.prefix-sets.prefix-list]]` + "\n" + `    ip-prefix = "198.18.0.0/18"` + "\n" + `    masklength-range = "18..32"`,
+		`prefix-set-name = "eips6-da"` + "\n" + `  [[defined-sets.prefix-sets.prefix-list]]` + "\n" + `    ip-prefix = "2001:db8:100::/48"` + "\n" + `    masklength-range = "48..128"`,
+		`prefix-set = "eips6-da"`,
+	} {
+		if !strings.Contains(p, s) {
+			t.Errorf("the policy lacks %q:\n%s", s, p)
+		}
+	}
+}
+
+// TestRouterIPv6Sessions: a router with an IPv6 address listens on both
+// and has one IPv6 neighbour per node's IPv6, carrying IPv6 unicast.
+func TestRouterIPv6Sessions(t *testing.T) {
+	conf := routerConfig(RouterOptions{Name: "r", Addr: "169.254.255.1", Addr6: "fc00::e",
+		Neighbors: []string{"198.51.100.2"}, Neighbors6: []string{"2001:db8:100::1"}, PeerASN: ProjectASN, ASN: RouterASN})
+	for _, s := range []string{
+		`local-address-list = ["169.254.255.1", "fc00::e"]`,
+		`neighbor-address = "2001:db8:100::1"` + "\n" + `    peer-as = 65000` + "\n" + `  [[neighbors.afi-safis]]` + "\n" + `    [neighbors.afi-safis.config]` + "\n" + `      afi-safi-name = "ipv6-unicast"` + "\n" + `  [neighbors.transport.config]` + "\n" + `    passive-mode = true` + "\n" + `    local-address = "fc00::e"`,
+		`neighbor-address = "198.51.100.2"` + "\n" + `    peer-as = 65000` + "\n" + `  [neighbors.transport.config]` + "\n" + `    passive-mode = true` + "\n" + `    local-address = "169.254.255.1"`,
+	} {
+		if !strings.Contains(conf, s) {
+			t.Errorf("the configuration lacks %q:\n%s", s, conf)
+		}
+	}
+}
+
 // TestMetrosPolicyInGoBGP runs gobgpd (from $METAL_CCM_E2E_GOBGP, which
 // make e2e builds) on loopback ports, as a router with two neighbours in
 // two metros that both announce an address of each metro: the router

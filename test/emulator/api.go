@@ -173,6 +173,19 @@ func (e *Emulator) PublicIPv4Blocks() map[string]string {
 	return out
 }
 
+// PublicIPv6Blocks maps each metro code to its public IPv6 block: the
+// projects' /56s and the public_ipv6 reservations come from it.
+func (e *Emulator) PublicIPv6Blocks() map[string]string {
+	s := e.store
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[string]string, len(s.metros))
+	for _, m := range s.metros {
+		out[m.code] = m.pub6.prefix.String()
+	}
+	return out
+}
+
 // Devices lists a project's devices in creation order.
 func (e *Emulator) Devices(projectID string) []Device {
 	s := e.store
