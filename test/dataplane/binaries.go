@@ -18,6 +18,13 @@ const (
 	EnvMetalLBLegacy = "METAL_CCM_E2E_METALLB_LEGACY"
 	// EnvWrongASNModule is the test-only module wrongasn, built for wasip1.
 	EnvWrongASNModule = "METAL_CCM_E2E_WRONG_ASN_MODULE"
+	// EnvFRR is the directory of Debian's FRR daemons (/usr/lib/frr: bgpd
+	// and frr-reload.py), which MetalLB's speaker in FRR mode drives; only
+	// the IPv6 data plane needs it (make e2e installs the frr package).
+	EnvFRR = "METAL_CCM_E2E_FRR"
+	// EnvMetalLBFRR is a directory with the MetalLB controller and speaker
+	// that run in FRR mode (0.16: see the Makefile for why not 0.15).
+	EnvMetalLBFRR = "METAL_CCM_E2E_METALLB_FRR"
 	// EnvSandbox is the sandbox binary (test/cmd/sandbox), which make e2e runs
 	// with the data plane.
 	EnvSandbox = "METAL_CCM_E2E_SANDBOX"
@@ -33,6 +40,18 @@ type Binaries struct {
 	// LegacyController and LegacySpeaker are MetalLB 0.12's.
 	LegacyController string
 	LegacySpeaker    string
+	// FRR is the directory with FRR's bgpd and frr-reload.py ("" = none);
+	// FRRController and FRRSpeaker the MetalLB that runs in FRR mode.
+	FRR           string
+	FRRController string
+	FRRSpeaker    string
+}
+
+// ForFRR are these binaries with the MetalLB that runs in FRR mode as
+// MetalLB's controller and speaker.
+func (b Binaries) ForFRR() Binaries {
+	b.MetalLBController, b.MetalLBSpeaker = b.FRRController, b.FRRSpeaker
+	return b
 }
 
 // BinariesFromEnv finds the binaries `make e2e` built; a missing one is an
@@ -46,6 +65,10 @@ func BinariesFromEnv() (Binaries, error) {
 		GoBGP:             filepath.Join(os.Getenv(EnvGoBGP), "gobgp"),
 		LegacyController:  filepath.Join(os.Getenv(EnvMetalLBLegacy), "controller"),
 		LegacySpeaker:     filepath.Join(os.Getenv(EnvMetalLBLegacy), "speaker"),
+		FRR:               os.Getenv(EnvFRR),
+	}
+	if d := os.Getenv(EnvMetalLBFRR); d != "" {
+		b.FRRController, b.FRRSpeaker = filepath.Join(d, "controller"), filepath.Join(d, "speaker")
 	}
 	var missing []string
 	if os.Getenv(EnvMetalLB) == "" || os.Getenv(EnvGoBGP) == "" || os.Getenv(EnvMetalLBLegacy) == "" || b.CCM == "" {

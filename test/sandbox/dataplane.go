@@ -211,7 +211,7 @@ func (dp *dataPlane) startMetalLB(ctx context.Context, kube kubernetes.Interface
 	}
 	dp.procs = append(dp.procs, c)
 	for _, d := range devs {
-		sp, err := dataplane.StartNodeSpeaker(ctx, kube, dp.bins, dp.dir, kubeconfig, d.Name, d.PrivateIP)
+		sp, err := dataplane.StartNodeSpeaker(ctx, kube, dp.bins, dp.dir, kubeconfig, d.Name, d.PrivateIP, nil)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,254 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// MetalLB's speaker in FRR mode (the mode that announces IPv6) does not
+// speak BGP itself: it writes an FRR configuration file and sends SIGHUP to
+// the process whose PID is in a file, MetalLB's reloader, which applies the
+// file to the node's FRR with frr-reload.py. In a cluster the speaker Pod
+// carries FRR and the reloader as containers. Here each node gets:
+//
+//   - a bgpd of its own (Debian's FRR), without zebra (-Z: the nodes share
+//     one network namespace, where several zebras would fight over the
+//     routing table, and a node that only announces needs none), without a
+//     listening port (-p 0: the routers listen on 179 in the same
+//     namespace, and only the node dials), its vty socket in its own
+//     directory;
+//   - this test process as its reloader: the speaker's PID file names it,
+//     and on SIGHUP every node whose file changed gets it applied with
+//     frr-reload.py, as MetalLB's reloader does.
+//
+// One line is added to what the speaker wrote: bgp router-id, the node's
+// IPv4 address. zebra would give bgpd one from the node's interfaces; bgpd
+// without zebra has none, and a BGP OPEN with router-id 0.0.0.0 is refused.
+//
+// MetalLB's reloader also writes the result to /etc/frr_reloader/.status,
+// a path the speaker reads fixed; the speaker ignores a missing file, and
+// the result goes to the node's frr-reload.log instead.
+
+// FRR is one node's bgpd and the files its speaker and reloader share.
+type FRR struct {
+	Node     string
+	Dir      string // frr.conf (the speaker's), reloader.pid, the vty socket, logs
+	routerID string
+	bins     Binaries
+	bgpd     *Proc
+	ports    int32 // the speaker's metrics port; health is the next
+
+	mu      sync.Mutex // one reload at a time
+	applied []byte     // the speaker's file as last applied
+}
+
+// CheckFRR says what is missing for FRR mode, naming the fix.
+func (b Binaries) CheckFRR() error {
+	if b.FRR == "" || b.FRRSpeaker == "" {
+		return fmt.Errorf("%s or %s is not set: run make e2e, which installs Debian's frr, builds MetalLB for FRR mode and sets them", EnvFRR, EnvMetalLBFRR)
+	}
+	var missing []string
+	for _, f := range []string{filepath.Join(b.FRR, "bgpd"), filepath.Join(b.FRR, "frr-reload.py"), b.FRRController, b.FRRSpeaker} {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	if _, err := exec.LookPath("vtysh"); err != nil {
+		missing = append(missing, "vtysh on PATH")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		missing = append(missing, "python3 on PATH")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("FRR mode needs %v: make e2e installs the Debian packages frr and frr-pythontools and builds MetalLB", missing)
+	}
+	return nil
+}
+
+// StartFRR runs the node's bgpd with an empty configuration and makes this
+// process its reloader. routerID is the node's IPv4 address.
+func StartFRR(bins Binaries, dir, node, routerID string) (*FRR, error) {
+	if err := bins.CheckFRR(); err != nil {
+		return nil, err
+	}
+	f := &FRR{Node: node, Dir: filepath.Join(dir, "frr-"+node), routerID: routerID, bins: bins,
+		ports: frrPortBase + 2*frrPorts.Add(1)}
+	if err := os.MkdirAll(f.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	initial := filepath.Join(f.Dir, "bgpd-initial.conf")
+	if err := os.WriteFile(initial, []byte("hostname "+node+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	// No trailing newline: the speaker parses the file with Atoi.
+	if err := os.WriteFile(f.pidFile(), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return nil, err
+	}
+	p, err := Start(dir, "bgpd-"+node, filepath.Join(bins.FRR, "bgpd"), []string{
+		"--no_zebra", "--skip_runas", "--bgp_port", "0", "--vty_port", "0",
+		"--vty_socket", f.Dir, "--pid_file", filepath.Join(f.Dir, "bgpd.pid"),
+		"--config_file", initial, "--log", "stdout",
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	f.bgpd = p
+	if err := f.waitVTY(); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	reloaders.add(f)
+	return f, nil
+}
+
+// SpeakerEnv is what MetalLB's speaker needs to drive this FRR.
+func (f *FRR) SpeakerEnv() []string {
+	return []string{"METALLB_BGP_TYPE=frr", "FRR_CONFIG_FILE=" + f.configFile(), "FRR_RELOADER_PID_FILE=" + f.pidFile()}
+}
+
+// SpeakerArgs are the speaker's own metrics and health ports: MetalLB 0.16
+// binds them on every address, where the other nodes' speakers are too.
+func (f *FRR) SpeakerArgs() []string {
+	return []string{fmt.Sprintf("--port=%d", f.ports), fmt.Sprintf("--health-probe-port=%d", f.ports+1)}
+}
+
+// frrPorts hands each FRR node two ports for its speaker, below the
+// ephemeral range and apart from the controller's (7471, 17472).
+var frrPorts atomic.Int32
+
+const frrPortBase = 17600
+
+// Stop ends bgpd (its sessions close) and the reloading.
+func (f *FRR) Stop() {
+	reloaders.remove(f)
+	f.bgpd.Stop()
+}
+
+func (f *FRR) configFile() string { return filepath.Join(f.Dir, "frr.conf") }
+func (f *FRR) pidFile() string    { return filepath.Join(f.Dir, "reloader.pid") }
+
+// waitVTY waits for bgpd's vty socket, where frr-reload.py talks to it.
+func (f *FRR) waitVTY() error {
+	sock := filepath.Join(f.Dir, "bgpd.vty")
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return nil
+		}
+		if done, err := f.bgpd.Exited(); done {
+			return fmt.Errorf("bgpd for %s exited (%v); see %s", f.Node, err, f.bgpd.Log)
+		}
+	}
+	return fmt.Errorf("bgpd for %s: no vty socket %s after 20s; see %s", f.Node, sock, f.bgpd.Log)
+}
+
+// reload applies the speaker's file when it changed since the last time,
+// and logs what frr-reload.py said to frr-reload.log.
+func (f *FRR) reload() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	conf, err := os.ReadFile(f.configFile())
+	if err != nil || bytes.Equal(conf, f.applied) {
+		return // not written yet, or applied already
+	}
+	err = f.apply(conf)
+	logf, lerr := os.OpenFile(filepath.Join(f.Dir, "frr-reload.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if lerr == nil {
+		defer logf.Close()
+		status := "success"
+		if err != nil {
+			status = "failure: " + err.Error()
+		}
+		fmt.Fprintf(logf, "%s %s\n", time.Now().Format(time.RFC3339Nano), status)
+	}
+	if err == nil {
+		f.applied = conf
+	}
+}
+
+func (f *FRR) apply(conf []byte) error {
+	withID := filepath.Join(f.Dir, "frr-applied.conf")
+	if err := os.WriteFile(withID, WithRouterID(conf, f.routerID), 0o600); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	vtysh, _ := exec.LookPath("vtysh")
+	run := filepath.Join(f.Dir, "run")
+	if err := os.MkdirAll(run, 0o700); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "python3", filepath.Join(f.bins.FRR, "frr-reload.py"), "--reload", "--stdout",
+		"--daemon", "bgpd", "--vty_socket", f.Dir, "--bindir", filepath.Dir(vtysh), "--confdir", f.Dir, "--rundir", run, withID)
+	out, err := cmd.CombinedOutput()
+	// frr-reload.py prints the lines it applies, the BGP password's too;
+	// MetalLB's reloader blanks it the same way.
+	_ = os.WriteFile(filepath.Join(f.Dir, "frr-reload.out"), passwordLine.ReplaceAll(out, []byte("password <retracted>")), 0o600)
+	if err != nil {
+		return fmt.Errorf("frr-reload.py: %v (output in %s)", err, filepath.Join(f.Dir, "frr-reload.out"))
+	}
+	return nil
+}
+
+var passwordLine = regexp.MustCompile(`password .*`)
+
+// routerBGP is a `router bgp <asn>` line of the default VRF.
+var routerBGP = regexp.MustCompile(`(?m)^router bgp [0-9]+[ \t]*$`)
+
+// WithRouterID adds `bgp router-id id` under each `router bgp` of the
+// default VRF that sets none, where zebra would have supplied one.
+func WithRouterID(conf []byte, id string) []byte {
+	if bytes.Contains(conf, []byte("bgp router-id")) {
+		return conf
+	}
+	return routerBGP.ReplaceAllFunc(conf, func(line []byte) []byte {
+		return append(append([]byte{}, line...), []byte("\n  bgp router-id "+id)...)
+	})
+}
+
+// reloaders is the set of FRRs this process reloads on SIGHUP.
+var reloaders = &hupReloaders{}
+
+type hupReloaders struct {
+	mu    sync.Mutex
+	frrs  map[*FRR]bool
+	start sync.Once
+}
+
+func (r *hupReloaders) add(f *FRR) {
+	r.start.Do(func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGHUP)
+		go func() {
+			for range ch {
+				r.mu.Lock()
+				for f := range r.frrs {
+					go f.reload()
+				}
+				r.mu.Unlock()
+			}
+		}()
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.frrs == nil {
+		r.frrs = map[*FRR]bool{}
+	}
+	r.frrs[f] = true
+}
+
+func (r *hupReloaders) remove(f *FRR) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.frrs, f)
+}
