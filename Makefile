@@ -267,6 +267,14 @@ E2E_BINS := $(DATAPLANE_BINS)
 METALLB_LEGACY_VERSION := v0.12.1
 METALLB_LEGACY_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_LEGACY_VERSION)
 E2E_BINS += $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speaker
+# MetalLB 0.16.1 for the IPv6 data plane (FRR mode): 0.15's FRR mode refuses
+# two BGPPeers with one peer address even when their nodeSelectors pick
+# different nodes, which is every per-node peer the CRD module writes; 0.16
+# checks per node. 0.16.1 builds from the proxy (its frr-k8s v0.0.25 is
+# served; 0.16.2's v0.0.27 is not).
+METALLB_FRR_VERSION := v0.16.1
+METALLB_FRR_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_FRR_VERSION)
+E2E_BINS += $(METALLB_FRR_BIN_DIR)/controller $(METALLB_FRR_BIN_DIR)/speaker
 
 # The sandbox: emulator + real kube-apiserver + the CCM + sample Services;
 # with user namespaces, MetalLB's speakers and two BGP routers too.
@@ -358,6 +366,10 @@ $(METALLB_LEGACY_BIN_DIR)/controller:
 	$(call build-in-module,go.universe.tf/metallb,$(METALLB_LEGACY_VERSION),controller,GONOSUMDB=go.universe.tf/metallb)
 $(METALLB_LEGACY_BIN_DIR)/speaker:
 	$(call build-in-module,go.universe.tf/metallb,$(METALLB_LEGACY_VERSION),speaker,GONOSUMDB=go.universe.tf/metallb)
+$(METALLB_FRR_BIN_DIR)/controller:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_FRR_VERSION),controller)
+$(METALLB_FRR_BIN_DIR)/speaker:
+	$(call build-in-module,go.universe.tf/metallb,$(METALLB_FRR_VERSION),speaker)
 $(GOBGP_BIN_DIR)/gobgpd:
 	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgpd)
 $(GOBGP_BIN_DIR)/gobgp:
@@ -404,10 +416,28 @@ $(E2E_WRONG_ASN): $(MODULE_SRCS) test/e2e/wrongasn/main.go
 	@mkdir -p $(@D)
 	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $@ ./test/e2e/wrongasn
 
-e2e: build k8s-bins e2e-bins $(E2E_WRONG_ASN)
+# The IPv6 data plane runs MetalLB's speakers in FRR mode, which drive
+# Debian's FRR (bgpd, and frr-reload.py from frr-pythontools); installed
+# when missing (root, apt-get). The tests run a bgpd of their own per node
+# in their private namespace; they neither need nor touch the package's own
+# frr service (which Debian starts with only zebra enabled, where services
+# start at all).
+E2E_DEBS := frr frr-pythontools
+FRR_DIR := /usr/lib/frr
+.PHONY: e2e-debs
+e2e-debs:
+	@missing=""; for p in $(E2E_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] || { echo "make e2e needs the Debian packages$$missing: apt-get install$$missing (as root)"; exit 1; }; \
+	  echo ">> installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+e2e: build k8s-bins e2e-bins e2e-debs $(E2E_WRONG_ASN)
 	@$(GO) build -o $(BIN_DIR)/sandbox ./test/cmd/sandbox
 	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
 	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) METAL_CCM_E2E_SANDBOX=$(CURDIR)/$(BIN_DIR)/sandbox \
+	  METAL_CCM_E2E_FRR=$(FRR_DIR) METAL_CCM_E2E_METALLB_FRR=$(METALLB_FRR_BIN_DIR) \
 	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./test/e2e/ ./test/dataplane/
 
 clean:

@@ -53,7 +53,13 @@ type ClusterOptions struct {
 	// LegacyConfigMap, when set, runs MetalLB 0.12 reading this ConfigMap
 	// (in dataplane.MetalLBNamespace) instead of the current MetalLB.
 	LegacyConfigMap string
-	Logf            func(string, ...any)
+	// DualStack makes the cluster dual-stack, as the IPv6 data plane needs:
+	// kube-apiserver gives Services IPv6 too, each node's public IPv6 is
+	// on the loopback, the routers also peer over IPv6 (at
+	// dataplane.RouterAddrs6), and MetalLB's speakers run in FRR mode, the
+	// mode that announces IPv6, each with a bgpd of its own.
+	DualStack bool
+	Logf      func(string, ...any)
 }
 
 // Cluster is everything of one data-plane run.
@@ -68,6 +74,10 @@ type Cluster struct {
 	Controller *dataplane.Proc
 	Speakers   map[string]*dataplane.Proc
 	NodeIP     map[string]string // node name -> private address (the BGP source)
+	// NodeIPv6 and FRR are a dual-stack cluster's: node name -> public IPv6
+	// (the IPv6 BGP source), and the node's FRR its speaker drives.
+	NodeIPv6 map[string]string
+	FRR      map[string]*dataplane.FRR
 	// ControlPlaneEIP is the seeded reservation's ID; Health the nodes'
 	// /healthz servers (both only with ControlPlaneEIPTag).
 	ControlPlaneEIP string
@@ -83,7 +93,14 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	c := &Cluster{Opts: o, Speakers: map[string]*dataplane.Proc{}, NodeIP: map[string]string{}}
+	if o.DualStack {
+		if err := o.Bins.CheckFRR(); err != nil {
+			return nil, err
+		}
+		o.Bins = o.Bins.ForFRR()
+	}
+	c := &Cluster{Opts: o, Speakers: map[string]*dataplane.Proc{}, NodeIP: map[string]string{},
+		NodeIPv6: map[string]string{}, FRR: map[string]*dataplane.FRR{}}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -96,6 +113,12 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	for _, ip := range c.NodeIP {
 		addrs = append(addrs, ip)
 	}
+	if o.DualStack {
+		addrs = append(addrs, dataplane.RouterAddrs6...)
+		for _, ip := range c.NodeIPv6 {
+			addrs = append(addrs, ip)
+		}
+	}
 	if err := dataplane.AddLoopbackAddresses(addrs...); err != nil {
 		return nil, err
 	}
@@ -103,7 +126,11 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 		return nil, err
 	}
 	began := time.Now()
-	env, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(o.Dir, "cluster"), KeepDir: true})
+	eo := testenv.Options{Dir: filepath.Join(o.Dir, "cluster"), KeepDir: true}
+	if o.DualStack {
+		eo.APIServerFlags = []string{"--service-cluster-ip-range=10.0.0.0/24,fd00:10::/108"}
+	}
+	env, err := testenv.Start(ctx, eo)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +205,9 @@ func (c *Cluster) startEmulator() error {
 			return fmt.Errorf("emulator: device %s has no private IPv4", d.Name)
 		}
 		c.NodeIP[d.Name] = a.String()
+		if a6, ok := dev.Address(emulator.TypePublicIPv6); ok && c.Opts.DualStack {
+			c.NodeIPv6[d.Name] = a6.String()
+		}
 	}
 	if c.Opts.ControlPlaneEIPTag == "" {
 		return nil
@@ -234,18 +264,27 @@ func (c *Cluster) ControlPlaneHolder() string {
 }
 
 func (c *Cluster) startRouters() error {
-	var nodes []string
+	var nodes, nodes6 []string
 	for _, ip := range c.NodeIP {
 		nodes = append(nodes, ip)
+	}
+	for _, ip := range c.NodeIPv6 {
+		nodes6 = append(nodes6, ip)
 	}
 	// As Equinix's: a node's routes only for its own metro's addresses.
 	byMetro := map[string][]string{}
 	for _, d := range c.Opts.Devices {
-		if ip, ok := c.NodeIP[d.Name]; ok {
-			byMetro[d.Metro] = append(byMetro[d.Metro], ip)
+		for _, ips := range []map[string]string{c.NodeIP, c.NodeIPv6} {
+			if ip, ok := ips[d.Name]; ok {
+				byMetro[d.Metro] = append(byMetro[d.Metro], ip)
+			}
 		}
 	}
-	rs, err := dataplane.StartRouters(c.Opts.Bins, c.Opts.Dir, c.Opts.Password, nodes, dataplane.Metros(byMetro, c.Emu.PublicIPv4Blocks()))
+	blocks := []map[string]string{c.Emu.PublicIPv4Blocks()}
+	if c.Opts.DualStack {
+		blocks = append(blocks, c.Emu.PublicIPv6Blocks())
+	}
+	rs, err := dataplane.StartDualStackRouters(c.Opts.Bins, c.Opts.Dir, c.Opts.Password, nodes, nodes6, dataplane.Metros(byMetro, blocks...))
 	if err != nil {
 		return err
 	}
@@ -330,7 +369,15 @@ func (c *Cluster) JoinNode(ctx context.Context, name string) error {
 		c.Speakers[name] = sp
 		return nil
 	}
-	sp, err := dataplane.StartNodeSpeaker(ctx, c.Kube, c.Opts.Bins, c.Opts.Dir, c.Env.KubeconfigPath, name, c.NodeIP[name])
+	var frr *dataplane.FRR
+	if c.Opts.DualStack {
+		var err error
+		if frr, err = dataplane.StartFRR(c.Opts.Bins, c.Opts.Dir, name, c.NodeIP[name]); err != nil {
+			return err
+		}
+		c.FRR[name] = frr
+	}
+	sp, err := dataplane.StartNodeSpeaker(ctx, c.Kube, c.Opts.Bins, c.Opts.Dir, c.Env.KubeconfigPath, name, c.NodeIP[name], frr)
 	if err != nil {
 		return err
 	}
@@ -351,6 +398,10 @@ func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
 		sp.Stop()
 		delete(c.Speakers, name)
 	}
+	if frr := c.FRR[name]; frr != nil {
+		frr.Stop()
+		delete(c.FRR, name)
+	}
 	return c.Kube.CoreV1().Pods(dataplane.MetalLBNamespace).Delete(ctx, dataplane.SpeakerPod(name), metav1.DeleteOptions{})
 }
 
@@ -358,6 +409,9 @@ func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
 func (c *Cluster) Stop() {
 	for _, sp := range c.Speakers {
 		sp.Stop()
+	}
+	for _, frr := range c.FRR {
+		frr.Stop()
 	}
 	for i := len(c.stops) - 1; i >= 0; i-- {
 		c.stops[i]()

@@ -306,7 +306,14 @@ func (h *e2e) wantReservationMetro(svc, metro string) {
 // nodes.
 func (h *e2e) wantSessions(nodes []string) {
 	h.t.Helper()
-	want := h.ips(nodes...)
+	h.wantSessionsFrom(h.ips(nodes...))
+}
+
+// wantSessionsFrom: every router has an established session with exactly
+// these addresses.
+func (h *e2e) wantSessionsFrom(want []string) {
+	h.t.Helper()
+	want = append([]string{}, want...)
 	sort.Strings(want)
 	for _, r := range h.c.Routers {
 		h.eventually("sessions at "+r.Name, 60*time.Second, func() (bool, string) {
@@ -451,9 +458,16 @@ func keepLogs(t *testing.T, dir string) {
 		return
 	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	for _, l := range logs {
+	// FRR's reloads per node (frr-<node>/), as the reloader wrote them
+	// (passwords blanked); frr.conf itself holds the password.
+	reloads, _ := filepath.Glob(filepath.Join(dir, "frr-*", "frr-reload.*"))
+	for _, l := range append(logs, reloads...) {
 		b, _ := os.ReadFile(l)
-		_ = os.WriteFile(filepath.Join(kept, filepath.Base(l)), b, 0o644)
+		name := filepath.Base(l)
+		if node := filepath.Base(filepath.Dir(l)); node != filepath.Base(dir) {
+			name = node + "-" + name
+		}
+		_ = os.WriteFile(filepath.Join(kept, name), b, 0o644)
 	}
 	t.Logf("logs of the CCM, MetalLB and the routers kept in %s", kept)
 }
