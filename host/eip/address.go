@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,33 @@ func checkRequestedIP(ip string) error {
 // this Service.
 func writtenByCCM(svc *v1.Service) bool {
 	return fieldmanager.WroteLoadBalancerIP(svc.ManagedFields)
+}
+
+// ccmAddress is the address of m's family the CCM last wrote for the
+// Service: spec.loadBalancerIP where the CCM wrote it (forFamily has
+// emptied it for the other family), else the Service's address of the
+// family in AnnotationLoadBalancerIPs where the CCM wrote that (a Service
+// with IPv6). "" when the CCM wrote none, or the user wrote the field.
+func (m *Manager) ccmAddress(svc *v1.Service) string {
+	if ip := svc.Spec.LoadBalancerIP; ip != "" {
+		if writtenByCCM(svc) {
+			return ip
+		}
+		return ""
+	}
+	if !fieldmanager.WroteAnnotation(svc.ManagedFields, AnnotationLoadBalancerIPs) {
+		return ""
+	}
+	fam := m.family
+	if fam == "" {
+		fam = v1.IPv4Protocol
+	}
+	for _, ip := range strings.Split(svc.Annotations[AnnotationLoadBalancerIPs], ",") {
+		if ip = strings.TrimSpace(ip); familyOf(ip) == fam {
+			return ip
+		}
+	}
+	return ""
 }
 
 // previous are the addresses the Service has: its status, and

@@ -76,14 +76,15 @@ func (m *Manager) ensureOwn(ctx context.Context, svc *v1.Service) (string, error
 	if lbIP != "" && !ours && (res == nil || res.GetAddress() != lbIP) {
 		return m.ownAddress(ctx, svc, lbIP)
 	}
-	// The CCM wrote spec.loadBalancerIP, yet no reservation carries the
-	// Service's tags: it was released outside the CCM (or the cache has not
-	// seen it yet; RequestReservation looks again, afresh, before creating),
-	// unless the address is a sharing key's the Service just left.
+	// The CCM wrote the Service an address of this family, yet no
+	// reservation carries the Service's tags: it was released outside the
+	// CCM (or the cache has not seen it yet; RequestReservation looks again,
+	// afresh, before creating), unless the address is a sharing key's the
+	// Service just left.
 	lost := ""
-	if res == nil && ours {
-		if shared, err := m.reservationAt(ctx, lbIP); err != nil || shared == nil {
-			lost = lbIP
+	if prev := m.ccmAddress(svc); res == nil && prev != "" {
+		if shared, err := m.reservationAt(ctx, prev); err != nil || shared == nil {
+			lost = prev
 		}
 	}
 
@@ -178,7 +179,7 @@ func (m *Manager) ensureShared(ctx context.Context, svc *v1.Service, key string)
 		return "", err
 	}
 	ip := res.GetAddress()
-	if lbIP := svc.Spec.LoadBalancerIP; lbIP != "" && lbIP != ip && writtenByCCM(svc) {
+	if lbIP := m.ccmAddress(svc); lbIP != "" && lbIP != ip {
 		// The address the CCM gave the Service is no reservation of the
 		// cluster any more (not its own, nor another key's it just left):
 		// the key's reservation was released outside the CCM.

@@ -248,7 +248,7 @@ func (m *Manager) ensureFamilies(ctx context.Context, svc *v1.Service) ([]string
 // Elastic IPs there, comma-separated in the order of spec.ipFamilies:
 // spec.loadBalancerIP holds one address of one family, and MetalLB
 // refuses it for a dual-stack Service, and together with this annotation.
-const AnnotationLoadBalancerIPs = "metallb.io/loadBalancerIPs"
+const AnnotationLoadBalancerIPs = fieldmanager.AnnotationLoadBalancerIPs
 
 func hasIPv6(fams []v1.IPFamily) bool { return slices.Contains(fams, v1.IPv6Protocol) }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	cloudapi "k8s.io/cloud-provider/api"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
 
@@ -235,5 +236,61 @@ func TestPolicyDeniesIPv6(t *testing.T) {
 	ev := strings.Join(events(rec), "\n")
 	if !strings.Contains(ev, "Normal "+ReasonIPv4Only) || !strings.Contains(ev, "no IPv6 here") || strings.Contains(ev, ReasonFailed) {
 		t.Errorf("events %q, want one %s naming the policy's reason", ev, ReasonIPv4Only)
+	}
+}
+
+// TestLostIsReportedPerFamily: the Elastic IPs the CCM wrote into
+// AnnotationLoadBalancerIPs (a Service with IPv6) were released outside
+// the CCM. Each family gets a new reservation and an ElasticIPLost Event
+// naming the old and the new address, as an IPv4 Service's
+// spec.loadBalancerIP does; addresses the user wrote there are not the
+// CCM's to report.
+func TestLostIsReportedPerFamily(t *testing.T) {
+	const lost4, lost6 = "147.75.9.9", "2604:1380:4641:c500::99"
+	annotatedBy := func(manager string) []metav1.ManagedFieldsEntry {
+		return []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:` + AnnotationLoadBalancerIPs + `":{}}}}`)}}
+	}
+	for _, tc := range []struct {
+		name     string
+		families []v1.IPFamily
+		manager  string
+		want     []string // the lost addresses reported
+	}{
+		{"IPv6 only", []v1.IPFamily{v1.IPv6Protocol}, fieldmanager.CCM, []string{lost6}},
+		{"dual-stack", []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, fieldmanager.CCM, []string{lost4, lost6}},
+		{"written by the user", []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, "kubectl-edit", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := &fakeAPI{}
+			s := svc("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
+			prefer := v1.IPFamilyPolicyPreferDualStack
+			s.Spec.IPFamilies, s.Spec.IPFamilyPolicy = tc.families, &prefer
+			var was []string
+			for _, f := range tc.families {
+				was = append(was, map[v1.IPFamily]string{v1.IPv4Protocol: lost4, v1.IPv6Protocol: lost6}[f])
+			}
+			s.Annotations[AnnotationLoadBalancerIPs] = strings.Join(was, ",")
+			s.ManagedFields = annotatedBy(tc.manager)
+			m, rec, _ := setup(t, s, api)
+			got, err := m.Ensure(context.Background(), s)
+			if err != nil || len(got) != len(tc.families) || slices.Contains(got, lost4) || slices.Contains(got, lost6) {
+				t.Fatalf("got %v, %v; want a new address per family", got, err)
+			}
+			var lost []string
+			for _, ev := range events(rec) {
+				if strings.Contains(ev, ReasonLost) {
+					lost = append(lost, ev)
+				}
+			}
+			if len(lost) != len(tc.want) {
+				t.Fatalf("%d ElasticIPLost Events %q, want %d", len(lost), lost, len(tc.want))
+			}
+			for i, addr := range tc.want {
+				if !strings.Contains(lost[i], "Elastic IP "+addr+",") || !strings.Contains(lost[i], "reserved "+got[i]+" instead") {
+					t.Errorf("Event %q, want it to name %s and %s", lost[i], addr, got[i])
+				}
+			}
+		})
 	}
 }

@@ -26,6 +26,12 @@ const (
 	// manager stops sending, so sharing a manager would make each remove the
 	// other's.
 	ModuleNodeAnnotations = CCM + "-lbmodule"
+
+	// AnnotationLoadBalancerIPs is MetalLB's annotation of the addresses a
+	// Service asks for, where host/eip writes a Service's Elastic IPs once
+	// it has IPv6. It is named here because host/eip and host/informertrim
+	// both read who wrote it.
+	AnnotationLoadBalancerIPs = "metallb.io/loadBalancerIPs"
 )
 
 // WroteLoadBalancerIP reports whether CCM owns spec.loadBalancerIP among
@@ -41,6 +47,27 @@ func WroteLoadBalancerIP(entries []metav1.ManagedFieldsEntry) bool {
 		}
 		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) == nil {
 			if _, ok := fields.Spec["f:loadBalancerIP"]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// WroteAnnotation reports whether CCM owns the annotation key among an
+// object's managedFields: whether its value is one the CCM wrote.
+func WroteAnnotation(entries []metav1.ManagedFieldsEntry, key string) bool {
+	for _, mf := range entries {
+		if mf.Manager != CCM || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Metadata struct {
+				Annotations map[string]json.RawMessage `json:"f:annotations"`
+			} `json:"f:metadata"`
+		}
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) == nil {
+			if _, ok := fields.Metadata.Annotations["f:"+key]; ok {
 				return true
 			}
 		}

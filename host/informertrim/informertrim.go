@@ -22,8 +22,10 @@ import (
 // Transform trims a Service or a Node (other objects pass unchanged):
 //
 //   - A Service keeps of its managedFields only what host/eip reads of
-//     them: whether fieldmanager.CCM owns spec.loadBalancerIP. That is
-//     one entry saying so, shared by every Service that has it, or none
+//     them: whether fieldmanager.CCM owns spec.loadBalancerIP, and whether
+//     it owns the annotation fieldmanager.AnnotationLoadBalancerIPs (a
+//     Service with IPv6). That is one entry saying so, shared by every
+//     Service that has the same, or none
 //     (the CCM's own entries, one for the Service and one for its status,
 //     were 8 MB of the heap at 10,000 Services, and the service
 //     controller keeps a copy of each). No controller updates a Service
@@ -48,19 +50,32 @@ func Transform(obj any) (any, error) {
 	return obj, nil
 }
 
-// wroteLoadBalancerIP is the managedFields a trimmed Service has when the
-// CCM wrote its spec.loadBalancerIP. Every such Service shares it: nothing
-// writes to a cached object.
-var wroteLoadBalancerIP = []metav1.ManagedFieldsEntry{{
-	Manager:   fieldmanager.CCM,
-	Operation: metav1.ManagedFieldsOperationUpdate,
-	FieldsV1:  metav1.NewFieldsV1(`{"f:spec":{"f:loadBalancerIP":{}}}`),
-}}
+// The managedFields a trimmed Service has when the CCM wrote its
+// spec.loadBalancerIP, its AnnotationLoadBalancerIPs, or both. Every such
+// Service shares one: nothing writes to a cached object.
+var (
+	lbIPFields           = `"f:spec":{"f:loadBalancerIP":{}}`
+	lbIPsFields          = `"f:metadata":{"f:annotations":{"f:` + fieldmanager.AnnotationLoadBalancerIPs + `":{}}}`
+	wroteLoadBalancerIP  = ccmEntry(`{` + lbIPFields + `}`)
+	wroteLoadBalancerIPs = ccmEntry(`{` + lbIPsFields + `}`)
+	wroteBoth            = ccmEntry(`{` + lbIPsFields + `,` + lbIPFields + `}`)
+)
+
+func ccmEntry(fields string) []metav1.ManagedFieldsEntry {
+	return []metav1.ManagedFieldsEntry{{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(fields)}}
+}
 
 // loadBalancerIPEntry is the trimmed form of a Service's managedFields.
 func loadBalancerIPEntry(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
-	if fieldmanager.WroteLoadBalancerIP(entries) {
+	ip := fieldmanager.WroteLoadBalancerIP(entries)
+	ips := fieldmanager.WroteAnnotation(entries, fieldmanager.AnnotationLoadBalancerIPs)
+	switch {
+	case ip && ips:
+		return wroteBoth
+	case ip:
 		return wroteLoadBalancerIP
+	case ips:
+		return wroteLoadBalancerIPs
 	}
 	return nil
 }

@@ -21,7 +21,13 @@ const (
 	lbIP      = `{"f:spec":{"f:loadBalancerIP":{}}}`
 	finalizer = `{"f:metadata":{"f:finalizers":{"v:\"service.kubernetes.io/load-balancer-cleanup\"":{}}}}`
 	ingress   = `{"f:status":{"f:loadBalancer":{"f:ingress":{}}}}`
+	lbIPs     = `{"f:metadata":{"f:annotations":{"f:metallb.io/loadBalancerIPs":{}}}}`
 )
+
+// trimmed is the one entry a trimmed Service keeps.
+func trimmed(fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(fields)}
+}
 
 func TestTransform(t *testing.T) {
 	meta := func(entries ...metav1.ManagedFieldsEntry) metav1.ObjectMeta {
@@ -37,6 +43,12 @@ func TestTransform(t *testing.T) {
 		{"a Service whose loadBalancerIP the CCM wrote keeps one entry saying so",
 			&v1.Service{ObjectMeta: meta(entry("kubectl", lbIP), entry(fieldmanager.CCM, finalizer), entry(fieldmanager.CCM, lbIP), entry(fieldmanager.CCM, ingress)), Spec: v1.ServiceSpec{LoadBalancerIP: "1.2.3.4"}},
 			&v1.Service{ObjectMeta: meta(wrote), Spec: v1.ServiceSpec{LoadBalancerIP: "1.2.3.4"}}},
+		{"a Service whose loadBalancerIPs annotation the CCM wrote keeps one entry saying so",
+			&v1.Service{ObjectMeta: meta(entry("kubectl", lbIPs), entry(fieldmanager.CCM, lbIPs), entry(fieldmanager.CCM, ingress))},
+			&v1.Service{ObjectMeta: meta(trimmed(lbIPs))}},
+		{"a Service the CCM wrote both of keeps one entry with both",
+			&v1.Service{ObjectMeta: meta(entry(fieldmanager.CCM, lbIP), entry(fieldmanager.CCM, lbIPs))},
+			&v1.Service{ObjectMeta: meta(trimmed(`{"f:metadata":{"f:annotations":{"f:metallb.io/loadBalancerIPs":{}}},"f:spec":{"f:loadBalancerIP":{}}}`))}},
 		{"a Service the CCM wrote other fields of has none",
 			&v1.Service{ObjectMeta: meta(entry("kubectl", lbIP), entry(fieldmanager.CCM, finalizer), entry(fieldmanager.CCM, ingress))},
 			&v1.Service{ObjectMeta: meta()}},
