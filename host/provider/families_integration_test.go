@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
@@ -29,6 +31,8 @@ import (
 //     Normal Event, RequireDualStack nothing and a Warning;
 //   - the nodes' devices get IPv6 BGP sessions once a Service has IPv6;
 //   - a restarted CCM adopts both families without a request;
+//   - an IPv6 Elastic IP deleted outside the CCM is reported lost and
+//     replaced;
 //   - deleting a dual-stack Service releases both.
 func TestIPFamiliesOnDualStackCluster(t *testing.T) {
 	env := testenv.New(t, testenv.Options{AuditLog: true, Users: testUsers,
@@ -217,7 +221,31 @@ func TestIPFamiliesOnDualStackCluster(t *testing.T) {
 	if !strings.Contains(run.text, "reserve            default/later IPv6 in metro da") {
 		t.Errorf("plan's text does not name the IPv6 reservation:\n%s", run.text)
 	}
-	h3 := newHarness(t, harnessOptions{env: env, emu: h.emu})
+	h3 := newHarness(t, harnessOptions{env: env, emu: h.emu, settings: map[string]any{"cacheRefreshPeriod": "1s"}})
+
+	// v6's IPv6 Elastic IP deleted in the console: as for IPv4, the Service
+	// gets a new one and an ElasticIPLost Event naming both (the CCM wrote
+	// the address into the annotation, so it is the CCM's to report).
+	own := h.emu.ElasticReservations(emulator.DefaultProjectID, eip.Tags(h3.clusterID(), "default", "v6")...)
+	if len(own) != 1 {
+		t.Fatalf("v6 has %d reservations, want 1: %s", len(own), reservationsString(own))
+	}
+	if _, err := h.emu.Client(emulator.DefaultToken).IPAddressesApi.DeleteIPAddress(context.Background(), own[0].ID).Execute(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the CCM's cache refreshes every second here
+	touch := []byte(`{"metadata":{"annotations":{"example.com/touched":"1"}}}`)
+	if _, err := h3.kube.CoreV1().Services("default").Patch(context.Background(), "v6", types.MergePatchType, touch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h3.eventually("v6 reported lost and moved to a new IPv6 Elastic IP", func() (bool, string) {
+		evs := h3.serviceEvents("v6", eip.ReasonLost)
+		ips := h3.ingress("v6")
+		if len(evs) == 0 || len(ips) != 1 || ips[0] == got["v6"][0] || !slices.Equal(familiesOf(ips), []v1.IPFamily{v6}) {
+			return false, strings.Join(ips, ",") + "; events: " + h3.events("v6")
+		}
+		return strings.Contains(evs[0].Message, got["v6"][0]) && strings.Contains(evs[0].Message, ips[0]), "the Event does not name both addresses: " + evs[0].Message
+	})
 
 	// Deleting a dual-stack Service releases both of its addresses.
 	if err := h3.kube.CoreV1().Services("default").Delete(context.Background(), "dual", metav1.DeleteOptions{}); err != nil {
