@@ -78,23 +78,12 @@ func (h *e2e) addFamilyService(name, metro string, policy v1.IPFamilyPolicy, fam
 	if _, err := h.c.Kube.CoreV1().Services("default").Create(h.ctx, svc, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
-	ready, node, port, proto, portName := true, "worker-0", int32(80), v1.ProtocolTCP, "http"
 	for _, f := range families {
 		typ, addr := discoveryv1.AddressTypeIPv4, "10.244.0.10"
 		if f == v1.IPv6Protocol {
 			typ, addr = discoveryv1.AddressTypeIPv6, "fd00:244::10"
 		}
-		es := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name + "-" + strings.ToLower(string(f)),
-				Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
-			AddressType: typ,
-			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr}, NodeName: &node,
-				Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
-			Ports: []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
-		}
-		if _, err := h.c.Kube.DiscoveryV1().EndpointSlices("default").Create(h.ctx, es, metav1.CreateOptions{}); err != nil {
-			h.t.Fatal(err)
-		}
+		h.addEndpointSlice(name, name+"-"+strings.ToLower(string(f)), typ, addr)
 	}
 	var ips []string
 	h.eventually("Service "+name+" gets an Elastic IP per family", 60*time.Second, func() (bool, string) {

@@ -212,19 +212,8 @@ func (h *e2e) addService(name string, annotations map[string]string) {
 	if _, err := h.c.Kube.CoreV1().Services("default").Create(h.ctx, svc, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
-	ready, node, port, proto := true, "worker-0", int32(80), v1.ProtocolTCP
-	portName := "http"
-	es := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name + "-e2e",
-			Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.10"}, NodeName: &node,
-			Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
-		Ports: []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
-	}
-	if _, err := h.c.Kube.DiscoveryV1().EndpointSlices("default").Create(h.ctx, es, metav1.CreateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
+	h.addEndpointSlice(name, name+"-e2e", discoveryv1.AddressTypeIPv4, "10.244.0.10")
+	node, port, proto, portName := "worker-0", int32(80), v1.ProtocolTCP, "http"
 	// The Endpoints too, which kube-controller-manager still writes and
 	// MetalLB 0.12 reads.
 	ep := &v1.Endpoints{
@@ -235,6 +224,25 @@ func (h *e2e) addService(name string, annotations map[string]string) {
 		}},
 	}
 	if _, err := h.c.Kube.CoreV1().Endpoints("default").Create(h.ctx, ep, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// addEndpointSlice creates the Service's EndpointSlice of one address
+// family, with one ready endpoint (addr) on worker-0, port 80, as
+// kube-controller-manager would for a running Pod.
+func (h *e2e) addEndpointSlice(svc, name string, typ discoveryv1.AddressType, addr string) {
+	h.t.Helper()
+	ready, node, port, proto, portName := true, "worker-0", int32(80), v1.ProtocolTCP, "http"
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+		AddressType: typ,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr}, NodeName: &node,
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports: []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+	}
+	if _, err := h.c.Kube.DiscoveryV1().EndpointSlices("default").Create(h.ctx, es, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
 }

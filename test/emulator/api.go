@@ -163,25 +163,23 @@ func (e *Emulator) Projects() []Project {
 // addresses come from, Elastic IPs (a metro's or one of its facilities')
 // among them: what Equinix routes in that metro and nowhere else.
 func (e *Emulator) PublicIPv4Blocks() map[string]string {
-	s := e.store
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make(map[string]string, len(s.metros))
-	for _, m := range s.metros {
-		out[m.code] = m.public4.prefix.String()
-	}
-	return out
+	return e.metroBlocks(func(m *metro) *pool { return m.public4 })
 }
 
 // PublicIPv6Blocks maps each metro code to its public IPv6 block: the
 // projects' /56s and the public_ipv6 reservations come from it.
 func (e *Emulator) PublicIPv6Blocks() map[string]string {
+	return e.metroBlocks(func(m *metro) *pool { return m.pub6 })
+}
+
+// metroBlocks maps each metro's code to the prefix of one of its pools.
+func (e *Emulator) metroBlocks(of func(*metro) *pool) map[string]string {
 	s := e.store
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make(map[string]string, len(s.metros))
 	for _, m := range s.metros {
-		out[m.code] = m.pub6.prefix.String()
+		out[m.code] = of(m).prefix.String()
 	}
 	return out
 }
