@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -65,7 +64,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 			cm = o
 		}
 	}
-	services, v6 := withoutIPv6(req.Services)
+	services, v6 := metallb.WithoutIPv6(req.Services)
 	pools, warnings := metallb.Pools(services)
 	resp := sdk.GenerateResponse{Warnings: append(warnings, legacyKeyWarnings(pools, services)...)}
 	if len(v6) > 0 {
@@ -145,38 +144,6 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		"data":     map[string]any{configKey: string(out)},
 	}}
 	return resp, nil
-}
-
-// withoutIPv6 is services without their IPv6 addresses (sdk.IsIPv6),
-// those left with no address left out, and the Services that had one
-// ("<namespace>/<name>"). services is not changed.
-func withoutIPv6(services []sdk.Service) (out []sdk.Service, v6 []string) {
-	out = make([]sdk.Service, 0, len(services))
-	for _, s := range services {
-		if !slices.ContainsFunc(s.IPs, sdk.IsIPv6) {
-			out = append(out, s)
-			continue
-		}
-		v6 = append(v6, s.Namespace+"/"+s.Name)
-		var ips []string
-		for _, ip := range s.IPs {
-			if !sdk.IsIPv6(ip) {
-				ips = append(ips, ip)
-			}
-		}
-		if len(ips) == 0 {
-			continue
-		}
-		var locs []sdk.AddressLocation
-		for _, l := range s.Locations {
-			if !sdk.IsIPv6(l.IP) {
-				locs = append(locs, l)
-			}
-		}
-		s.IPs, s.Locations = ips, locs
-		out = append(out, s)
-	}
-	return out, v6
 }
 
 // serviceSelectors are upstream's bookkeeping selectors, one per Service

@@ -67,10 +67,26 @@ func describe(o sdk.Options) (sdk.Description, error) {
 // MetalLB's defaults, aggregationLength 32 and aggregationLengthV6 128,
 // announce each address alone. An IPv4-only cluster's output is what it
 // was before IPv6.
+//
+// Only MetalLB in an FRR mode announces IPv6 (metallb.AnnouncesIPv6, from
+// the bgpType parameter). In native mode, the default, MetalLB refuses its
+// whole configuration once an announced pool holds IPv6, so the IPv6
+// addresses and peers are left out, with a warning: IPv4 keeps working.
+// (The CCM reserves no IPv6 Elastic IP for such a cluster; this covers an
+// address it was given anyway.)
 func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	ns := metallb.Namespace(req.Options)
-	pools, warnings := metallb.Pools(req.Services)
-	resp := sdk.GenerateResponse{Warnings: warnings}
+	services, nodesV6 := req.Services, req.Nodes
+	var warnings []string
+	if !metallb.AnnouncesIPv6(req.Options) {
+		var v6 []string
+		if services, v6 = metallb.WithoutIPv6(req.Services); len(v6) > 0 {
+			warnings = append(warnings, fmt.Sprintf("the IPv6 addresses of %d Services (%s, for one) are left out of MetalLB's pools: MetalLB in native BGP mode announces IPv4 only and refuses a configuration whose announced pools hold IPv6; run MetalLB in FRR mode (v0.16.1 or later) and set the loadbalancer to metallb:///%s?%s=frr", len(v6), v6[0], ns, metallb.BGPTypeParam))
+		}
+		nodesV6 = nil
+	}
+	pools, poolWarnings := metallb.Pools(services)
+	resp := sdk.GenerateResponse{Warnings: append(warnings, poolWarnings...)}
 	if len(pools) == 0 {
 		return resp, nil
 	}
@@ -103,7 +119,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	secrets := passwordSecrets{}
 	// The IPv6 peers after the IPv4 ones, so that the IPv4 peers'
 	// password Secrets keep their names (numbered in order of first use).
-	for _, s := range append(metallb.Sessions(req.Nodes), metallb.SessionsV6(req.Nodes)...) {
+	for _, s := range append(metallb.Sessions(req.Nodes), metallb.SessionsV6(nodesV6)...) {
 		resp.Objects = append(resp.Objects, peer(s, ns, &secrets))
 	}
 	resp.Objects = append(resp.Objects, secrets.objects(ns)...)

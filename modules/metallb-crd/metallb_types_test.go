@@ -110,7 +110,8 @@ func TestPoolNames(t *testing.T) {
 		{"not an IP is skipped", []sdk.Service{{Namespace: "x", Name: "bad", IPs: []string{"nope"}}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := generate(sdk.GenerateRequest{Services: tc.services})
+			// FRR mode, where MetalLB takes IPv6 pools.
+			resp, err := generate(sdk.GenerateRequest{Services: tc.services, Options: sdk.Options{Params: map[string]string{"bgpType": "frr"}}})
 			if err != nil {
 				t.Fatal(err)
 			}

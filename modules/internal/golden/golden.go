@@ -194,7 +194,10 @@ func Cases() []Case {
 		{Name: "no-services", Request: noSvc},
 		{Name: "user-objects", Request: base, Existing: UserObjects},
 		{Name: "other-namespace", Options: sdk.Options{Namespace: "lb", ConfigMap: "metallb", Params: map[string]string{"x": "y"}}, Request: base},
-		{Name: "dual-stack", Request: dualStack(), Existing: UserObjects[2:]},
+		// MetalLB in FRR mode, which announces IPv6, and in native mode
+		// (the default), which does not.
+		{Name: "dual-stack", Options: sdk.Options{Params: map[string]string{"bgpType": "frr"}}, Request: dualStack(), Existing: UserObjects[2:]},
+		{Name: "dual-stack-native", Request: dualStack(), Existing: UserObjects[2:]},
 	}
 }
 

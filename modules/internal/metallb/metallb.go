@@ -375,3 +375,53 @@ func Namespace(o sdk.Options) string {
 	}
 	return o.Namespace
 }
+
+// WithoutIPv6 is services without their IPv6 addresses (sdk.IsIPv6),
+// those left with no address left out, and the Services that had one
+// ("<namespace>/<name>"). services is not changed.
+func WithoutIPv6(services []sdk.Service) (out []sdk.Service, v6 []string) {
+	out = make([]sdk.Service, 0, len(services))
+	for _, s := range services {
+		if !slices.ContainsFunc(s.IPs, sdk.IsIPv6) {
+			out = append(out, s)
+			continue
+		}
+		v6 = append(v6, s.Namespace+"/"+s.Name)
+		var ips []string
+		for _, ip := range s.IPs {
+			if !sdk.IsIPv6(ip) {
+				ips = append(ips, ip)
+			}
+		}
+		if len(ips) == 0 {
+			continue
+		}
+		var locs []sdk.AddressLocation
+		for _, l := range s.Locations {
+			if !sdk.IsIPv6(l.IP) {
+				locs = append(locs, l)
+			}
+		}
+		s.IPs, s.Locations = ips, locs
+		out = append(out, s)
+	}
+	return out, v6
+}
+
+// BGPTypeParam is the module parameter (a query parameter of the
+// loadbalancer URL, metallb:///<ns>?bgpType=frr) saying how MetalLB's
+// speakers run: native (the default, as MetalLB's metallb-native.yaml),
+// frr or frr-k8s, MetalLB's own METALLB_BGP_TYPE values.
+const BGPTypeParam = "bgpType"
+
+// AnnouncesIPv6 reports whether MetalLB, as the options describe it,
+// announces IPv6: in FRR modes only. In native mode MetalLB refuses its
+// whole configuration once a pool it announces over BGP holds an IPv6
+// address, which would stop every change for IPv4 Services too.
+func AnnouncesIPv6(o sdk.Options) bool {
+	switch o.Params[BGPTypeParam] {
+	case "frr", "frr-k8s":
+		return true
+	}
+	return false
+}
