@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -145,8 +146,38 @@ func parseMetalLB(u *url.URL, opts map[string]string) (LoadBalancer, error) {
 			return LoadBalancer{}, fmt.Errorf("names the ConfigMap %q, which is not a valid object name: %s", lb.ConfigMap, errs[0])
 		}
 	}
+	if v, ok := opts[bgpTypeParam]; ok && !slices.Contains(bgpTypes, v) {
+		return LoadBalancer{}, fmt.Errorf("has %s=%q; use native (MetalLB's default), frr or frr-k8s, as MetalLB's speaker runs (its METALLB_BGP_TYPE)", bgpTypeParam, v)
+	}
 	lb.Options = opts
 	return lb, nil
+}
+
+// bgpTypeParam says how MetalLB's speakers run, with MetalLB's own values
+// (METALLB_BGP_TYPE): it decides whether MetalLB can announce IPv6. The
+// MetalLB CRD module reads it too (modules/internal/metallb).
+const bgpTypeParam = "bgpType"
+
+var bgpTypes = []string{"native", "frr", "frr-k8s"}
+
+// IPv6Unsupported says why the load-balancer integration cannot announce
+// an IPv6 Elastic IP, "" when it can (or, for a user's module, may): the
+// CCM then reserves none, and a Service that needs IPv6 is told why in an
+// Event. MetalLB announces IPv6 in its FRR modes only, and in native mode
+// refuses its whole configuration once an announced pool holds IPv6.
+func (lb LoadBalancer) IPv6Unsupported() string {
+	switch lb.Kind {
+	case LBMetalLBCRD:
+		if t := lb.Options[bgpTypeParam]; t == "frr" || t == "frr-k8s" {
+			return ""
+		}
+		return fmt.Sprintf("MetalLB in native BGP mode (the loadbalancer setting has no %s=frr) announces IPv4 only; run MetalLB in FRR mode (v0.16.1 or later) and set the loadbalancer to metallb:///%s?%s=frr", bgpTypeParam, lb.Namespace, bgpTypeParam)
+	case LBMetalLBConfigMap:
+		return fmt.Sprintf("MetalLB <= 0.12 (the ConfigMap mode) announces IPv4 only; run MetalLB >= 0.16.1 in FRR mode and set the loadbalancer to metallb:///%s?%s=frr", lb.Namespace, bgpTypeParam)
+	case LBKubeVIP:
+		return "the kube-vip integration gets IPv4 BGP peers only (the node annotations kube-vip reads); IPv6 needs another load balancer, such as MetalLB in FRR mode (metallb:///metallb-system?bgpType=frr)"
+	}
+	return ""
 }
 
 // parseFileModule reads wasm:///<absolute path>.wasm[?sha256=<hex>&…].

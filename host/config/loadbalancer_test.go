@@ -26,6 +26,7 @@ func TestParseLoadBalancer(t *testing.T) {
 		{in: "metallb:///metallb-system/config", want: LoadBalancer{Kind: LBMetalLBConfigMap, Namespace: "metallb-system", ConfigMap: "config", Options: map[string]string{}}},
 		{in: "metallb:///metallb-system", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "metallb-system", Options: map[string]string{}}},
 		{in: "metallb:///lb?crdConfiguration=true&community=65000:1", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "lb", Options: map[string]string{"community": "65000:1"}}},
+		{in: "metallb:///lb?bgpType=frr", want: LoadBalancer{Kind: LBMetalLBCRD, Namespace: "lb", Options: map[string]string{"bgpType": "frr"}}},
 		{in: "kube-vip://", want: LoadBalancer{Kind: LBKubeVIP, Options: map[string]string{}}},
 		{in: "empty://", want: LoadBalancer{Kind: LBEmpty, Options: map[string]string{}}},
 		{in: "wasm:///etc/ccm/modules/mine.wasm?asn=1", want: LoadBalancer{Kind: LBWasm, Path: "/etc/ccm/modules/mine.wasm", Options: map[string]string{"asn": "1"}}},
@@ -39,6 +40,7 @@ func TestParseLoadBalancer(t *testing.T) {
 		{in: "metallb:///a/b/c", err: "too many path segments"},
 		{in: "metallb:///foo?crdConfiguration=maybe", err: `crdConfiguration="maybe"`},
 		{in: "metallb:///Bad_NS", err: "not a valid namespace name"},
+		{in: "metallb:///lb?bgpType=FRR", err: `has bgpType="FRR"; use native (MetalLB's default), frr or frr-k8s`},
 		{in: "metallb:///ns/Bad_CM", err: "not a valid object name"},
 		{in: "metallb://metallb-system", err: "three slashes"},
 		{in: "metallb:///ns?a=1&a=2", err: "repeats the query parameter"},
@@ -63,6 +65,32 @@ func TestParseLoadBalancer(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestIPv6Unsupported: MetalLB announces IPv6 in its FRR modes only; the
+// ConfigMap and kube-vip integrations never; a user's module may.
+func TestIPv6Unsupported(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"metallb:///lb", "MetalLB in native BGP mode (the loadbalancer setting has no bgpType=frr) announces IPv4 only; run MetalLB in FRR mode (v0.16.1 or later) and set the loadbalancer to metallb:///lb?bgpType=frr"},
+		{"metallb:///lb?bgpType=native", "MetalLB in native BGP mode"},
+		{"metallb:///lb?bgpType=frr", ""},
+		{"metallb:///lb?bgpType=frr-k8s", ""},
+		{"metallb:///lb/config", "MetalLB <= 0.12 (the ConfigMap mode) announces IPv4 only"},
+		{"kube-vip://", "the kube-vip integration gets IPv4 BGP peers only"},
+		{"empty://", ""},
+		{"wasm:///m.wasm", ""},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			lb, err := ParseLoadBalancer(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := lb.IPv6Unsupported()
+			if (tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}

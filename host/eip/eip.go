@@ -81,6 +81,9 @@ type Manager struct {
 	// holds the user's address of the other family, or the Service has
 	// IPv6 and its addresses go into AnnotationLoadBalancerIPs instead.
 	noLBIPField bool
+	// noIPv6LB, when set, is why the load-balancer integration cannot
+	// announce IPv6 (SetIPv6Unsupported): no IPv6 Elastic IP is given.
+	noIPv6LB string
 	// PendingRetry is how soon the service controller retries a Service
 	// whose reservation Equinix has not approved yet.
 	PendingRetry time.Duration
@@ -104,6 +107,14 @@ type Services struct {
 
 // SetServices gives the Manager the cluster's Services (an informer).
 func (m *Manager) SetServices(s Services) { m.services = s }
+
+// SetIPv6Unsupported tells the Manager that the load-balancer integration
+// cannot announce IPv6, and why (config.LoadBalancer.IPv6Unsupported): a
+// Service's IPv6 family is then refused as where Equinix refuses it (a
+// PreferDualStack Service gets IPv4 and says why), rather than given an
+// address nothing announces, or, with MetalLB in native mode, one that
+// makes MetalLB refuse its whole configuration. "" allows IPv6.
+func (m *Manager) SetIPv6Unsupported(reason string) { m.noIPv6LB = reason }
 
 // The lookups and the failure report that Ensure (ensure.go), Release
 // (release.go) and Current (current.go) share.

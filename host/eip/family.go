@@ -170,10 +170,17 @@ func isRefused(err error) bool {
 // noIPv6 is the error of a Service that needs an IPv6 Elastic IP it cannot
 // have: the project refused the reservation (no IPv6 for Elastic IPs in
 // the metro, or not for this project).
-type noIPv6 struct{ err error }
+type noIPv6 struct {
+	err error
+	lb  bool // the load balancer cannot announce IPv6 (err names the fix)
+}
 
 func (e *noIPv6) Error() string {
-	return fmt.Sprintf("no IPv6 Elastic IP for the Service: %v; check that the project may reserve public IPv6 in the Service's metro (see the README, \"IP families\"), or set spec.ipFamilyPolicy to PreferDualStack (it then gets its IPv4 address) or spec.ipFamilies to [IPv4]", e.err)
+	check := "check that the project may reserve public IPv6 in the Service's metro (see the README, \"IP families\"), or "
+	if e.lb {
+		check = "or "
+	}
+	return fmt.Sprintf("no IPv6 Elastic IP for the Service: %v; %sset spec.ipFamilyPolicy to PreferDualStack (it then gets its IPv4 address) or spec.ipFamilies to [IPv4]", e.err, check)
 }
 
 func (e *noIPv6) Unwrap() error { return e.err }
@@ -209,7 +216,13 @@ func (m *Manager) ensureFamilies(ctx context.Context, svc *v1.Service) ([]string
 			}
 			continue
 		}
-		ip, err := v.ensureOne(ctx, forFamily(svc, fam))
+		var ip string
+		var err error
+		if fam == v1.IPv6Protocol && m.noIPv6LB != "" {
+			err = &noIPv6{err: errors.New(m.noIPv6LB), lb: true}
+		} else {
+			ip, err = v.ensureOne(ctx, forFamily(svc, fam))
+		}
 		var refused *noIPv6
 		switch {
 		case errors.As(err, &refused) && fallsBackToIPv4(svc, fams):

@@ -294,3 +294,40 @@ func TestLostIsReportedPerFamily(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadBalancerWithoutIPv6: when the load balancer cannot announce
+// IPv6 (MetalLB in native mode), no IPv6 Elastic IP is requested: a
+// PreferDualStack Service gets its IPv4 one and a Normal Event with the
+// reason, an IPv6-only Service a Warning naming the fix.
+func TestLoadBalancerWithoutIPv6(t *testing.T) {
+	const reason = "MetalLB in native BGP mode announces IPv4 only; set bgpType=frr"
+	for _, tc := range []struct {
+		name     string
+		policy   v1.IPFamilyPolicy
+		families []v1.IPFamily
+		want     []string // addresses
+		event    string
+	}{
+		{"PreferDualStack", v1.IPFamilyPolicyPreferDualStack, []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, []string{"147.75.0.1"}, "Normal " + ReasonIPv4Only},
+		{"IPv6 only", v1.IPFamilyPolicySingleStack, []v1.IPFamily{v1.IPv6Protocol}, nil, "Warning " + ReasonFamilyUnsupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := &fakeAPI{}
+			s := svc("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
+			s.Spec.IPFamilies, s.Spec.IPFamilyPolicy = tc.families, &tc.policy
+			m, rec, _ := setup(t, s, api)
+			m.SetIPv6Unsupported(reason)
+			got, err := m.Ensure(context.Background(), s)
+			if !slices.Equal(got, tc.want) || (err == nil) != (tc.want != nil) {
+				t.Fatalf("got %v, %v; want %v", got, err, tc.want)
+			}
+			if slices.Contains(api.v6, true) {
+				t.Errorf("an IPv6 Elastic IP was requested (requests %v)", api.v6)
+			}
+			ev := strings.Join(events(rec), "\n")
+			if !strings.Contains(ev, tc.event) || !strings.Contains(ev, reason) {
+				t.Errorf("events %q, want %s with the reason", ev, tc.event)
+			}
+		})
+	}
+}

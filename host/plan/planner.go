@@ -91,12 +91,15 @@ func (p *Planner) Run(ctx context.Context, restConfig *rest.Config) (*Result, er
 		return res, nil // load balancing is off: no EIPs, BGP or module
 	}
 	mc := newMetal(p.Metal)
-	bgpNodes, err := p.planBGP(ctx, mc, nodes, eip.NeedsIPv6(svcs), res)
+	// A load balancer that cannot announce IPv6 gets no IPv6 Elastic IP,
+	// so its nodes get no IPv6 session either.
+	noIPv6 := p.Config.LB.IPv6Unsupported()
+	bgpNodes, err := p.planBGP(ctx, mc, nodes, noIPv6 == "" && eip.NeedsIPv6(svcs), res)
 	if err != nil {
 		return nil, err
 	}
 	e := &eipPlanner{policies: p.LB.Policies, mc: mc, all: all, res: res, rec: &Recorder{}, kube: &kubeCapture{},
-		placer: p.LB.Placer(nodeLister(nodes))}
+		placer: p.LB.Placer(nodeLister(nodes)), noIPv6: noIPv6}
 	addrs, err := e.run(ctx, ro, clusterID, svcs)
 	if err != nil {
 		return nil, err

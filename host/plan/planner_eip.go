@@ -23,6 +23,8 @@ import (
 // eipPlanner runs eip.Manager over the capturing layers, one Service at a
 // time, and turns what it captured into plan entries.
 type eipPlanner struct {
+	// noIPv6 is why the load balancer cannot announce IPv6 ("" = it can).
+	noIPv6   string
 	policies policySource
 	mc       *metalCapture
 	all      []metalv1.IPReservation
@@ -38,6 +40,7 @@ func (p *eipPlanner) run(ctx context.Context, ro *rest.Config, clusterID string,
 		return nil, err
 	}
 	m := eip.NewManager(p.mc, kw, p.placer, p.rec, clusterID)
+	m.SetIPv6Unsupported(p.noIPv6)
 	m.SetServices(eip.Services{List: func() ([]*v1.Service, error) { return svcs, nil }, Synced: func() bool { return true }})
 	addrs := map[string][]string{}
 	for _, s := range svcs {

@@ -43,7 +43,10 @@ func TestIPFamiliesOnDualStackCluster(t *testing.T) {
 			seed.Metros[i].NoIPv6Reservations = true
 		}
 	}
-	h := newHarness(t, harnessOptions{env: env, seed: seed})
+	// MetalLB in FRR mode, which announces IPv6 (in native mode, the
+	// default, the CCM gives no IPv6: TestIPv6WithNativeMetalLB).
+	frr := map[string]any{"loadbalancer": "metallb:///metallb-system?bgpType=frr"}
+	h := newHarness(t, harnessOptions{env: env, seed: seed, settings: frr})
 	h.addNode("node-0", nil)
 	h.addNode("node-1", nil)
 	prefer, require, single := v1.IPFamilyPolicyPreferDualStack, v1.IPFamilyPolicyRequireDualStack, v1.IPFamilyPolicySingleStack
@@ -179,7 +182,7 @@ func TestIPFamiliesOnDualStackCluster(t *testing.T) {
 	// Services of sv still ask for IPv6, and are refused, at each sync).
 	h.Stop()
 	before := len(h.emu.ElasticReservations(emulator.DefaultProjectID))
-	h2 := newHarness(t, harnessOptions{env: env, emu: h.emu})
+	h2 := newHarness(t, harnessOptions{env: env, emu: h.emu, settings: frr})
 	h2.addService("after-restart", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 	h2.eventually("after-restart has its address (the restarted CCM is syncing)", func() (bool, string) {
 		return len(h2.ingress("after-restart")) == 1, h2.events("after-restart")
@@ -221,7 +224,7 @@ func TestIPFamiliesOnDualStackCluster(t *testing.T) {
 	if !strings.Contains(run.text, "reserve            default/later IPv6 in metro da") {
 		t.Errorf("plan's text does not name the IPv6 reservation:\n%s", run.text)
 	}
-	h3 := newHarness(t, harnessOptions{env: env, emu: h.emu, settings: map[string]any{"cacheRefreshPeriod": "1s"}})
+	h3 := newHarness(t, harnessOptions{env: env, emu: h.emu, settings: map[string]any{"cacheRefreshPeriod": "1s", "loadbalancer": frr["loadbalancer"]}})
 
 	// v6's IPv6 Elastic IP deleted in the console: as for IPv4, the Service
 	// gets a new one and an ElasticIPLost Event naming both (the CCM wrote
@@ -299,4 +302,66 @@ func reservationsString(rs []emulator.Reservation) string {
 		s = append(s, r.Prefix.String())
 	}
 	return strings.Join(s, ",")
+}
+
+// TestIPv6WithNativeMetalLB: with MetalLB in native mode (the default
+// loadbalancer setting, no bgpType=frr), which announces IPv4 only and
+// refuses its whole configuration once a pool holds IPv6, the CCM gives no
+// IPv6: a PreferDualStack Service gets its IPv4 Elastic IP and a Normal
+// Event naming the fix, an IPv6-only Service a Warning; no IPv6
+// reservation or BGP session is made, and MetalLB's pools hold IPv4 only.
+func TestIPv6WithNativeMetalLB(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Users: testUsers, APIServerFlags: []string{"--service-cluster-ip-range=10.0.0.0/24,fd00:10::/108"}})
+	h := newHarness(t, harnessOptions{env: env})
+	h.addNode("node-0", nil)
+	prefer, single := v1.IPFamilyPolicyPreferDualStack, v1.IPFamilyPolicySingleStack
+	for name, spec := range map[string]v1.ServiceSpec{
+		"dual": {IPFamilyPolicy: &prefer},
+		"v6":   {IPFamilyPolicy: &single, IPFamilies: []v1.IPFamily{v1.IPv6Protocol}},
+	} {
+		spec.Type, spec.Ports = v1.ServiceTypeLoadBalancer, []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}
+		s := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{"metal.equinix.com/eip-metro": "da"}}, Spec: spec}
+		if _, err := h.kube.CoreV1().Services("default").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const fix = "bgpType=frr"
+	h.eventually("dual gets IPv4 only, told why", func() (bool, string) {
+		evs := h.serviceEvents("dual", eip.ReasonIPv4Only)
+		ips := h.ingress("dual")
+		return len(evs) > 0 && strings.Contains(evs[0].Message, fix) && len(ips) == 1 && !strings.Contains(ips[0], ":"),
+			strings.Join(ips, ",") + "; events: " + h.events("dual")
+	})
+	h.eventually("v6 refused with "+eip.ReasonFamilyUnsupported, func() (bool, string) {
+		evs := h.serviceEvents("v6", eip.ReasonFamilyUnsupported)
+		return len(evs) > 0 && evs[0].Type == v1.EventTypeWarning && strings.Contains(evs[0].Message, fix), h.events("v6")
+	})
+	for _, r := range h.emu.ElasticReservations(emulator.DefaultProjectID) {
+		if r.Type == emulator.TypePublicIPv6 {
+			t.Errorf("an IPv6 reservation was made: %s", reservationsString([]emulator.Reservation{r}))
+		}
+	}
+	for _, d := range h.emu.Devices(emulator.DefaultProjectID) {
+		for _, s := range h.emu.BGPSessions(d.ID) {
+			if s.AddressFamily == "ipv6" {
+				t.Errorf("%s got an IPv6 BGP session", d.Hostname)
+			}
+		}
+	}
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	var pools []unstructured.Unstructured
+	h.eventually("the module wrote dual's pool", func() (bool, string) {
+		list, err := dyn.Resource(ipAddressPools).Namespace("metallb-system").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pools = list.Items
+		return len(pools) == 1, fmt.Sprintf("%d pools", len(pools))
+	})
+	for _, p := range pools {
+		addrs, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "addresses")
+		if !slices.Equal(addrs, []string{h.ingress("dual")[0] + "/32"}) {
+			t.Errorf("pool %s holds %v, want dual's IPv4 /32 alone (native MetalLB refuses IPv6)", p.GetName(), addrs)
+		}
+	}
 }

@@ -264,6 +264,7 @@ func (c *cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 			List:   func() ([]*v1.Service, error) { return services.Lister().List(labels.Everything()) },
 			Synced: services.Informer().HasSynced,
 		})
+		eips.SetIPv6Unsupported(c.cfg.LB.IPv6Unsupported())
 		if c.cfg.BGPMaxPrefixesAction == config.PrefixesRefuse {
 			eips.SetPrefixCap(eip.PrefixCap{Limit: c.cfg.BGPMaxPrefixes, Announced: announcedBy(c.metal)})
 		}
