@@ -55,11 +55,13 @@ type ClusterOptions struct {
 	LegacyConfigMap string
 	// DualStack makes the cluster dual-stack, as the IPv6 data plane needs:
 	// kube-apiserver gives Services IPv6 too, each node's public IPv6 is
-	// on the loopback, the routers also peer over IPv6 (at
-	// dataplane.RouterAddrs6), and MetalLB's speakers run in FRR mode, the
-	// mode that announces IPv6, each with a bgpd of its own.
+	// on the loopback, and the routers also peer over IPv6 (at
+	// dataplane.RouterAddrs6).
 	DualStack bool
-	Logf      func(string, ...any)
+	// FRR runs MetalLB's speakers in FRR mode, the mode that announces
+	// IPv6, each with a bgpd of its own (MetalLB 0.16.1, Bins.ForFRR).
+	FRR  bool
+	Logf func(string, ...any)
 }
 
 // Cluster is everything of one data-plane run.
@@ -93,7 +95,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	if o.DualStack {
+	if o.FRR {
 		if err := o.Bins.CheckFRR(); err != nil {
 			return nil, err
 		}
@@ -370,7 +372,7 @@ func (c *Cluster) JoinNode(ctx context.Context, name string) error {
 		return nil
 	}
 	var frr *dataplane.FRR
-	if c.Opts.DualStack {
+	if c.Opts.FRR {
 		var err error
 		if frr, err = dataplane.StartFRR(c.Opts.Bins, c.Opts.Dir, name, c.NodeIP[name]); err != nil {
 			return err

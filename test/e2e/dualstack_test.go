@@ -34,9 +34,9 @@ func TestDualStackRoutes(t *testing.T) {
 	dir := t.TempDir()
 	da, sv := []string{"worker-0", "worker-1"}, []string{"worker-2"}
 	h := start(t, ClusterOptions{
-		Dir: dir, Bins: bins, LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace, Password: password, Logf: t.Logf,
+		Dir: dir, Bins: bins, LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace + "?bgpType=frr", Password: password, Logf: t.Logf,
 		Devices:   []Device{{Name: da[0], Metro: "da"}, {Name: da[1], Metro: "da"}, {Name: sv[0], Metro: "sv"}},
-		DualStack: true,
+		DualStack: true, FRR: true,
 	})
 	all := append(slices.Clone(da), sv...)
 
@@ -63,11 +63,49 @@ func TestDualStackRoutes(t *testing.T) {
 	h.wantRoutes(v6, da, "IPv6-only Service, after the delete")
 }
 
+// TestDualStackNativeMetalLB: a dual-stack cluster whose MetalLB runs in
+// native mode, the default, which announces IPv4 only (and refuses its
+// whole configuration once an announced pool holds IPv6). The CCM gives an
+// IPv6-only Service no Elastic IP, and a Warning Event naming the fix;
+// IPv4 Services before and after it are at both routers, and no node gets
+// an IPv6 session.
+func TestDualStackNativeMetalLB(t *testing.T) {
+	bins := binaries(t)
+	dir := t.TempDir()
+	nodes := []string{"worker-0", "worker-1"}
+	h := start(t, ClusterOptions{
+		Dir: dir, Bins: bins, LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace, Password: password, Logf: t.Logf,
+		Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "da"}}, DualStack: true,
+	})
+	first := h.addFamilyService("first", "da", v1.IPFamilyPolicySingleStack, v1.IPv4Protocol)
+	h.wantRoutes(first, nodes, "an IPv4 Service")
+	h.createFamilyService("v6", "da", v1.IPFamilyPolicySingleStack, v1.IPv6Protocol)
+	h.eventually("the IPv6-only Service is refused, saying why", 60*time.Second, func() (bool, string) {
+		evs, err := h.c.Kube.CoreV1().Events("default").List(h.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=v6,reason=IPFamilyUnsupported"})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(evs.Items) > 0 && strings.Contains(evs.Items[0].Message, "bgpType=frr"), fmt.Sprintf("%d Events", len(evs.Items))
+	})
+	later := h.addFamilyService("later", "da", v1.IPFamilyPolicySingleStack, v1.IPv4Protocol)
+	h.wantRoutes(later, nodes, "an IPv4 Service after the IPv6 one: MetalLB still takes changes")
+	h.wantRoutes(first, nodes, "the first IPv4 Service")
+	h.wantSessionsFrom(h.ips(nodes...))
+}
+
 // addFamilyService creates a LoadBalancer Service of these families in a
 // metro, with a ready endpoint of each family, and returns its Elastic IPs
 // in the order of its families once the CCM wrote them and MetalLB assigned
 // them.
 func (h *e2e) addFamilyService(name, metro string, policy v1.IPFamilyPolicy, families ...v1.IPFamily) []string {
+	h.t.Helper()
+	h.createFamilyService(name, metro, policy, families...)
+	return h.familyIPs(name, families)
+}
+
+// createFamilyService creates the Service of addFamilyService and its
+// EndpointSlices.
+func (h *e2e) createFamilyService(name, metro string, policy v1.IPFamilyPolicy, families ...v1.IPFamily) {
 	h.t.Helper()
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{"metal.equinix.com/eip-metro": metro}},
@@ -85,6 +123,12 @@ func (h *e2e) addFamilyService(name, metro string, policy v1.IPFamilyPolicy, fam
 		}
 		h.addEndpointSlice(name, name+"-"+strings.ToLower(string(f)), typ, addr)
 	}
+}
+
+// familyIPs waits for the Service's Elastic IPs, one per family, as the
+// CCM wrote them and MetalLB assigned them.
+func (h *e2e) familyIPs(name string, families []v1.IPFamily) []string {
+	h.t.Helper()
 	var ips []string
 	h.eventually("Service "+name+" gets an Elastic IP per family", 60*time.Second, func() (bool, string) {
 		s, err := h.c.Kube.CoreV1().Services("default").Get(h.ctx, name, metav1.GetOptions{})
