@@ -3,6 +3,7 @@ package lbsnapshot
 import (
 	"net/netip"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -14,8 +15,17 @@ import (
 // ServiceFromK8s turns a Service of type LoadBalancer into the module's view
 // of it. Its addresses are the ingress IPs of its status, else
 // spec.loadBalancerIP where the CCM wrote it (where upstream records the
-// Elastic IP); ok is false when it has none, and such a Service is left out
-// of the snapshot.
+// Elastic IP), else the addresses of metallb.io/loadBalancerIPs where the
+// CCM wrote it (where it records an IPv6 or dual-stack Service's Elastic
+// IPs: spec.loadBalancerIP holds one address); ok is false when it has
+// none, and such a Service is left out of the snapshot.
+//
+// The fallbacks are not only for a status not written yet: MetalLB's
+// controller empties the status of a Service whose address is in no pool,
+// and the pool is what the module writes from these addresses. Reading
+// the status alone, a race lost to MetalLB (it cleared the status before
+// the module's sync read it) left the Service without a pool for good:
+// met by a dual-stack Service in the real cluster (test/cluster).
 //
 // A spec.loadBalancerIP the user wrote counts only once it is in the
 // status, that is once host/eip has accepted it as an Elastic IP of the
@@ -47,6 +57,11 @@ func serviceFromK8s(svc *corev1.Service, own string) (s sdk.Service, ok bool) {
 	}
 	if len(s.IPs) == 0 && fieldmanager.WroteLoadBalancerIP(svc.ManagedFields) {
 		add(svc.Spec.LoadBalancerIP) //nolint:staticcheck // upstream's field for the EIP
+	}
+	if len(s.IPs) == 0 && fieldmanager.WroteAnnotation(svc.ManagedFields, fieldmanager.AnnotationLoadBalancerIPs) {
+		for _, ip := range strings.Split(svc.Annotations[fieldmanager.AnnotationLoadBalancerIPs], ",") {
+			add(strings.TrimSpace(ip))
+		}
 	}
 	if len(s.IPs) == 0 && own != "" {
 		add(own)

@@ -35,6 +35,20 @@ func TestServiceFromK8s(t *testing.T) {
 		s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fieldmanager.CCM, Operation: metav1.ManagedFieldsOperationUpdate,
 			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:loadBalancerIP":{}}}`)}}
 	}
+	// ccmWroteIPs gives the Service the annotation where the CCM records an
+	// IPv6 or dual-stack Service's Elastic IPs, as the CCM's; byUser as
+	// someone else's.
+	ips := func(owner string) func(*corev1.Service) {
+		return func(s *corev1.Service) {
+			s.Annotations[fieldmanager.AnnotationLoadBalancerIPs] = "2604:1380:4641::5, 145.40.1.5"
+			s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: owner, Operation: metav1.ManagedFieldsOperationUpdate,
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:metallb.io/loadBalancerIPs":{}}}}`)}}
+		}
+	}
+	withIPs := func(w sdk.Service) sdk.Service {
+		w.Annotations = map[string]string{eip.LegacySharingAnnotation: "k", fieldmanager.AnnotationLoadBalancerIPs: "2604:1380:4641::5, 145.40.1.5"}
+		return w
+	}
 	class := "other.io/lb"
 	for _, tc := range []struct {
 		name string
@@ -48,6 +62,11 @@ func TestServiceFromK8s(t *testing.T) {
 		// accepted it (an Elastic IP of the project: host/eip), that is
 		// once it is in the status; before, or when refused, announcing it
 		// would route an address the project may not hold.
+		// MetalLB empties the status of a Service whose address is in no
+		// pool: the addresses the CCM recorded still make the pool.
+		{"loadBalancerIPs the CCM wrote", with(lb(""), ips(fieldmanager.CCM)), withIPs(want("145.40.1.5", "2604:1380:4641::5")), true},
+		{"ingress wins over loadBalancerIPs", with(lb("", "145.40.1.7"), ips(fieldmanager.CCM)), withIPs(want("145.40.1.7")), true},
+		{"loadBalancerIPs the user wrote", with(lb(""), ips("kubectl")), sdk.Service{}, false},
 		{"the user's loadBalancerIP, not in the status", lb("145.40.1.9"), sdk.Service{}, false},
 		{"the user's loadBalancerIP, in the status", lb("145.40.1.9", "145.40.1.9"), want("145.40.1.9"), true},
 		{"no address", lb(""), sdk.Service{}, false},

@@ -151,6 +151,41 @@ func TestIPFamiliesOnDualStackCluster(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d pools, none with %v", len(list.Items), got["dual"])
 	})
+	// MetalLB's controller empties the status of a Service whose address
+	// is in no pool (one the module has not written yet): the addresses
+	// the CCM recorded in the annotation still make dual's pool. Reading
+	// the status alone, the next sync pruned the pool and MetalLB never
+	// gave the address back (met in the real cluster, test/cluster).
+	dualSvc, err := h.kube.CoreV1().Services("default").Get(context.Background(), "dual", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dualSvc.Status.LoadBalancer = v1.LoadBalancerStatus{}
+	if _, err := h.kube.CoreV1().Services("default").UpdateStatus(context.Background(), dualSvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A sync after the status was emptied: the one that writes the pool
+	// of a Service created after it.
+	create("after", "da", nil, single, v4)
+	var pools []string
+	h.eventually("a pool for after", func() (bool, string) {
+		after := h.ingress("after")
+		list, err := dyn.Resource(ipAddressPools).Namespace("metallb-system").List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(after) != 1 {
+			return false, fmt.Sprintf("after's ingress %v; %v", after, err)
+		}
+		pools = pools[:0]
+		found := false
+		for _, p := range list.Items {
+			addrs, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "addresses")
+			pools = append(pools, strings.Join(addrs, " "))
+			found = found || slices.Equal(addrs, []string{after[0] + "/32"})
+		}
+		return found, fmt.Sprintf("pools %v", pools)
+	})
+	if !slices.Contains(pools, got["dual"][0]+"/32 "+got["dual"][1]+"/128") {
+		t.Errorf("pools %v after dual's status was emptied (as MetalLB does): want dual's %v still there", pools, got["dual"])
+	}
 	h.eventually("each node has two IPv6 BGPPeers and IPv6 annotations", func() (bool, string) {
 		list, err := dyn.Resource(bgpPeersGVR).Namespace("metallb-system").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
