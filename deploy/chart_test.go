@@ -78,6 +78,7 @@ func chartCases(t *testing.T) []chartCase {
 		{name: "defaults", values: required()},
 		{name: "upstream v3.8.1 values", values: loadValues(t, "testdata/upstream-v3.8.1-values.yaml"), lbRole: "metallb-system"},
 		{name: "metallb", values: with(`loadBalancer: {mode: metallb}`), lbEnv: "metallb:///metallb-system", lbRole: "metallb-system"},
+		{name: "metallb in FRR mode", values: with(`loadBalancer: {mode: metallb, metallb: {bgpType: frr}}`), lbEnv: "metallb:///metallb-system?bgpType=frr", lbRole: "metallb-system"},
 		{name: "metallb-legacy", values: with(`loadBalancer: {mode: metallb-legacy}`), lbEnv: "metallb:///metallb-system/config", lbRole: "metallb-system"},
 		{name: "legacy from config", values: with(`config: {apiKey: k, projectID: p, loadbalancer: "metallb:///metallb-system/cm"}`), lbRole: "metallb-system"},
 		{name: "kube-vip", values: with(`loadBalancer: {mode: kube-vip}`), lbEnv: "kube-vip://"},
@@ -183,6 +184,7 @@ func TestChartSchema(t *testing.T) {
 		{`replicaCount: two`, "replicaCount"},
 		{`image: {pullPolicy: Sometimes}`, "pullPolicy"},
 		{`loadBalancer: {mode: haproxy}`, "mode"},
+		{`loadBalancer: {mode: metallb, metallb: {bgpType: bird}}`, "bgpType"},
 		{`loadBalancer: {mode: module, module: {url: "https://example/x.wasm"}}`, "url"},
 		{`replicas: 3`, "replicas"},
 		{`config: {apiKey: k, projectID: p, orphanEIPs: delete}`, "orphanEIPs"},
@@ -208,6 +210,12 @@ func TestChartSchema(t *testing.T) {
 	_, err = deploycheck.RenderChart(ch, map[string]any{}, deploy.Namespace)
 	if err == nil || !strings.Contains(err.Error(), "config.apiKey is required") {
 		t.Errorf("without config.apiKey: %v", err)
+	}
+	// bgpType with a mode that does not take it would be dropped without
+	// a word.
+	_, err = deploycheck.RenderChart(ch, with(`loadBalancer: {mode: metallb-legacy, metallb: {bgpType: frr}}`), deploy.Namespace)
+	if err == nil || !strings.Contains(err.Error(), "bgpType") || !strings.Contains(err.Error(), "mode metallb") {
+		t.Errorf("bgpType with mode metallb-legacy: %v, want an error naming bgpType and mode metallb", err)
 	}
 }
 

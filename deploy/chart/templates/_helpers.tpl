@@ -56,8 +56,12 @@ empty mode reads config.loadbalancer (as upstream's chart passes it), so
 {{- $ns := $lb.metallb.namespace | default "metallb-system" -}}
 {{- $cm := $lb.metallb.configMap | default "config" -}}
 {{- $out := dict "mode" $lb.mode "namespace" $ns "configMap" $cm "env" "" -}}
+{{- if and $lb.metallb.bgpType (ne $lb.mode "metallb") -}}
+{{- fail (printf "loadBalancer.metallb.bgpType is for loadBalancer.mode metallb only (mode is %q): with an empty mode put ?bgpType=%s on config.loadbalancer" $lb.mode $lb.metallb.bgpType) -}}
+{{- end -}}
 {{- if eq $lb.mode "metallb" -}}
 {{- $_ := set $out "env" (printf "metallb:///%s" $ns) -}}
+{{- with $lb.metallb.bgpType -}}{{- $_ := set $out "env" (printf "metallb:///%s?bgpType=%s" $ns .) -}}{{- end -}}
 {{- else if eq $lb.mode "metallb-legacy" -}}
 {{- $_ := set $out "env" (printf "metallb:///%s/%s" $ns $cm) -}}
 {{- else if eq $lb.mode "kube-vip" -}}
