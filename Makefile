@@ -514,10 +514,16 @@ $(COREDNS):
 # binaries built here, and agnhost. CLUSTER_CCM_IMAGE is an OCI layout.
 CLUSTER_CCM_IMAGE ?= $(BIN_DIR)/cluster-image
 GOARCH_NATIVE := $(shell $(GO) env GOARCH)
-CLUSTER_PREREQS := cluster-debs cluster-bins $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker
+CLUSTER_PREREQS := cluster-debs e2e-debs cluster-bins $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker \
+  $(METALLB_FRR_BIN_DIR)/controller $(METALLB_FRR_BIN_DIR)/speaker
+# The dual-stack cluster's MetalLB runs in FRR mode: METALLB_FRR_VERSION's
+# manifest and binaries, and Debian's FRR (e2e-debs).
+metallb-manifest = $$($(GO) mod download -json go.universe.tf/metallb@$(1) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/config/manifests/metallb-native.yaml
 CLUSTER_ENV = METAL_CCM_CLUSTER_CCM_IMAGE=$(abspath $(CLUSTER_CCM_IMAGE)) \
-  METAL_CCM_CLUSTER_METALLB_MANIFEST=$$($(GO) mod download -json go.universe.tf/metallb@$(METALLB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/config/manifests/metallb-native.yaml \
-  METAL_CCM_CLUSTER_METALLB_BINS=$(METALLB_BIN_DIR) METAL_CCM_CLUSTER_AGNHOST=$(AGNHOST)
+  METAL_CCM_CLUSTER_METALLB_MANIFEST=$(call metallb-manifest,$(METALLB_VERSION)) \
+  METAL_CCM_CLUSTER_METALLB_BINS=$(METALLB_BIN_DIR) METAL_CCM_CLUSTER_AGNHOST=$(AGNHOST) \
+  METAL_CCM_CLUSTER_METALLB_FRR_MANIFEST=$(call metallb-manifest,$(METALLB_FRR_VERSION)) \
+  METAL_CCM_CLUSTER_METALLB_FRR_BINS=$(METALLB_FRR_BIN_DIR) METAL_CCM_CLUSTER_FRR=$(FRR_DIR)
 
 cluster-image: modules
 	@$(MAKE) --no-print-directory -s image PLATFORMS=linux/$(GOARCH_NATIVE) IMAGE_DIR=$(CLUSTER_CCM_IMAGE) >/dev/null
@@ -529,10 +535,11 @@ cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN)
 
 # The short real-cluster check of make test: Services answered through
 # their Elastic IPs, a node lost; and the wrong-ASN module making that
-# check fail. The image is the one image-check built.
+# check fail; a dual-stack cluster answering on both families. The image
+# is the one image-check built.
 cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) \
-	  $(GO) test -tags cluster -count=1 -v -timeout 15m -run 'TestCloudTraffic|TestCloudWrongModule' ./test/cluster/
+	  $(GO) test -tags cluster -count=1 -v -timeout 15m -run 'TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack' ./test/cluster/
 
 # Kubernetes' own LoadBalancer e2e tests against a cloud cluster; the JUnit
 # report and e2e.test's log go to $(CONFORMANCE_DIR). Narrow or widen with

@@ -26,6 +26,12 @@ import (
 //	               gateway netns: the host, the pods)
 //	nodes          169.254.255.i/32 via 10.201.0.(1+i), as on Equinix
 //	               Metal where the peers sit behind the private gateway
+//
+// A dual-stack cluster adds IPv6 beside each of these: the routers also
+// peer at Equinix's IPv6 peer addresses fc00::e and fc00::f (on their lo,
+// fabric 2001:db8:100::(1+i)/64) with each node's public IPv6; the client
+// has fd00:203::1-16/128 (ClientIPs6), links fd00:203:i::1/126 and a
+// multipath IPv6 default route.
 const (
 	// ClientIP is the client's first address, outside every node and pod
 	// range; the default source of what the client netns sends.
@@ -40,16 +46,28 @@ const (
 	projectASN = 65000
 )
 
-// PeerIPs are the routers' BGP addresses (the emulator's peer_ips).
-var PeerIPs = []string{"169.254.255.1", "169.254.255.2"}
+// ClientIP6 is the client's first IPv6 address (a dual-stack cluster's).
+const (
+	ClientIP6  = "fd00:203::1"
+	clientNet6 = "fd00:203::/48"
+)
+
+// PeerIPs are the routers' BGP addresses (the emulator's peer_ips), and
+// PeerIPs6 their IPv6 ones (those of its IPv6 neighbour data).
+var (
+	PeerIPs  = []string{"169.254.255.1", "169.254.255.2"}
+	PeerIPs6 = []string{"fc00::e", "fc00::f"}
+)
 
 // Router is one BGP router of a cloud cluster.
 type Router struct {
 	Name   string // its netns
 	PeerIP string
 	Fabric string // its address on the nodes' bridge
-	dir    string
-	bird   *process
+	// PeerIP6 and Fabric6 are a dual-stack cluster's.
+	PeerIP6, Fabric6 string
+	dir              string
+	bird             *process
 }
 
 func (c *Cluster) setupBGPNet() error {
@@ -63,10 +81,17 @@ func (c *Cluster) setupBGPNet() error {
 		{"ip", "-n", c.router, "route", "add", clientNet, "via", "10.201.0.2"},
 		{"ip", "route", "add", clientNet, "via", routerUpIP},
 	}
+	if c.DualStack {
+		steps = append(steps,
+			[]string{"ip", "-n", c.router, "-6", "route", "add", clientNet6, "via", fmt.Sprintf("2001:db8:100::%x", 2)})
+	}
 	for i, peer := range PeerIPs {
 		n := i + 1
 		r := &Router{Name: fmt.Sprintf("%s-b%d", c.id, n), PeerIP: peer, Fabric: fmt.Sprintf("10.201.0.%d", 1+n),
 			dir: filepath.Join(c.Dir, fmt.Sprintf("router-%d", n))}
+		if c.DualStack {
+			r.PeerIP6, r.Fabric6 = PeerIPs6[i], fmt.Sprintf("2001:db8:100::%x", 1+n)
+		}
 		c.Routers = append(c.Routers, r)
 		fv, cv := fmt.Sprintf("%sb%d", c.id, n), fmt.Sprintf("%sc%d", c.id, n)
 		up := fmt.Sprintf("up%d", n)
@@ -94,19 +119,34 @@ func (c *Cluster) setupBGPNet() error {
 			[]string{"ip", "-n", cl, "addr", "add", fmt.Sprintf("10.203.%d.1/30", n), "dev", up},
 			[]string{"ip", "-n", cl, "link", "set", up, "up"},
 		)
+		if c.DualStack {
+			steps = append(steps,
+				[]string{"ip", "-n", r.Name, "addr", "add", r.PeerIP6 + "/128", "dev", "lo"},
+				[]string{"ip", "-n", r.Name, "addr", "add", r.Fabric6 + "/64", "dev", "fabric", "nodad"},
+				[]string{"ip", "-n", r.Name, "-6", "route", "add", "default", "via", routerBrIP6},
+				[]string{"ip", "-n", r.Name, "addr", "add", fmt.Sprintf("fd00:203:%d::2/126", n), "dev", "client", "nodad"},
+				[]string{"ip", "-n", r.Name, "-6", "route", "add", "fd00:203::/64", "via", fmt.Sprintf("fd00:203:%d::1", n)},
+				[]string{"ip", "-n", cl, "addr", "add", fmt.Sprintf("fd00:203:%d::1/126", n), "dev", up, "nodad"},
+			)
+		}
 	}
 	for _, a := range ClientIPs() {
 		steps = append(steps, []string{"ip", "-n", cl, "addr", "add", a + "/32", "dev", "lo"})
 	}
 	steps = append(steps, []string{"ip", "-n", cl, "route", "add", "default", "src", ClientIP,
 		"nexthop", "via", "10.203.1.2", "dev", "up1", "nexthop", "via", "10.203.2.2", "dev", "up2"})
-	for _, s := range steps {
-		if err := run(s[0], s[1:]...); err != nil {
-			return err
+	if c.DualStack {
+		for _, a := range ClientIPs6() {
+			steps = append(steps, []string{"ip", "-n", cl, "addr", "add", a + "/128", "dev", "lo", "nodad"})
 		}
+		steps = append(steps, []string{"ip", "-n", cl, "-6", "route", "add", "default", "src", ClientIP6,
+			"nexthop", "via", "fd00:203:1::2", "dev", "up1", "nexthop", "via", "fd00:203:2::2", "dev", "up2"})
+	}
+	if err := runAll(steps); err != nil {
+		return err
 	}
 	for _, r := range c.Routers {
-		if err := sysctlNS(r.Name, "net/ipv4/ip_forward", "1"); err != nil {
+		if err := c.forwarding(r.Name); err != nil {
 			return err
 		}
 	}
@@ -122,11 +162,26 @@ func ClientIPs() []string {
 	return ips
 }
 
-// nodeBGPRoutes gives a node its routes to the peers.
-func (c *Cluster) nodeBGPRoutes(n *Node) error {
+// ClientIPs6 are the client netns' IPv6 addresses (a dual-stack
+// cluster's), ClientIP6 first.
+func ClientIPs6() []string {
+	var ips []string
+	for i := 1; i <= clientAddrs; i++ {
+		ips = append(ips, fmt.Sprintf("fd00:203::%x", i))
+	}
+	return ips
+}
+
+// nodeBGPRoutes gives a node its routes to the peers (op add or replace).
+func (c *Cluster) nodeBGPRoutes(n *Node, op string) error {
 	for _, r := range c.Routers {
-		if err := run("ip", "-n", n.NetNS, "route", "add", r.PeerIP+"/32", "via", r.Fabric); err != nil {
+		if err := run("ip", "-n", n.NetNS, "route", op, r.PeerIP+"/32", "via", r.Fabric); err != nil {
 			return err
+		}
+		if c.DualStack {
+			if err := run("ip", "-n", n.NetNS, "-6", "route", op, r.PeerIP6+"/128", "via", r.Fabric6); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -137,7 +192,7 @@ func (c *Cluster) nodeBGPRoutes(n *Node) error {
 const birdConfig = `router id {{peer}};
 log "{{dir}}/bird.log" all;
 protocol device { scan time 2; }
-protocol kernel {
+protocol kernel kernel4 {
   ipv4 { import none; export where source = RTS_BGP; };
   merge paths on;
   scan time 2;
@@ -150,10 +205,28 @@ template bgp node {
 }
 {{neighbors}}`
 
+// birdConfig6 is what a dual-stack cluster's routers add: the same over
+// IPv6, one session per node's public IPv6 (protocols v6node<N>).
+const birdConfig6 = `protocol kernel kernel6 {
+  ipv6 { import none; export where source = RTS_BGP; };
+  merge paths on;
+  scan time 2;
+}
+template bgp node6 {
+  local {{peer6}} as {{asn}};
+  passive on;
+  hold time 9;
+  ipv6 { import all; export none; };
+}
+{{neighbors6}}`
+
 func (c *Cluster) startRouters() error {
-	var nb strings.Builder
+	var nb, nb6 strings.Builder
 	for i, n := range c.Nodes {
 		fmt.Fprintf(&nb, "protocol bgp node%d from node { neighbor %s as %d; }\n", i+1, n.IP, projectASN)
+		if c.DualStack {
+			fmt.Fprintf(&nb6, "protocol bgp v6node%d from node6 { neighbor %s as %d; }\n", i+1, n.IPv6, projectASN)
+		}
 	}
 	cg := c.cgroupTop + "/routers"
 	if err := makeCgroup(cg); err != nil {
@@ -164,7 +237,12 @@ func (c *Cluster) startRouters() error {
 			return fmt.Errorf("cluster: %w", err)
 		}
 		conf := filepath.Join(r.dir, "bird.conf")
-		data := fill(birdConfig, "peer", r.PeerIP, "asn", fmt.Sprint(PeerASN), "dir", r.dir, "neighbors", nb.String())
+		tmpl := birdConfig
+		if c.DualStack {
+			tmpl += "\n" + birdConfig6
+		}
+		data := fill(tmpl, "peer", r.PeerIP, "peer6", r.PeerIP6, "asn", fmt.Sprint(PeerASN), "dir", r.dir,
+			"neighbors", nb.String(), "neighbors6", nb6.String())
 		if err := os.WriteFile(conf, []byte(data), 0o644); err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
@@ -184,10 +262,15 @@ func (r *Router) Birdc(args ...string) (string, error) {
 	return string(out), err
 }
 
-// Nexthops are the addresses the router's kernel forwards ip to (the
-// nodes announcing it), none when it has no route of its own for it.
+// Nexthops are the addresses the router's kernel forwards ip (IPv4 or
+// IPv6) to (the nodes announcing it), none when it has no route of its
+// own for it.
 func (r *Router) Nexthops(ip string) ([]string, error) {
-	out, err := exec.Command("ip", "-n", r.Name, "-4", "route", "show", "exact", ip+"/32").Output()
+	fam, host := "-4", ip+"/32"
+	if strings.Contains(ip, ":") {
+		fam, host = "-6", ip+"/128"
+	}
+	out, err := exec.Command("ip", "-n", r.Name, fam, "route", "show", "exact", host).Output()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: ip -n %s route show %s: %w", r.Name, ip, err)
 	}
@@ -201,11 +284,23 @@ func (r *Router) Nexthops(ip string) ([]string, error) {
 	return hops, nil
 }
 
-// Established counts the router's BGP sessions that are up.
-func (r *Router) Established() (int, error) {
+// Established counts the router's BGP sessions that are up, over IPv4
+// (with the nodes' addresses) and over IPv6.
+func (r *Router) Established() (v4, v6 int, err error) {
 	out, err := r.Birdc("show", "protocols")
 	if err != nil {
-		return 0, fmt.Errorf("cluster: birdc on %s: %v: %s", r.Name, err, out)
+		return 0, 0, fmt.Errorf("cluster: birdc on %s: %v: %s", r.Name, err, out)
 	}
-	return strings.Count(out, "Established"), nil
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, "Established") {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "node"):
+			v4++
+		case strings.HasPrefix(line, "v6node"):
+			v6++
+		}
+	}
+	return v4, v6, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -45,16 +46,20 @@ func inNetNS(ns string, fn func() error) error {
 	return ferr
 }
 
-// Dial opens a connection from the client netns (src "" = ClientIP).
+// Dial opens a connection from the client netns (src "" = ClientIP, or
+// ClientIP6 to an IPv6 address).
 func (c *Cluster) Dial(ctx context.Context, network, src, addr string) (net.Conn, error) {
 	if src == "" {
 		src = ClientIP
+		if host, _, err := net.SplitHostPort(addr); err == nil && strings.Contains(host, ":") {
+			src = ClientIP6
+		}
 	}
 	d := net.Dialer{Timeout: 3 * time.Second}
 	switch network {
-	case "tcp", "tcp4":
+	case "tcp", "tcp4", "tcp6":
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
-	case "udp", "udp4":
+	case "udp", "udp4", "udp6":
 		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(src)}
 	}
 	var conn net.Conn

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
@@ -44,6 +45,18 @@ type CloudOptions struct {
 	// BeforeCCM runs once the emulator and the nodes are up, before the
 	// chart is installed (to seed reservations, say).
 	BeforeCCM func(*Cluster) error
+	// FRR, when set, runs MetalLB's speakers in FRR mode (the mode that
+	// announces IPv6): it is the directory of Debian's FRR (bgpd,
+	// frr-reload.py), each node gets a bgpd of its own and this process
+	// reloads it as MetalLB's reloader would (test/dataplane's FRR), and
+	// the CCM is told bgpType=frr. MetalLBManifest and MetalLBBins must
+	// then be MetalLB's >= 0.16.1 (FRR mode before it refuses the CCM's
+	// per-node BGPPeers).
+	FRR string
+	// DualStack gives the cluster IPv6 beside IPv4 (it needs FRR): the
+	// nodes' public IPv6, pods' and Services' IPv6 ranges, kube-proxy for
+	// both families, and IPv6 sessions at the routers (bgp.go).
+	DualStack bool
 }
 
 const (
@@ -68,11 +81,15 @@ func (c *Cluster) startEmulator() error {
 	for i := range seed.Metros {
 		if seed.Metros[i].Code == Metro {
 			seed.Metros[i].PrivateIPv4 = nodeNet
+			if c.DualStack {
+				seed.Metros[i].PublicIPv6 = metroNet6
+			}
 		}
 	}
 	seed.Projects[0].BGP = &emulator.BGPConfigSeed{ASN: projectASN}
 	for _, n := range c.Nodes {
-		seed.Devices = append(seed.Devices, emulator.DeviceSeed{Hostname: n.Name, Metro: Metro, PrivateIPv4: n.IP})
+		// n.IPv6 is "" (drawn by the emulator) unless dual-stack.
+		seed.Devices = append(seed.Devices, emulator.DeviceSeed{Hostname: n.Name, Metro: Metro, PrivateIPv4: n.IP, PublicIPv6: n.IPv6})
 	}
 	seed.Reservations = append(seed.Reservations, emulator.ReservationSeed{Metro: Metro, Tags: []string{ControlPlaneEIPTag}})
 	emu, err := emulator.New(seed, emulator.Options{})
@@ -189,18 +206,79 @@ func metallbImage(objs []*unstructured.Unstructured, component string) string {
 }
 
 // chartValues: the CCM's image as imported, the emulator as its Equinix
-// Metal, MetalLB as its load balancer; o.Values over them.
+// Metal, MetalLB as its load balancer (in FRR mode with o.FRR); o.Values
+// over them.
 func (c *Cluster) chartValues(o *CloudOptions) map[string]any {
 	repo, tag, _ := strings.Cut(CCMImage, ":")
+	lb := map[string]any{"mode": "metallb"}
+	if o.FRR != "" {
+		lb["metallb"] = map[string]any{"bgpType": "frr"}
+	}
 	v := map[string]any{
 		"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
 		"config": map[string]any{
 			"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
 			"metro": Metro, "eipTag": ControlPlaneEIPTag,
 		},
-		"loadBalancer": map[string]any{"mode": "metallb"},
+		"loadBalancer": lb,
 	}
 	return mergeValues(v, o.Values)
+}
+
+// frrBinaries is what test/dataplane's FRR needs of o.
+func frrBinaries(o *CloudOptions) dataplane.Binaries {
+	return dataplane.Binaries{FRR: o.FRR, FRRController: filepath.Join(o.MetalLBBins, "controller"),
+		FRRSpeaker: filepath.Join(o.MetalLBBins, "speaker")}
+}
+
+// startFRR gives each node a bgpd in its netns, its files in
+// <Dir>/frr-<node>, which frrSpeaker mounts into the node's speaker.
+func (c *Cluster) startFRR(o *CloudOptions) error {
+	for _, n := range c.Nodes {
+		f, err := dataplane.StartFRRIn(n.NetNS, frrBinaries(o), c.Dir, n.Name, n.IP)
+		if err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		c.frrs = append(c.frrs, f)
+	}
+	return nil
+}
+
+// frrSpeaker turns MetalLB's native speaker DaemonSet into one in FRR
+// mode whose FRR is outside the pod: MetalLB's own FRR manifest carries
+// FRR and its reloader as containers of an image this machine cannot
+// pull; here bgpd runs on the node (startFRR) and this process is the
+// reloader. The speaker finds its node's files (frr.conf it writes,
+// reloader.pid it signals) at the fixed /etc/frr_reloader, a hostPath per
+// node (subPathExpr on its node name), and signals the reloader in the
+// host's PID namespace (hostPID).
+func frrSpeaker(objs []*unstructured.Unstructured, hostDir string) error {
+	for _, u := range objs {
+		if u.GetKind() != "DaemonSet" || u.GetName() != "speaker" {
+			continue
+		}
+		spec, _, _ := unstructured.NestedMap(u.Object, "spec", "template", "spec")
+		cs, _ := spec["containers"].([]any)
+		if len(cs) == 0 {
+			return fmt.Errorf("cluster: MetalLB's speaker DaemonSet has no containers")
+		}
+		ct := cs[0].(map[string]any)
+		env, _ := ct["env"].([]any)
+		for k, v := range map[string]string{"METALLB_BGP_TYPE": "frr", "FRR_CONFIG_FILE": "/etc/frr_reloader/frr.conf",
+			"FRR_RELOADER_PID_FILE": "/etc/frr_reloader/reloader.pid"} {
+			env = append(env, map[string]any{"name": k, "value": v})
+		}
+		ct["env"] = env
+		mounts, _ := ct["volumeMounts"].([]any)
+		ct["volumeMounts"] = append(mounts, map[string]any{"name": "frr-reloader", "mountPath": "/etc/frr_reloader",
+			"subPathExpr": "frr-$(METALLB_NODE_NAME)"})
+		vols, _ := spec["volumes"].([]any)
+		spec["volumes"] = append(vols, map[string]any{"name": "frr-reloader",
+			"hostPath": map[string]any{"path": hostDir, "type": "Directory"}})
+		spec["hostPID"] = true
+		return unstructured.SetNestedMap(u.Object, spec, "spec", "template", "spec")
+	}
+	return fmt.Errorf("cluster: MetalLB's manifest has no speaker DaemonSet")
 }
 
 func mergeValues(dst, src map[string]any) map[string]any {
@@ -243,6 +321,11 @@ func (c *Cluster) installCloud(ctx context.Context, o *CloudOptions, metallb []*
 	}
 	if err := deploycheck.Apply(ctx, c.Env.Config, objs); err != nil {
 		return fmt.Errorf("cluster: installing the chart: %w", err)
+	}
+	if o.FRR != "" {
+		if err := frrSpeaker(metallb, c.Dir); err != nil {
+			return err
+		}
 	}
 	if err := deploycheck.Apply(ctx, c.Env.Config, metallb); err != nil {
 		return fmt.Errorf("cluster: installing MetalLB: %w", err)
@@ -311,17 +394,19 @@ func (c *Cluster) waitInitialised(ctx context.Context) error {
 	return nil
 }
 
-// WaitSessions waits until each router has a session up with each node.
-func (c *Cluster) WaitSessions(ctx context.Context) error {
+// WaitSessions waits until each router has an IPv4 session up with each
+// node and, with ipv6, an IPv6 one too (a dual-stack cluster's nodes
+// peer over IPv6 once a Service needs it).
+func (c *Cluster) WaitSessions(ctx context.Context, ipv6 bool) error {
 	var last string
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		for _, r := range c.Routers {
-			n, err := r.Established()
+			n4, n6, err := r.Established()
 			if err != nil {
 				return false, err
 			}
-			if n < len(c.Nodes) {
-				last = fmt.Sprintf("%s has %d of %d sessions up", r.Name, n, len(c.Nodes))
+			if n4 < len(c.Nodes) || ipv6 && n6 < len(c.Nodes) {
+				last = fmt.Sprintf("%s has %d IPv4 and %d IPv6 sessions up with %d nodes", r.Name, n4, n6, len(c.Nodes))
 				return false, nil
 			}
 		}

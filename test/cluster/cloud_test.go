@@ -184,7 +184,7 @@ func TestCloudTraffic(t *testing.T) {
 	t.Logf("Service web: Elastic IP %s answered the client %s after it was created", ip, (time.Since(created) - time.Since(created.Add(took))).Round(time.Millisecond))
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := c.WaitSessions(sctx); err != nil {
+	if err := c.WaitSessions(sctx, false); err != nil {
 		t.Fatal(err)
 	}
 	var hops []string
@@ -366,7 +366,7 @@ func drainWorker(t *testing.T, c *Cluster, node string) {
 	ns := metav1.NamespaceDefault
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := c.WaitSessions(sctx); err != nil {
+	if err := c.WaitSessions(sctx, false); err != nil {
 		t.Fatalf("after node-2 came back: %v", err)
 	}
 	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web-local", "web", corev1.ServiceExternalTrafficPolicyLocal), metav1.CreateOptions{}); err != nil {
@@ -482,11 +482,11 @@ func TestCloudWrongModule(t *testing.T) {
 		t.Fatalf("the client reached %s although the module's BGPPeers name the wrong peer ASN: the traffic check cannot fail", ip)
 	}
 	for _, r := range c.Routers {
-		n, err := r.Established()
+		n4, n6, err := r.Established()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n != 0 {
+		if n := n4 + n6; n != 0 {
 			t.Errorf("%s has %d sessions up with a wrong peer ASN", r.Name, n)
 		}
 	}

@@ -19,11 +19,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/dataplane"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
@@ -69,6 +73,16 @@ const (
 	nodeNet    = "10.201.0.0/24"
 	podNet     = "10.202.0.0/16"
 	pauseImage = "registry.k8s.io/pause:3.10.2" // build/pause/Makefile's TAG in v1.37.1
+	// A dual-stack cluster's IPv6 (CloudOptions.DualStack): the nodes'
+	// bridge is the first /64 of the project's /56 in the emulator's
+	// metro block, so each node's public IPv6 (the upper address of its
+	// /127, as its private IPv4 is of its /31) is on the routers' link,
+	// as BIRD wants of a directly connected BGP neighbour's next hop.
+	metroNet6   = "2001:db8:100::/40"
+	nodeNet6    = "2001:db8:100::/64"
+	routerBrIP6 = "2001:db8:100::1"
+	podNet6     = "fd00:202::/48"
+	serviceNet6 = "fd00:10::/108"
 	// BusyboxImage is on every node: a static busybox (/bin/sh, nc, sleep,
 	// ...); pods give it with ImagePullPolicy Never.
 	BusyboxImage = "cluster.test/busybox:1"
@@ -79,9 +93,13 @@ type Node struct {
 	Name    string
 	IP      string // eth0 in the node's netns, the Node's InternalIP
 	PodCIDR string
-	NetNS   string // name under /run/netns
-	Dir     string
-	Socket  string // containerd's socket
+	// IPv6 and PodCIDR6 are a dual-stack cluster's: the device's public
+	// IPv6 on eth0, and the pods' IPv6 range.
+	IPv6     string
+	PodCIDR6 string
+	NetNS    string // name under /run/netns
+	Dir      string
+	Socket   string // containerd's socket
 
 	cgroup     string // kubelet's cgroupRoot
 	runtimeCG  string // containerd's (and so its shims') cgroup
@@ -102,6 +120,10 @@ type Cluster struct {
 	Emu      *emulator.Emulator
 	Routers  []*Router
 	ClientNS string
+	// DualStack: the cluster has IPv6 too (CloudOptions.DualStack).
+	DualStack bool
+
+	frrs []*dataplane.FRR // MetalLB's FRR mode: each node's bgpd
 
 	id        string
 	router    string
@@ -135,6 +157,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if opts.Nodes == 0 {
 		opts.Nodes = 1
+	}
+	if opts.Cloud != nil && opts.Cloud.DualStack && opts.Cloud.FRR == "" {
+		return nil, errors.New("cluster: DualStack needs FRR: MetalLB announces IPv6 in FRR mode only (make cluster-test installs Debian's frr)")
 	}
 	if opts.CoreDNS != "" && !(opts.KubeProxy && opts.Scheduler) {
 		return nil, errors.New("cluster: CoreDNS needs KubeProxy and Scheduler (its Service and Deployment)")
@@ -178,6 +203,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if metallb, err = readMetalLB(opts.Cloud.MetalLBManifest); err != nil {
 			return nil, err
 		}
+		if opts.Cloud.FRR != "" {
+			if err := frrBinaries(opts.Cloud).CheckFRR(); err != nil {
+				return nil, fmt.Errorf("cluster: %w", err)
+			}
+		}
 	}
 	for _, b := range need {
 		p := filepath.Join(assets, b)
@@ -202,7 +232,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		lock.Close()
 		return nil, err
 	}
-	c := &Cluster{Dir: opts.Dir, logf: logf, id: "kc" + hex.EncodeToString(idb), lock: lock}
+	c := &Cluster{Dir: opts.Dir, logf: logf, id: "kc" + hex.EncodeToString(idb), lock: lock,
+		DualStack: opts.Cloud != nil && opts.Cloud.DualStack}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "cluster-"); err != nil {
 			lock.Close()
@@ -242,6 +273,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			NetNS:   fmt.Sprintf("%s-n%d", c.id, i),
 			Dir:     filepath.Join(c.Dir, fmt.Sprintf("node-%d", i)),
 		}
+		if c.DualStack {
+			n.IPv6 = fmt.Sprintf("2001:db8:100::%x", 9+2*i)
+			n.PodCIDR6 = fmt.Sprintf("fd00:202:0:%x::/64", i)
+		}
 		n.cgroup = c.cgroupTop + "/" + n.Name
 		n.runtimeCG = c.cgroupTop + "/" + n.Name + "-runtime"
 		c.Nodes = append(c.Nodes, n)
@@ -254,7 +289,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		for _, n := range c.Nodes {
-			if err := c.nodeBGPRoutes(n); err != nil {
+			if err := c.nodeBGPRoutes(n, "add"); err != nil {
 				return nil, err
 			}
 		}
@@ -276,7 +311,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := writeSelfSignedCA(clientCA); err != nil {
 		return nil, err
 	}
-	c.Env, err = testenv.Start(ctx, testenv.Options{
+	eo := testenv.Options{
 		AssetsDir: assets,
 		Dir:       filepath.Join(c.Dir, "controlplane"),
 		Logf:      logf,
@@ -307,7 +342,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 			"--requestheader-allowed-names=front-proxy-client",
 		},
-	})
+	}
+	if c.DualStack {
+		eo.APIServerFlags = append(eo.APIServerFlags, "--service-cluster-ip-range=10.0.0.0/24,"+serviceNet6)
+	}
+	c.Env, err = testenv.Start(ctx, eo)
 	if err != nil {
 		return nil, err
 	}
@@ -369,6 +408,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	logf("cluster: %d nodes Ready after %s (work dir %s)", len(c.Nodes), time.Since(began).Round(time.Millisecond), c.Dir)
+	if opts.Cloud != nil && opts.Cloud.FRR != "" {
+		if err := c.startFRR(opts.Cloud); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Cloud != nil {
 		if err := c.installCloud(ctx, opts.Cloud, metallb); err != nil {
 			return nil, err
@@ -466,6 +510,7 @@ func (c *Cluster) Stop() {
 		c.kcm.stop(0)
 		if !c.removeDir && c.Client != nil {
 			c.savePodLogs()
+			c.saveMetalLBObjects()
 		}
 		if alive {
 			c.deletePods()
@@ -476,6 +521,9 @@ func (c *Cluster) Stop() {
 		}
 		for _, n := range c.Nodes {
 			n.containerd.stop(5 * time.Second)
+		}
+		for _, f := range c.frrs {
+			f.Stop()
 		}
 		// Shims and containers outlive containerd (they are re-parented),
 		// but all of them sit in the cluster's cgroups.
@@ -528,6 +576,37 @@ func (c *Cluster) Stop() {
 // savePodLogs writes every container's log (and its previous run's) to
 // pod-logs/ in the work directory: the kubelets remove theirs with the
 // pods, and a failed run keeps the directory to be read.
+// saveMetalLBObjects writes the MetalLB objects (what the CCM's module
+// wrote, what MetalLB reports) to metallb-objects.yaml beside the pods'
+// logs: what a failed cloud test needs besides them.
+func (c *Cluster) saveMetalLBObjects() {
+	dyn, err := dynamic.NewForConfig(c.Env.Config)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out []byte
+	for _, r := range []string{"ipaddresspools", "bgppeers", "bgpadvertisements", "l2advertisements", "communities", "configurationstates", "servicebgpstatuses"} {
+		for _, v := range []string{"v1beta1", "v1beta2"} {
+			l, err := dyn.Resource(schema.GroupVersionResource{Group: "metallb.io", Version: v, Resource: r}).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				continue
+			}
+			for _, u := range l.Items {
+				u.SetManagedFields(nil)
+				if y, err := yaml.Marshal(u.Object); err == nil {
+					out = append(append(append(out, "---\n"...), y...), '\n')
+				}
+			}
+			break
+		}
+	}
+	if len(out) > 0 {
+		_ = os.WriteFile(filepath.Join(c.Dir, "metallb-objects.yaml"), out, 0o644)
+	}
+}
+
 func (c *Cluster) savePodLogs() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -71,6 +71,18 @@
 // port there: the CCM's health checks find a control-plane node answering,
 // as one whose kube-apiserver runs on it would.
 //
+// CloudOptions.FRR runs MetalLB's speakers in FRR mode, the mode that
+// announces IPv6: each node gets a bgpd of Debian's FRR in its netns, and
+// this process is MetalLB's reloader (test/dataplane's FRR); the speaker
+// DaemonSet of metallb-native.yaml gets METALLB_BGP_TYPE=frr, its node's
+// files at /etc/frr_reloader (a hostPath, subPathExpr on the node name)
+// and hostPID, to signal the reloader. CloudOptions.DualStack (which needs
+// FRR) adds IPv6 everywhere: the nodes' public IPv6 on their links (the
+// bridge is a /64 of the project's /56, so each node's address is the
+// emulator's device address), pods from fd00:202:0:N::/64, Services from
+// fd00:10::/108, kube-proxy for both families, and IPv6 sessions at the
+// routers (bgp.go).
+//
 // Options.CoreDNS adds cluster DNS: CoreDNS (built here with the plugins a
 // cluster needs, test/testenv/corednsbin) as kube-dns at DNSServiceIP, and
 // the kubelets' clusterDNS and clusterDomain.

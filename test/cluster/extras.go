@@ -18,7 +18,7 @@ hostnameOverride: {{name}}
 bindAddress: {{ip}}
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
-clusterCIDR: 10.202.0.0/16
+clusterCIDR: {{clustercidr}}
 # No CAP_SYS_RESOURCE (see the package documentation).
 oomScoreAdj: 0
 # nf_conntrack_max is the machine's, read-only from a netns: leave the
@@ -81,7 +81,14 @@ const kcmControllers = "node-lifecycle-controller,endpointslice-controller,endpo
 
 func (c *Cluster) startKubeProxy(n *Node, kubeconfig, assets string) error {
 	cfg := filepath.Join(n.Dir, "kube-proxy.yaml")
-	data := fill(kubeProxyConfig, "kubeconfig", kubeconfig, "name", n.Name, "ip", n.IP)
+	// A dual-stack cluster's kube-proxy runs both families (it does when
+	// the node has ip6tables); the pods' IPv6 range tells it which
+	// sources are local.
+	cidr := podNet
+	if c.DualStack {
+		cidr += "," + podNet6
+	}
+	data := fill(kubeProxyConfig, "kubeconfig", kubeconfig, "name", n.Name, "ip", n.IP, "clustercidr", cidr)
 	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

@@ -27,12 +27,31 @@ func (c *Cluster) setupRouter() error {
 		{"ip", "route", "add", nodeNet, "via", routerUpIP},
 		{"ip", "route", "add", podNet, "via", routerUpIP},
 	}
+	if c.DualStack {
+		steps = append(steps, []string{"ip", "-n", r, "addr", "add", routerBrIP6 + "/64", "dev", "br0", "nodad"})
+	}
+	if err := runAll(steps); err != nil {
+		return err
+	}
+	return c.forwarding(r)
+}
+
+// forwarding turns on forwarding in a netns, for IPv6 too in a dual-stack
+// cluster.
+func (c *Cluster) forwarding(ns string) error {
+	if err := sysctlNS(ns, "net/ipv4/ip_forward", "1"); err != nil || !c.DualStack {
+		return err
+	}
+	return sysctlNS(ns, "net/ipv6/conf/all/forwarding", "1")
+}
+
+func runAll(steps [][]string) error {
 	for _, s := range steps {
 		if err := run(s[0], s[1:]...); err != nil {
 			return err
 		}
 	}
-	return sysctlNS(r, "net/ipv4/ip_forward", "1")
+	return nil
 }
 
 // setupNodeNet makes node i's netns: eth0 on the router's bridge, a default
@@ -53,13 +72,27 @@ func (c *Cluster) setupNodeNet(n *Node, i int) error {
 		{"ip", "-n", n.NetNS, "route", "add", "default", "via", routerBrIP},
 		{"ip", "-n", c.router, "route", "add", n.PodCIDR, "via", n.IP},
 	}
-	for _, s := range steps {
-		if err := run(s[0], s[1:]...); err != nil {
+	if c.DualStack {
+		// nodad: no duplicate address detection to wait for on a link
+		// the test made.
+		steps = append(steps,
+			[]string{"ip", "-n", n.NetNS, "addr", "add", n.IPv6 + "/64", "dev", "eth0", "nodad"},
+			[]string{"ip", "-n", n.NetNS, "-6", "route", "add", "default", "via", routerBrIP6},
+			[]string{"ip", "-n", c.router, "-6", "route", "add", n.PodCIDR6, "via", n.IPv6},
+		)
+	}
+	if err := runAll(steps); err != nil {
+		return err
+	}
+	if c.DualStack {
+		// Linux drops a link's IPv6 addresses when it goes down
+		// (SetNodeLink) unless told to keep them, as IPv4's are kept.
+		if err := sysctlNS(n.NetNS, "net/ipv6/conf/eth0/keep_addr_on_down", "1"); err != nil {
 			return err
 		}
 	}
 	// The CNI ptp plugin turns it on too; set it before any pod exists.
-	return sysctlNS(n.NetNS, "net/ipv4/ip_forward", "1")
+	return c.forwarding(n.NetNS)
 }
 
 // sysctlNS writes a net sysctl of a netns: /proc/sys/net belongs to the
@@ -83,10 +116,10 @@ func (c *Cluster) SetNodeLink(n *Node, up bool) error {
 	if err := run("ip", "-n", n.NetNS, "route", "replace", "default", "via", routerBrIP); err != nil {
 		return err
 	}
-	for _, r := range c.Routers {
-		if err := run("ip", "-n", n.NetNS, "route", "replace", r.PeerIP+"/32", "via", r.Fabric); err != nil {
+	if c.DualStack {
+		if err := run("ip", "-n", n.NetNS, "-6", "route", "replace", "default", "via", routerBrIP6); err != nil {
 			return err
 		}
 	}
-	return nil
+	return c.nodeBGPRoutes(n, "replace")
 }

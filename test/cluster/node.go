@@ -57,14 +57,15 @@ state = "{{dir}}/containerd/state"
 `
 
 // cniConfig: a veth per pod to the node's netns (ptp) with addresses from
-// the node's own pod range; the router knows which node has which range.
+// the node's own pod range (one per family); the router knows which node
+// has which range.
 const cniConfig = `{
   "cniVersion": "1.0.0",
   "name": "{{net}}",
   "plugins": [
     {"type": "ptp", "ipMasq": false, "mtu": 1500,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "{{podcidr}}"}]],
-              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "{{dir}}/cni-ipam"}},
+     "ipam": {"type": "host-local", "ranges": {{ranges}},
+              "routes": {{routes}}, "dataDir": "{{dir}}/cni-ipam"}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
@@ -117,8 +118,13 @@ func fill(tmpl string, kv ...string) string {
 // startNode starts containerd, imports the images, and starts the kubelet.
 func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet string, images []string, dns bool, extraFlags []string) error {
 	n.Socket = filepath.Join(n.Dir, "containerd.sock")
+	ranges, routes := `[[{"subnet": "`+n.PodCIDR+`"}]]`, `[{"dst": "0.0.0.0/0"}]`
+	if n.PodCIDR6 != "" {
+		ranges = `[[{"subnet": "` + n.PodCIDR + `"}], [{"subnet": "` + n.PodCIDR6 + `"}]]`
+		routes = `[{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]`
+	}
 	kv := []string{"dir", n.Dir, "sock", n.Socket, "pause", pauseImage, "net", c.id + "-" + n.Name,
-		"podcidr", n.PodCIDR, "ip", n.IP, "cgroup", n.cgroup, "dns", ""}
+		"ranges", ranges, "routes", routes, "ip", n.IP, "cgroup", n.cgroup, "dns", ""}
 	if dns {
 		kv[len(kv)-1] = kubeletDNS
 	}

@@ -79,6 +79,14 @@ func (b Binaries) CheckFRR() error {
 // StartFRR runs the node's bgpd with an empty configuration and makes this
 // process its reloader. routerID is the node's IPv4 address.
 func StartFRR(bins Binaries, dir, node, routerID string) (*FRR, error) {
+	return StartFRRIn("", bins, dir, node, routerID)
+}
+
+// StartFRRIn is StartFRR with bgpd in the network namespace netns (a name
+// under /run/netns; "" is this process's): a real cluster's node, which
+// has a netns of its own. frr-reload.py reaches bgpd by its vty socket,
+// a file, from any netns.
+func StartFRRIn(netns string, bins Binaries, dir, node, routerID string) (*FRR, error) {
 	if err := bins.CheckFRR(); err != nil {
 		return nil, err
 	}
@@ -95,11 +103,16 @@ func StartFRR(bins Binaries, dir, node, routerID string) (*FRR, error) {
 	if err := os.WriteFile(f.pidFile(), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 		return nil, err
 	}
-	p, err := Start(dir, "bgpd-"+node, filepath.Join(bins.FRR, "bgpd"), []string{
+	bin, args := filepath.Join(bins.FRR, "bgpd"), []string{
 		"--no_zebra", "--skip_runas", "--bgp_port", "0", "--vty_port", "0",
 		"--vty_socket", f.Dir, "--pid_file", filepath.Join(f.Dir, "bgpd.pid"),
 		"--config_file", initial, "--log", "stdout",
-	}, nil)
+	}
+	if netns != "" {
+		// nsenter execs bgpd: the process Stop ends is bgpd itself.
+		bin, args = "nsenter", append([]string{"--net=/run/netns/" + netns, "--", bin}, args...)
+	}
+	p, err := Start(dir, "bgpd-"+node, bin, args, nil)
 	if err != nil {
 		return nil, err
 	}
