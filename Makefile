@@ -554,9 +554,11 @@ conformance: $(CLUSTER_PREREQS) cluster-image $(E2E_TEST) $(COREDNS)
 
 # make run's real-cluster variant: a cloud cluster with a sample Service,
 # until Ctrl-C (root).
+# RUN_CLUSTER_FLAGS=-dual-stack makes it dual-stack (MetalLB in FRR mode).
+RUN_CLUSTER_FLAGS ?=
 run-cluster: $(CLUSTER_PREREQS) cluster-image
 	@$(GO) build -o $(BIN_DIR)/cluster ./test/cmd/cluster
-	@$(CLUSTER_ENV) PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/cluster
+	@$(CLUSTER_ENV) PATH="$(K8S_BIN_DIR):$$PATH" $(BIN_DIR)/cluster $(RUN_CLUSTER_FLAGS)
 
 # What a killed cluster run left behind (processes, netns, mounts, cgroups).
 cluster-clean:

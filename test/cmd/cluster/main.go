@@ -2,13 +2,15 @@
 // on this machine (test/cluster: kubelets, containerd, kube-proxy, the CCM
 // from its image with the chart, MetalLB's pods, two BIRD routers and a
 // client netns behind them, the Equinix Metal emulator), with one sample
-// LoadBalancer Service, until Ctrl-C. Root only.
+// LoadBalancer Service, until Ctrl-C. Root only. -dual-stack makes it
+// dual-stack (MetalLB in FRR mode) and the Service RequireDualStack.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/cluster"
 )
@@ -27,7 +30,14 @@ func main() {
 	flag.StringVar(&o.MetalLBBins, "metallb-bins", os.Getenv("METAL_CCM_CLUSTER_METALLB_BINS"), "directory with MetalLB's controller and speaker")
 	flag.StringVar(&o.Agnhost, "agnhost", os.Getenv("METAL_CCM_CLUSTER_AGNHOST"), "agnhost binary (the sample Service's server)")
 	nodes := flag.Int("nodes", 3, "nodes (node-1 is the control plane)")
+	dual := flag.Bool("dual-stack", false, "a dual-stack cluster, MetalLB in FRR mode (-metallb-frr-manifest, -metallb-frr-bins, -frr), the sample Service RequireDualStack")
+	frrManifest := flag.String("metallb-frr-manifest", os.Getenv("METAL_CCM_CLUSTER_METALLB_FRR_MANIFEST"), "with -dual-stack: metallb-native.yaml of the MetalLB that runs in FRR mode (>= 0.16.1)")
+	frrBins := flag.String("metallb-frr-bins", os.Getenv("METAL_CCM_CLUSTER_METALLB_FRR_BINS"), "with -dual-stack: its controller and speaker")
+	frr := flag.String("frr", os.Getenv("METAL_CCM_CLUSTER_FRR"), "with -dual-stack: the directory of Debian's FRR (bgpd, frr-reload.py)")
 	flag.Parse()
+	if *dual {
+		o.DualStack, o.FRR, o.MetalLBManifest, o.MetalLBBins = true, *frr, *frrManifest, *frrBins
+	}
 	if err := run(o, *nodes); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
 		os.Exit(1)
@@ -46,12 +56,16 @@ func run(o *cluster.CloudOptions, nodes int) error {
 	if _, err := c.Client.AppsV1().Deployments("default").Create(ctx, cluster.NetexecDeployment("hello", 2), metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if _, err := c.Client.CoreV1().Services("default").Create(ctx, cluster.LoadBalancerService("hello", "hello", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+	svc := cluster.LoadBalancerService("hello", "hello", corev1.ServiceExternalTrafficPolicyCluster)
+	want := 1
+	if o.DualStack {
+		policy := corev1.IPFamilyPolicyRequireDualStack
+		svc.Spec.IPFamilyPolicy, want = &policy, 2
+	}
+	if _, err := c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	ip, err := c.ServiceIngress(wctx, "default", "hello")
-	cancel()
+	ips, err := ingress(ctx, c, want)
 	if err != nil {
 		return fmt.Errorf("the sample Service got no Elastic IP: %w", err)
 	}
@@ -61,16 +75,38 @@ The cluster is up (work directory and logs: %s).
   export KUBECONFIG=%s
   kubectl get nodes -o wide; kubectl get svc hello
 
-The sample Service default/hello has the Elastic IP %s. From the client
+The sample Service default/hello has the Elastic IPs %v. From the client
 behind the two BGP routers (the Internet, as far as the cluster knows):
 
-  nsenter --net=/run/netns/%s curl http://%s/hostname
-  nsenter --net=/run/netns/%s ip route                   # its two routers
+`, c.Dir, c.KubeconfigPath(), ips)
+	for _, ip := range ips {
+		fmt.Printf("  nsenter --net=/run/netns/%s curl http://%s/hostname\n", c.ClientNS, net.JoinHostPort(ip, "80"))
+	}
+	fmt.Printf(`  nsenter --net=/run/netns/%s ip route                   # its two routers
   ip -n %s route show %s          # router 1: ECMP over the nodes that announce it
 
 Ctrl-C stops it and removes everything.
-`, c.Dir, c.KubeconfigPath(), ip, c.ClientNS, ip, c.ClientNS, c.Routers[0].Name, ip)
+`, c.ClientNS, c.Routers[0].Name, ips[0])
 	<-ctx.Done()
 	fmt.Println("stopping")
 	return nil
+}
+
+// ingress waits for want addresses in the sample Service's status.
+func ingress(ctx context.Context, c *cluster.Cluster, want int) ([]string, error) {
+	var ips []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := c.Client.CoreV1().Services("default").Get(ctx, "hello", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ips = ips[:0]
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			if in.IP != "" {
+				ips = append(ips, in.IP)
+			}
+		}
+		return len(ips) >= want, nil
+	})
+	return ips, err
 }
