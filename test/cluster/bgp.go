@@ -187,47 +187,52 @@ func (c *Cluster) nodeBGPRoutes(n *Node, op string) error {
 	return nil
 }
 
-// birdConfig: one passive eBGP session per node (MetalLB's native speaker
-// dials), everything learned goes to the kernel, equal paths merged.
-const birdConfig = `router id {{peer}};
+// birdConfig is a router's id and log, followed by birdFamily for IPv4
+// and, in a dual-stack cluster, for IPv6 (birdConf).
+const birdConfig = `router id {{id}};
 log "{{dir}}/bird.log" all;
 protocol device { scan time 2; }
-protocol kernel kernel4 {
-  ipv4 { import none; export where source = RTS_BGP; };
+`
+
+// birdFamily: one passive eBGP session per node in one address family
+// (MetalLB's speaker dials), everything learned goes to the kernel, equal
+// paths merged. The sessions are protocols node<N> over IPv4 and
+// v6node<N> over IPv6 (what Established counts).
+const birdFamily = `protocol kernel kernel{{v}} {
+  ipv{{v}} { import none; export where source = RTS_BGP; };
   merge paths on;
   scan time 2;
 }
-template bgp node {
+template bgp {{prefix}}node {
   local {{peer}} as {{asn}};
   passive on;
   hold time 9;
-  ipv4 { import all; export none; };
+  ipv{{v}} { import all; export none; };
 }
 {{neighbors}}`
 
-// birdConfig6 is what a dual-stack cluster's routers add: the same over
-// IPv6, one session per node's public IPv6 (protocols v6node<N>).
-const birdConfig6 = `protocol kernel kernel6 {
-  ipv6 { import none; export where source = RTS_BGP; };
-  merge paths on;
-  scan time 2;
+// birdConf is router r's configuration.
+func (c *Cluster) birdConf(r *Router) string {
+	type family struct {
+		v, prefix, peer string
+		addr            func(*Node) string
+	}
+	fams := []family{{"4", "", r.PeerIP, func(n *Node) string { return n.IP }}}
+	if c.DualStack {
+		fams = append(fams, family{"6", "v6", r.PeerIP6, func(n *Node) string { return n.IPv6 }})
+	}
+	conf := fill(birdConfig, "id", r.PeerIP, "dir", r.dir)
+	for _, f := range fams {
+		var nb strings.Builder
+		for i, n := range c.Nodes {
+			fmt.Fprintf(&nb, "protocol bgp %snode%d from %snode { neighbor %s as %d; }\n", f.prefix, i+1, f.prefix, f.addr(n), projectASN)
+		}
+		conf += fill(birdFamily, "v", f.v, "prefix", f.prefix, "peer", f.peer, "asn", fmt.Sprint(PeerASN), "neighbors", nb.String()) + "\n"
+	}
+	return conf
 }
-template bgp node6 {
-  local {{peer6}} as {{asn}};
-  passive on;
-  hold time 9;
-  ipv6 { import all; export none; };
-}
-{{neighbors6}}`
 
 func (c *Cluster) startRouters() error {
-	var nb, nb6 strings.Builder
-	for i, n := range c.Nodes {
-		fmt.Fprintf(&nb, "protocol bgp node%d from node { neighbor %s as %d; }\n", i+1, n.IP, projectASN)
-		if c.DualStack {
-			fmt.Fprintf(&nb6, "protocol bgp v6node%d from node6 { neighbor %s as %d; }\n", i+1, n.IPv6, projectASN)
-		}
-	}
 	cg := c.cgroupTop + "/routers"
 	if err := makeCgroup(cg); err != nil {
 		return err
@@ -237,13 +242,7 @@ func (c *Cluster) startRouters() error {
 			return fmt.Errorf("cluster: %w", err)
 		}
 		conf := filepath.Join(r.dir, "bird.conf")
-		tmpl := birdConfig
-		if c.DualStack {
-			tmpl += "\n" + birdConfig6
-		}
-		data := fill(tmpl, "peer", r.PeerIP, "peer6", r.PeerIP6, "asn", fmt.Sprint(PeerASN), "dir", r.dir,
-			"neighbors", nb.String(), "neighbors6", nb6.String())
-		if err := os.WriteFile(conf, []byte(data), 0o644); err != nil {
+		if err := os.WriteFile(conf, []byte(c.birdConf(r)), 0o644); err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
 		var err error
