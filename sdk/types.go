@@ -25,11 +25,14 @@ import (
 // one.
 const APIVersion = "lb.metal.equinix.com/v1alpha1"
 
-// ABIVersion is what ccm_abi_version returns. Version 5 receives the
-// GenerateRequest in the binary layout of EncodeGenerateRequest, with
-// IPv6: IPv6 addresses in Service.IPs and Service.Locations, IPv6 peers in
-// Node.Peers and Node.SourceIPv6; and answers in the layout of
-// EncodeGenerateResponse. Version 4 is the same without IPv6 (the layout
+// ABIVersion is what ccm_abi_version returns. Version 6 receives the
+// GenerateRequest in the binary layout of EncodeGenerateRequest, with each
+// Peer's Multihop; and answers in the layout of EncodeGenerateResponse.
+// Version 5 is the same without Multihop (the layout of
+// EncodeGenerateRequestV5; the host sends every peer with Multihop false).
+// Version 5 brought IPv6: IPv6 addresses in Service.IPs and
+// Service.Locations, IPv6 peers in Node.Peers and Node.SourceIPv6.
+// Version 4 is version 5 without IPv6 (the layout
 // of EncodeGenerateRequestV4; the host leaves out IPv6 addresses, a Service
 // left with none, IPv6 peers and SourceIPv6). Version 3 is version 4
 // without Service.Locations (the layout of EncodeGenerateRequestV2).
@@ -37,7 +40,7 @@ const APIVersion = "lb.metal.equinix.com/v1alpha1"
 // speaks JSON both ways, without Service.Locations. Modules built with an
 // older SDK speak those, and the host still does, sending each exactly the
 // request it was built for. It refuses any other.
-const ABIVersion = 5
+const ABIVersion = 6
 
 // MinABIVersion is the oldest ABI version the host still speaks.
 const MinABIVersion = 1
@@ -218,6 +221,13 @@ type Peer struct {
 	ASN      uint32 `json:"asn"`
 	IP       string `json:"ip"`
 	Password Secret `json:"password,omitempty"`
+	// Multihop is Equinix's word that the peer is not on a network the
+	// node is connected to: its address is a router's loopback behind the
+	// node's gateway, so a session needs a TTL above 1 and no connected
+	// check (FRR's ebgp-multihop, GoBGP's and BIRD's multihop). Equinix
+	// reports every neighbour so. ABI version 6 and later; an older module
+	// gets it false.
+	Multihop bool `json:"multihop,omitempty"`
 }
 
 // Secret is a string that formats as "[redacted]" with fmt (%v, %s, %+v,

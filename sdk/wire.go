@@ -31,6 +31,10 @@ import (
 // version 4 decodes the layout without it, so the host sends it
 // EncodeGenerateRequestV4's bytes (of the request without IPv6: see
 // ABIVersion).
+//
+// ABI version 6 added each Peer's Multihop, after its Password (a uvarint,
+// 1 for true). A module of version 5 decodes the layout without it, so the
+// host sends it EncodeGenerateRequestV5's bytes.
 
 const wireMagic = "CCMQ"
 
@@ -38,11 +42,19 @@ const wireMagic = "CCMQ"
 type wireLayout struct {
 	locations  bool // Service.Locations (ABI version 4)
 	sourceIPv6 bool // Node.SourceIPv6 (ABI version 5)
+	multihop   bool // Peer.Multihop (ABI version 6)
 }
 
 // EncodeGenerateRequest encodes req in the binary layout the glue of ABI
-// version 5 decodes.
+// version 6 decodes.
 func EncodeGenerateRequest(req GenerateRequest) ([]byte, error) {
+	return encodeGenerateRequest(req, wireLayout{locations: true, sourceIPv6: true, multihop: true})
+}
+
+// EncodeGenerateRequestV5 encodes req in the binary layout of ABI version
+// 5, which has no Peer.Multihop: what a module built with that SDK
+// decodes.
+func EncodeGenerateRequestV5(req GenerateRequest) ([]byte, error) {
 	return encodeGenerateRequest(req, wireLayout{locations: true, sourceIPv6: true})
 }
 
@@ -114,6 +126,9 @@ func encodeGenerateRequest(req GenerateRequest, layout wireLayout) ([]byte, erro
 			w.uint(uint64(p.ASN))
 			w.str(p.IP)
 			w.str(string(p.Password))
+			if layout.multihop {
+				w.uint(boolUint(p.Multihop))
+			}
 		}
 		if layout.sourceIPv6 {
 			w.str(n.SourceIPv6)
@@ -125,6 +140,13 @@ func encodeGenerateRequest(req GenerateRequest, layout wireLayout) ([]byte, erro
 	}
 	w.str(string(existing))
 	return w.b, nil
+}
+
+func boolUint(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // requestMemoryLimit reads the memory limit from the header of a binary
@@ -149,7 +171,7 @@ func requestMemoryLimit(b []byte) int64 {
 }
 
 // DecodeGenerateRequest decodes what EncodeGenerateRequest encoded (the
-// layout of ABI version 5, which the host sends a module of this SDK).
+// layout of ABI version 6, which the host sends a module of this SDK).
 func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 	var req GenerateRequest
 	if len(b) < len(wireMagic) || string(b[:len(wireMagic)]) != wireMagic {
@@ -202,7 +224,7 @@ func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 			if n, ok := r.list(); ok {
 				nd.Peers = make([]Peer, n)
 				for j := range nd.Peers {
-					nd.Peers[j] = Peer{ASN: uint32(r.uint()), IP: r.str(), Password: Secret(r.str())}
+					nd.Peers[j] = Peer{ASN: uint32(r.uint()), IP: r.str(), Password: Secret(r.str()), Multihop: r.bool()}
 				}
 			}
 			nd.SourceIPv6 = r.str()
@@ -298,6 +320,15 @@ func (r *wireReader) str() string {
 	s := r.s[:n]
 	r.s = r.s[n:]
 	return s
+}
+
+// bool reads what boolUint wrote; anything but 0 or 1 is corrupt.
+func (r *wireReader) bool() bool {
+	v := r.uint()
+	if v > 1 {
+		r.fail()
+	}
+	return v == 1
 }
 
 // list reads what wireWriter.list wrote: the length, and false for nil.

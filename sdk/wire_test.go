@@ -167,14 +167,21 @@ func TestRequestMemoryLimit(t *testing.T) {
 // version 3), locations or not; a module of version 4 decodes the layout
 // without Node.SourceIPv6, so EncodeGenerateRequestV4 writes what the
 // encoder of version 4 wrote (testdata/wire/request-abi4.bin, written by
-// the SDK of ABI version 4), SourceIPv6 or not; EncodeGenerateRequest
-// (version 5) carries both.
+// the SDK of ABI version 4), SourceIPv6 or not; a module of version 5
+// decodes the layout without Peer.Multihop, so EncodeGenerateRequestV5
+// writes what the encoder of version 5 wrote (testdata/wire/request-abi5.bin,
+// written by the SDK of ABI version 5), Multihop or not;
+// EncodeGenerateRequest (version 6) carries all of them.
 func TestRequestLayoutOfOlderModules(t *testing.T) {
 	want, err := os.ReadFile("testdata/wire/request-abi2.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantV4, err := os.ReadFile("testdata/wire/request-abi4.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantV5, err := os.ReadFile("testdata/wire/request-abi5.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +203,7 @@ func TestRequestLayoutOfOlderModules(t *testing.T) {
 			"data": map[string]any{"big": json.Number("12345")}}},
 	}
 	req.Nodes[0].SourceIPv6 = "2604:1380:4641:c500::1"
+	req.Nodes[0].Peers[0].Multihop = true
 	got, err := EncodeGenerateRequestV2(req)
 	if err != nil {
 		t.Fatal(err)
@@ -209,6 +217,13 @@ func TestRequestLayoutOfOlderModules(t *testing.T) {
 	}
 	if !bytes.Equal(got, wantV4) {
 		t.Fatalf("the layout of ABI version 4 changed:\n got %q\nwant %q", got, wantV4)
+	}
+	got, err = EncodeGenerateRequestV5(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, wantV5) {
+		t.Fatalf("the layout of ABI version 5 changed:\n got %q\nwant %q", got, wantV5)
 	}
 	b, err := EncodeGenerateRequest(req)
 	if err != nil {
@@ -241,7 +256,17 @@ func TestRequestLayoutOfOlderModules(t *testing.T) {
 	v5.b = append(v5.b, wantV4[:len(wantV4)-len(tail.b)]...)
 	v5.str(req.Nodes[0].SourceIPv6)
 	v5.b = append(v5.b, tail.b...)
-	if !bytes.Equal(b, v5.b) {
-		t.Fatalf("the layout of ABI version 5 is not version 4's plus SourceIPv6:\n got %q\nwant %q", b, v5.b)
+	if !bytes.Equal(wantV5, v5.b) {
+		t.Fatalf("the layout of ABI version 5 is not version 4's plus SourceIPv6:\n got %q\nwant %q", wantV5, v5.b)
+	}
+	// Version 6's is version 5's with a 1 after the (one) peer's password.
+	pw := req.Nodes[0].Peers[0].Password
+	at := bytes.Index(wantV5, []byte(pw)) + len(pw)
+	v6 := append(append(append([]byte{}, wantV5[:at]...), 1), wantV5[at:]...)
+	if !bytes.Equal(b, v6) {
+		t.Fatalf("the layout of ABI version 6 is not version 5's plus Multihop:\n got %q\nwant %q", b, v6)
+	}
+	if !dec.Nodes[0].Peers[0].Multihop {
+		t.Fatal("multihop was lost in the version 6 round trip")
 	}
 }

@@ -274,6 +274,9 @@ func filter[T any](s []T, keep func(T) bool) []T {
 // decodes it: the layout of its version, and nothing it was not built for
 // (see sdk.ABIVersion).
 func encodeRequest(abi uint32, req sdk.GenerateRequest) ([]byte, error) {
+	if abi < 6 {
+		req = withoutMultihop(req)
+	}
 	if abi < 5 {
 		req = withoutIPv6(req)
 	}
@@ -284,8 +287,38 @@ func encodeRequest(abi uint32, req sdk.GenerateRequest) ([]byte, error) {
 		return sdk.EncodeGenerateRequestV2(req)
 	case abi < 5:
 		return sdk.EncodeGenerateRequestV4(req)
+	case abi < 6:
+		return sdk.EncodeGenerateRequestV5(req)
 	}
 	return sdk.EncodeGenerateRequest(req)
+}
+
+// withoutMultihop is req as a module of ABI version 5 or older got it:
+// every peer's Multihop false. Such a module's layout has no place for it
+// (version 1's JSON would carry it, to a decoder that may refuse a name it
+// does not know). req is not changed; a request without a multihop peer is
+// returned as it is.
+func withoutMultihop(req sdk.GenerateRequest) sdk.GenerateRequest {
+	multihop := func(n sdk.Node) bool {
+		return slices.ContainsFunc(n.Peers, func(p sdk.Peer) bool { return p.Multihop })
+	}
+	if !slices.ContainsFunc(req.Nodes, multihop) {
+		return req
+	}
+	nodes := make([]sdk.Node, len(req.Nodes))
+	for i, n := range req.Nodes {
+		if multihop(n) {
+			peers := make([]sdk.Peer, len(n.Peers))
+			for j, p := range n.Peers {
+				p.Multihop = false
+				peers[j] = p
+			}
+			n.Peers = peers
+		}
+		nodes[i] = n
+	}
+	req.Nodes = nodes
+	return req
 }
 
 // compile makes the runtime for the module and compiles code in it.

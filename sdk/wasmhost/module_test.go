@@ -221,8 +221,8 @@ func TestLoadRejects(t *testing.T) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "initloop"}}, loopOpts())
 		}, "load-balancer module hostile did not finish within 1s"},
 		{"other ABI version", func() (*wasmhost.Module, error) {
-			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi6"}}, opts())
-		}, "load-balancer module hostile speaks ABI version 6, this CCM speaks 1 to 5; rebuild the module"},
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi-future"}}, opts())
+		}, "load-balancer module hostile speaks ABI version 7, this CCM speaks 1 to 6; rebuild the module"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := tc.load()

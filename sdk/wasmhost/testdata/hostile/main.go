@@ -99,8 +99,8 @@ func abiVersion() int32 {
 		return 2 // a module built with the SDK before version 3
 	case "abi3-badwire":
 		return 3
-	case "abi6":
-		return 6
+	case "abi-future":
+		return 7 // newer than any this host speaks
 	}
 	return 1
 }
