@@ -38,7 +38,7 @@ func Annotations(t Templates, n Node) map[string]string {
 	if len(n.PeersV6) > 0 {
 		v6 := sdk.Node{LocalASN: n.LocalASN, SourceIPv6: n.SourceIPv6}
 		for _, p := range n.PeersV6 {
-			v6.Peers = append(v6.Peers, sdk.Peer{ASN: p.ASN, IP: p.IP, Password: sdk.Secret(p.Password.Reveal())})
+			v6.Peers = append(v6.Peers, p.SDK())
 		}
 		for k, v := range sdk.RenderBGPAnnotationsIPv6(render, v6) {
 			out[k] = v
@@ -59,9 +59,14 @@ func (t Templates) SDK() sdk.AnnotationTemplates {
 func (n Node) SDK() sdk.Node {
 	out := sdk.Node{Name: n.Name, Labels: n.Labels, LocalASN: n.LocalASN, SourceIP: n.SourceIP, Peers: []sdk.Peer{}}
 	for _, p := range n.Peers {
-		out.Peers = append(out.Peers, sdk.Peer{ASN: p.ASN, IP: p.IP, Password: sdk.Secret(p.Password.Reveal())})
+		out.Peers = append(out.Peers, p.SDK())
 	}
 	return out
+}
+
+// SDK converts the peer to the module payload's form.
+func (p Peer) SDK() sdk.Peer {
+	return sdk.Peer{ASN: p.ASN, IP: p.IP, Password: sdk.Secret(p.Password.Reveal()), Multihop: p.Multihop}
 }
 
 // AnnotationPatch returns the changes that bring a node's annotations to

@@ -76,11 +76,13 @@ func TestNodeFrom(t *testing.T) {
 		{AddressFamily: ptr(int32(6)), CustomerAs: ptr(int32(65000)), CustomerIp: sp("2604:1380:4641:c500::1"), PeerAs: ptr(int32(65530)),
 			PeerIps: []string{"fc00::f", "fc00::e"}, Md5Password: sp("secret")},
 		{AddressFamily: ptr(int32(4)), CustomerAs: ptr(int32(65000)), CustomerIp: sp("10.0.0.5"), PeerAs: ptr(int32(65530)),
-			PeerIps: []string{"169.254.255.2", "169.254.255.1"}, Md5Password: sp("secret")},
+			PeerIps: []string{"169.254.255.2", "169.254.255.1"}, Md5Password: sp("secret"), Multihop: ptr(true)},
 	}
 	got := NodeFrom(node, "d1", dev, nbs)
+	// The IPv4 neighbour says multihop, as Equinix's do; the IPv6 one
+	// does not say.
 	want := Node{Name: "w1", Labels: map[string]string{"a": "b"}, DeviceID: "d1", LocalASN: 65000, SourceIP: "10.0.0.5", PrivateNetwork: "10.0.0.0/25",
-		Peers:      []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "secret"}, {ASN: 65530, IP: "169.254.255.2", Password: "secret"}},
+		Peers:      []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "secret", Multihop: true}, {ASN: 65530, IP: "169.254.255.2", Password: "secret", Multihop: true}},
 		SourceIPv6: "2604:1380:4641:c500::1",
 		PeersV6:    []Peer{{ASN: 65530, IP: "fc00::e", Password: "secret"}, {ASN: 65530, IP: "fc00::f", Password: "secret"}}}
 	if !reflect.DeepEqual(got, want) {

@@ -363,7 +363,7 @@ func NodeFrom(node *v1.Node, deviceID string, device *metalv1.Device, neighbours
 		peers := func() []Peer {
 			var out []Peer
 			for _, ip := range nb.PeerIps {
-				out = append(out, Peer{ASN: uint32(nb.GetPeerAs()), IP: ip, Password: config.Secret(nb.GetMd5Password())})
+				out = append(out, Peer{ASN: uint32(nb.GetPeerAs()), IP: ip, Password: config.Secret(nb.GetMd5Password()), Multihop: nb.GetMultihop()})
 			}
 			sort.Slice(out, func(i, j int) bool { return out[i].IP < out[j].IP })
 			return out

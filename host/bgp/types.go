@@ -15,6 +15,9 @@ type Peer struct {
 	ASN      uint32
 	IP       string
 	Password config.Secret
+	// Multihop is the neighbour data's multihop: the peer is behind the
+	// node's gateway (Equinix says so of every neighbour).
+	Multihop bool
 }
 
 // Node is a BGP-selected node with everything a load balancer needs to peer

@@ -99,7 +99,7 @@ func sdkNode(n bgp.Node) sdk.Node {
 	}
 	v6 := make([]sdk.Peer, 0, len(n.PeersV6))
 	for _, p := range n.PeersV6 {
-		v6 = append(v6, sdk.Peer{ASN: p.ASN, IP: p.IP, Password: sdk.Secret(p.Password.Reveal())})
+		v6 = append(v6, p.SDK())
 	}
 	sort.SliceStable(v6, func(i, j int) bool { return v6[i].IP < v6[j].IP })
 	out.Peers = append(out.Peers, v6...)

@@ -139,7 +139,15 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 func peer(s metallb.Session, ns string, secrets *passwordSecrets) sdk.Object {
 	// Members in sorted order, as the encoder then writes them as they
 	// are.
-	spec := make(sdk.Fields, 0, 7)
+	spec := make(sdk.Fields, 0, 8)
+	if s.Peer.Multihop {
+		// Equinix's peers are routers' loopbacks behind the node's
+		// gateway: FRR (MetalLB's FRR and FRR-K8s modes) keeps an eBGP
+		// session at TTL 1 and checks the peer is connected unless told
+		// so, and such a session never comes up. Native mode dials at
+		// the system's TTL and ignores the field.
+		spec = append(spec, sdk.Field{Name: "ebgpMultiHop", Value: true})
+	}
 	spec = append(spec,
 		sdk.Field{Name: "myASN", Value: s.LocalASN},
 		sdk.Field{Name: "nodeSelectors", Value: []any{sdk.Fields{{Name: "matchLabels", Value: sdk.Fields{{Name: metallb.HostnameLabel, Value: s.Hostname}}}}}})

@@ -295,8 +295,12 @@ func renderNode(n sdk.Node) (string, error) {
 		fmt.Fprintf(&b, "\tlocal %s as %d;\n", src, n.LocalASN)
 		fmt.Fprintf(&b, "\tneighbor %s as %d;\n", p.addr, p.ASN)
 		// Equinix Metal's peers sit behind the node's private gateway, two
-		// hops away.
-		b.WriteString("\tmultihop 2;\n")
+		// hops away, and its neighbour data says multihop of each (ABI
+		// version 6): BIRD would otherwise take the peer for a directly
+		// connected one, which it is not.
+		if p.Multihop {
+			b.WriteString("\tmultihop 2;\n")
+		}
 		if p.Password != "" {
 			fmt.Fprintf(&b, "\tpassword \"%s\";\n", string(p.Password))
 		}

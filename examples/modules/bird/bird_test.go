@@ -108,7 +108,9 @@ func TestGenerate(t *testing.T) {
 			nodes:    []sdk.Node{{Name: "w", LocalASN: 64512, SourceIP: "10.0.0.1", Peers: []sdk.Peer{{ASN: 64513, IP: "10.0.0.2"}}}},
 			wantKeys: []string{ServicesKey, "w.conf"},
 			contains: map[string][]string{"w.conf": {"local 10.0.0.1 as 64512;", "neighbor 10.0.0.2 as 64513;"}},
-			excludes: map[string][]string{"w.conf": {"password"}},
+			// Nor multihop: a peer the neighbour data does not call
+			// multihop is a direct one, BIRD's default.
+			excludes: map[string][]string{"w.conf": {"password", "multihop"}},
 		},
 		{
 			name: "several services sorted numerically, one route each",

@@ -39,11 +39,12 @@ func fixtureServices() []sdk.Service {
 	}
 }
 
-// node is a BGP node whose peers are listed out of order on purpose.
+// node is a BGP node whose peers are listed out of order on purpose, each
+// multihop as Equinix Metal reports its neighbours.
 func node(name, src string, peers ...string) sdk.Node {
 	n := sdk.Node{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}, LocalASN: 65000, SourceIP: src, Peers: []sdk.Peer{}}
 	for _, p := range peers {
-		n.Peers = append(n.Peers, sdk.Peer{ASN: 65530, IP: p, Password: fakePassword})
+		n.Peers = append(n.Peers, sdk.Peer{ASN: 65530, IP: p, Password: fakePassword, Multihop: true})
 	}
 	return n
 }

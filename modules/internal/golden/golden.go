@@ -198,7 +198,22 @@ func Cases() []Case {
 		// (the default), which does not.
 		{Name: "dual-stack", Options: sdk.Options{Params: map[string]string{"bgpType": "frr"}}, Request: dualStack(), Existing: UserObjects[2:]},
 		{Name: "dual-stack-native", Request: dualStack(), Existing: UserObjects[2:]},
+		// Every peer multihop, as Equinix reports its neighbours (ABI
+		// version 6), in MetalLB's native mode and, dual-stack, in FRR
+		// mode.
+		{Name: "multihop", Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates})},
+		{Name: "multihop-dual-stack", Options: sdk.Options{Params: map[string]string{"bgpType": "frr"}}, Request: multihop(dualStack())},
 	}
+}
+
+// multihop is req with every peer multihop.
+func multihop(req sdk.GenerateRequest) sdk.GenerateRequest {
+	for i := range req.Nodes {
+		for j := range req.Nodes[i].Peers {
+			req.Nodes[i].Peers[j].Multihop = true
+		}
+	}
+	return req
 }
 
 // Visible filters the fixture's cluster state down to what d asks to read,
