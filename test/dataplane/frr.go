@@ -189,9 +189,15 @@ func (f *FRR) reload() {
 	}
 }
 
+// Reloads counts the speaker's files applied to bgpd so far.
+func (f *FRR) Reloads() int {
+	b, _ := os.ReadFile(filepath.Join(f.Dir, "frr-reload.log"))
+	return bytes.Count(b, []byte(" success\n"))
+}
+
 func (f *FRR) apply(conf []byte) error {
 	withID := filepath.Join(f.Dir, "frr-applied.conf")
-	if err := os.WriteFile(withID, WithRouterID(conf, f.routerID), 0o600); err != nil {
+	if err := os.WriteFile(withID, WithRouterID(WithMultihopTTL(conf), f.routerID), 0o600); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -227,6 +233,22 @@ func WithRouterID(conf []byte, id string) []byte {
 	return routerBGP.ReplaceAllFunc(conf, func(line []byte) []byte {
 		return append(append([]byte{}, line...), []byte("\n  bgp router-id "+id)...)
 	})
+}
+
+// bareMultihop is a `neighbor X ebgp-multihop` line without a TTL.
+var bareMultihop = regexp.MustCompile(`(?m)^([ \t]*neighbor [^ \t\n]+ ebgp-multihop)[ \t]*$`)
+
+// WithMultihopTTL writes MetalLB's bare `neighbor X ebgp-multihop` (a BGPPeer
+// with ebgpMultiHop) as `ebgp-multihop 255`, the same setting in the form
+// Debian's bgpd 8.4.4 prints it in its running configuration. Its
+// frr-reload.py compares lines as text, so the bare form differed on every
+// reload: it removed multihop and added it back, and bgpd reset the session
+// at each step. The FRR of MetalLB's own images (10.4.3 for FRR-K8s, 10.5.3
+// for FRR mode) never does: bgpd prints the bare form from 8.4.5, 9.0.1
+// and 9.1 on, and frr-reload.py treats the two forms as one from 10.0.4
+// on. So the stand-in reloads as MetalLB's reloader does with its image.
+func WithMultihopTTL(conf []byte) []byte {
+	return bareMultihop.ReplaceAll(conf, []byte("${1} 255"))
 }
 
 // reloaders is the set of FRRs this process reloads on SIGHUP.

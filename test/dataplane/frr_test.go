@@ -20,3 +20,20 @@ func TestWithRouterID(t *testing.T) {
 		})
 	}
 }
+
+// TestWithMultihopTTL: MetalLB's bare ebgp-multihop gets bgpd 8.4.4's TTL;
+// a TTL given, or another neighbour command, stays as it is.
+func TestWithMultihopTTL(t *testing.T) {
+	for _, tc := range []struct{ name, conf, want string }{
+		{"bare", "router bgp 65000\n  neighbor 169.254.255.1 ebgp-multihop\n", "router bgp 65000\n  neighbor 169.254.255.1 ebgp-multihop 255\n"},
+		{"IPv6 peer, trailing blank", "  neighbor fc00::e ebgp-multihop \n", "  neighbor fc00::e ebgp-multihop 255\n"},
+		{"a TTL given", "  neighbor 169.254.255.1 ebgp-multihop 2\n", "  neighbor 169.254.255.1 ebgp-multihop 2\n"},
+		{"other commands", "  neighbor 169.254.255.1 remote-as 65530\n  neighbor 169.254.255.1 disable-connected-check\n", "  neighbor 169.254.255.1 remote-as 65530\n  neighbor 169.254.255.1 disable-connected-check\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(WithMultihopTTL([]byte(tc.conf))); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
