@@ -531,15 +531,17 @@ cluster-image: modules
 # Every test/cluster test (root): nodes, pods, kube-proxy, and a cloud
 # cluster's traffic through its Elastic IPs.
 cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN)
-	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 20m ./test/cluster/
+	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 30m ./test/cluster/
 
 # The short real-cluster check of make test: Services answered through
 # their Elastic IPs, a node lost; and the wrong-ASN module making that
-# check fail; a dual-stack cluster answering on both families. The image
+# check fail; a dual-stack cluster answering on both families, its
+# sessions kept over 20 Service changes; and FRR told no peer is multihop
+# failing behind the gateway. The image
 # is the one image-check built.
 cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) \
-	  $(GO) test -tags cluster -count=1 -v -timeout 15m -run 'TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack' ./test/cluster/
+	  $(GO) test -tags cluster -count=1 -v -timeout 20m -run 'TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop' ./test/cluster/
 
 # Kubernetes' own LoadBalancer e2e tests against a cloud cluster; the JUnit
 # report and e2e.test's log go to $(CONFORMANCE_DIR). Narrow or widen with

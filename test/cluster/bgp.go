@@ -24,12 +24,26 @@ import (
 //	router i       fabric 10.201.0.(1+i)/24 on br0, lo 169.254.255.i/32,
 //	               client 10.203.i.2/30; default via 10.201.0.1 (the
 //	               gateway netns: the host, the pods)
-//	nodes          169.254.255.i/32 via 10.201.0.(1+i), as on Equinix
-//	               Metal where the peers sit behind the private gateway
+//	gateway        169.254.255.i/32 via 10.201.0.(1+i); no ICMP redirects
+//	nodes          169.254.255.i/32 via 10.201.0.1, the gateway
+//
+// The BGP peers are where Equinix Metal puts them: loopbacks of routers
+// behind the node's private gateway, which its neighbour data reports as
+// multihop. A node's session crosses the gateway, whose forwarding takes
+// one from the TTL, so a speaker that keeps eBGP at TTL 1 (FRR and GoBGP
+// unless told multihop) never gets a session up, and FRR's connected
+// check fails as well: the peer is on no network the node is on. The
+// gateway sends no redirect, which would let a node reach the router
+// straight across the bridge. Each router accepts sessions only from the
+// nodes' addresses (their private IPv4, public IPv6), and it is multihop
+// itself; routes keep the node as next hop ("gateway direct": the node is
+// on the router's fabric), so the data plane goes straight from router to
+// node, one path per announcing node.
 //
 // A dual-stack cluster adds IPv6 beside each of these: the routers also
 // peer at Equinix's IPv6 peer addresses fc00::e and fc00::f (on their lo,
-// fabric 2001:db8:100::(1+i)/64) with each node's public IPv6; the client
+// fabric 2001:db8:100::(1+i)/64, reached through the gateway's
+// 2001:db8:100::1) with each node's public IPv6; the client
 // has fd00:203::1-16/128 (ClientIPs6), links fd00:203:i::1/126 and a
 // multipath IPv6 default route.
 const (
@@ -108,6 +122,7 @@ func (c *Cluster) setupBGPNet() error {
 			[]string{"ip", "-n", r.Name, "addr", "add", r.Fabric + "/24", "dev", "fabric"},
 			[]string{"ip", "-n", r.Name, "link", "set", "fabric", "up"},
 			[]string{"ip", "-n", r.Name, "route", "add", "default", "via", routerBrIP},
+			[]string{"ip", "-n", c.router, "route", "add", peer + "/32", "via", r.Fabric},
 			[]string{"ip", "link", "add", cv, "type", "veth", "peer", "name", cv + "p"},
 			[]string{"ip", "link", "set", cv, "netns", r.Name},
 			[]string{"ip", "-n", r.Name, "link", "set", cv, "name", "client"},
@@ -124,6 +139,7 @@ func (c *Cluster) setupBGPNet() error {
 				[]string{"ip", "-n", r.Name, "addr", "add", r.PeerIP6 + "/128", "dev", "lo"},
 				[]string{"ip", "-n", r.Name, "addr", "add", r.Fabric6 + "/64", "dev", "fabric", "nodad"},
 				[]string{"ip", "-n", r.Name, "-6", "route", "add", "default", "via", routerBrIP6},
+				[]string{"ip", "-n", c.router, "-6", "route", "add", r.PeerIP6 + "/128", "via", r.Fabric6},
 				[]string{"ip", "-n", r.Name, "addr", "add", fmt.Sprintf("fd00:203:%d::2/126", n), "dev", "client", "nodad"},
 				[]string{"ip", "-n", r.Name, "-6", "route", "add", "fd00:203::/64", "via", fmt.Sprintf("fd00:203:%d::1", n)},
 				[]string{"ip", "-n", cl, "addr", "add", fmt.Sprintf("fd00:203:%d::1/126", n), "dev", up, "nodad"},
@@ -150,6 +166,14 @@ func (c *Cluster) setupBGPNet() error {
 			return err
 		}
 	}
+	// A redirect would tell a node to reach a router across the bridge
+	// in one hop. Linux sends one when either of these is on. (IPv6
+	// redirects are ignored by the nodes, which forward.)
+	for _, key := range []string{"net/ipv4/conf/all/send_redirects", "net/ipv4/conf/br0/send_redirects"} {
+		if err := sysctlNS(c.router, key, "0"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -172,14 +196,15 @@ func ClientIPs6() []string {
 	return ips
 }
 
-// nodeBGPRoutes gives a node its routes to the peers (op add or replace).
+// nodeBGPRoutes gives a node its routes to the peers (op add or replace):
+// through the gateway, as Equinix Metal's nodes have them.
 func (c *Cluster) nodeBGPRoutes(n *Node, op string) error {
 	for _, r := range c.Routers {
-		if err := run("ip", "-n", n.NetNS, "route", op, r.PeerIP+"/32", "via", r.Fabric); err != nil {
+		if err := run("ip", "-n", n.NetNS, "route", op, r.PeerIP+"/32", "via", routerBrIP); err != nil {
 			return err
 		}
 		if c.DualStack {
-			if err := run("ip", "-n", n.NetNS, "-6", "route", op, r.PeerIP6+"/128", "via", r.Fabric6); err != nil {
+			if err := run("ip", "-n", n.NetNS, "-6", "route", op, r.PeerIP6+"/128", "via", routerBrIP6); err != nil {
 				return err
 			}
 		}
@@ -195,9 +220,11 @@ protocol device { scan time 2; }
 `
 
 // birdFamily: one passive eBGP session per node in one address family
-// (MetalLB's speaker dials), everything learned goes to the kernel, equal
-// paths merged. The sessions are protocols node<N> over IPv4 and
-// v6node<N> over IPv6 (what Established counts).
+// (MetalLB's speaker dials), multihop as Equinix's are, everything learned
+// goes to the kernel with the node as next hop, equal paths merged. The
+// sessions are protocols node<N> over IPv4 and v6node<N> over IPv6 (what
+// Established counts); each change of their state is logged (what Resets
+// counts).
 const birdFamily = `protocol kernel kernel{{v}} {
   ipv{{v}} { import none; export where source = RTS_BGP; };
   merge paths on;
@@ -206,7 +233,10 @@ const birdFamily = `protocol kernel kernel{{v}} {
 template bgp {{prefix}}node {
   local {{peer}} as {{asn}};
   passive on;
+  multihop;
+  gateway direct;
   hold time 9;
+  debug { states };
   ipv{{v}} { import all; export none; };
 }
 {{neighbors}}`
@@ -281,6 +311,27 @@ func (r *Router) Nexthops(ip string) ([]string, error) {
 		}
 	}
 	return hops, nil
+}
+
+// SessionUps counts, per BGP session of the router (the protocols node<N>
+// and v6node<N>), how often it came up since the router started, from the
+// state changes BIRD logs: a session reset shows as one more.
+func (r *Router) SessionUps() (map[string]int, error) {
+	b, err := os.ReadFile(filepath.Join(r.dir, "bird.log"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	ups := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		before, ok := strings.CutSuffix(line, ": State changed to up")
+		if !ok {
+			continue
+		}
+		if f := strings.Fields(before); len(f) > 0 {
+			ups[f[len(f)-1]]++
+		}
+	}
+	return ups, nil
 }
 
 // Established counts the router's BGP sessions that are up, over IPv4

@@ -57,6 +57,11 @@ type CloudOptions struct {
 	// nodes' public IPv6, pods' and Services' IPv6 ranges, kube-proxy for
 	// both families, and IPv6 sessions at the routers (bgp.go).
 	DualStack bool
+	// NoMultihop makes the emulator report every BGP neighbour with
+	// multihop false, which Equinix never does: the CCM then tells no
+	// speaker its peers are behind the gateway. The test that shows the
+	// gateway network can fail a session.
+	NoMultihop bool
 }
 
 const (
@@ -76,7 +81,7 @@ const (
 
 // startEmulator seeds a device per node and serves the API on the host's
 // address the nodes reach.
-func (c *Cluster) startEmulator() error {
+func (c *Cluster) startEmulator(noMultihop bool) error {
 	seed := emulator.DefaultSeed()
 	for i := range seed.Metros {
 		if seed.Metros[i].Code == Metro {
@@ -89,7 +94,12 @@ func (c *Cluster) startEmulator() error {
 	seed.Projects[0].BGP = &emulator.BGPConfigSeed{ASN: projectASN}
 	for _, n := range c.Nodes {
 		// n.IPv6 is "" (drawn by the emulator) unless dual-stack.
-		seed.Devices = append(seed.Devices, emulator.DeviceSeed{Hostname: n.Name, Metro: Metro, PrivateIPv4: n.IP, PublicIPv6: n.IPv6})
+		d := emulator.DeviceSeed{Hostname: n.Name, Metro: Metro, PrivateIPv4: n.IP, PublicIPv6: n.IPv6}
+		if noMultihop {
+			no := false
+			d.BGPNeighbors = []emulator.BGPNeighborSeed{{AddressFamily: 4, Multihop: &no}, {AddressFamily: 6, Multihop: &no}}
+		}
+		seed.Devices = append(seed.Devices, d)
 	}
 	seed.Reservations = append(seed.Reservations, emulator.ReservationSeed{Metro: Metro, Tags: []string{ControlPlaneEIPTag}})
 	emu, err := emulator.New(seed, emulator.Options{})
@@ -416,6 +426,32 @@ func (c *Cluster) WaitSessions(ctx context.Context, ipv6 bool) error {
 		return fmt.Errorf("cluster: BGP sessions (%s; %s): %w", last, c.podSummary(metallbNamespace), err)
 	}
 	return nil
+}
+
+// SessionUps sums Router.SessionUps over the routers, by router and
+// session ("kc12ab-b1/node1").
+func (c *Cluster) SessionUps() (map[string]int, error) {
+	all := map[string]int{}
+	for _, r := range c.Routers {
+		ups, err := r.SessionUps()
+		if err != nil {
+			return nil, err
+		}
+		for p, n := range ups {
+			all[r.Name+"/"+p] = n
+		}
+	}
+	return all, nil
+}
+
+// FRRReloads counts the speakers' files applied to the nodes' bgpd (a
+// cluster with CloudOptions.FRR).
+func (c *Cluster) FRRReloads() int {
+	n := 0
+	for _, f := range c.frrs {
+		n += f.Reloads()
+	}
+	return n
 }
 
 // podSummary is one line per pod of the namespace: what a failed wait

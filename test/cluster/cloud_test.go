@@ -255,8 +255,14 @@ func TestCloudTraffic(t *testing.T) {
 	}
 
 	// Service created -> first answer at the client through its Elastic
-	// IP, 20 Services at once (printed, not asserted).
+	// IP, 20 Services at once (printed, not asserted). Those 20 changes
+	// of MetalLB's configuration reset no session at the routers.
+	ups, err := c.SessionUps()
+	if err != nil {
+		t.Fatal(err)
+	}
 	timeToAnswer(t, c, 20)
+	t.Logf("20 Services created: %d session resets at the routers", sessionResets(t, c, ups))
 
 	// node-2 falls off the network: its routes are withdrawn (BGP hold
 	// time) and web keeps answering from node-3's pod.
@@ -556,4 +562,24 @@ func timeToAnswer(t *testing.T, c *Cluster, n int) {
 	for i := range n {
 		_ = c.Client.CoreV1().Services(metav1.NamespaceDefault).Delete(ctx, fmt.Sprintf("timing-%02d", i), metav1.DeleteOptions{})
 	}
+}
+
+// sessionResets counts how often the sessions that were up before
+// (Cluster.SessionUps) came up again at the routers since, each an error:
+// a change of configuration must leave every session up. (A session up
+// for the first time is no reset.)
+func sessionResets(t *testing.T, c *Cluster, before map[string]int) int {
+	t.Helper()
+	after, err := c.SessionUps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resets := 0
+	for s, ups := range after {
+		if d := ups - before[s]; before[s] > 0 && d != 0 {
+			resets += d
+			t.Errorf("session %s came up %d more times: it was reset", s, d)
+		}
+	}
+	return resets
 }

@@ -296,7 +296,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if err := c.startRouters(); err != nil {
 			return nil, err
 		}
-		if err := c.startEmulator(); err != nil {
+		if err := c.startEmulator(opts.Cloud.NoMultihop); err != nil {
 			return nil, err
 		}
 		c.fabricStop, c.fabricDone = make(chan struct{}), make(chan struct{})

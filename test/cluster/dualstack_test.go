@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -157,6 +158,108 @@ func TestCloudDualStack(t *testing.T) {
 		}
 	}
 	t.Logf("PreferDualStack Service prefer: %s and %s answered before and after web was deleted", p4, p6)
+	serviceChurnKeepsSessions(t, c, 10)
+}
+
+// serviceChurnKeepsSessions creates n Services one after the other, each
+// until it has its Elastic IP and route, then deletes them, 2n changes
+// that each rewrite MetalLB's configuration, and counts the sessions the
+// routers saw reset meanwhile: none may be. (A reload that only adds or
+// removes a prefix must leave every session up: with FRR 8.4.4's
+// frr-reload.py, MetalLB's multihop peers were reset at every one.)
+func serviceChurnKeepsSessions(t *testing.T, c *Cluster, n int) {
+	t.Helper()
+	ctx := context.Background()
+	ns := metav1.NamespaceDefault
+	before, err := c.SessionUps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloads := c.FRRReloads()
+	var ips []string
+	for i := range n {
+		name := fmt.Sprintf("churn-%d", i)
+		if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService(name, "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ip, err := serviceIngress(c, name)
+		if err != nil {
+			t.Fatalf("Service %s: %v", name, err)
+		}
+		untilRoute(t, c, ip, true)
+		ips = append(ips, ip)
+	}
+	for i := range n {
+		if err := c.Client.CoreV1().Services(ns).Delete(ctx, fmt.Sprintf("churn-%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		untilRoute(t, c, ips[i], false)
+	}
+	resets := sessionResets(t, c, before)
+	t.Logf("%d Service changes, %d FRR reloads: %d session resets over %d sessions at the routers", 2*n, c.FRRReloads()-reloads, resets, len(before))
+}
+
+// untilRoute waits until router 1 forwards ip to some node (or, with
+// present false, to none).
+func untilRoute(t *testing.T, c *Cluster, ip string, present bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		hops, err := c.Routers[0].Nexthops(ip)
+		return err == nil && (len(hops) > 0) == present, nil
+	})
+	if err != nil {
+		hops, _ := c.Routers[0].Nexthops(ip)
+		t.Fatalf("%s forwards %s to %v a minute on; want a route: %v", c.Routers[0].Name, ip, hops, present)
+	}
+}
+
+// TestCloudNoMultihop shows the gateway network can fail a session: the
+// emulator says no neighbour is multihop (Equinix says every one is), so
+// the CCM's BGPPeers carry no ebgpMultiHop, and MetalLB's FRR keeps eBGP
+// at TTL 1, which dies at the gateway in front of the peers. The Service
+// gets its Elastic IPs, but no session comes up, no router learns a
+// route, and the client cannot reach it. TestCloudDualStack, the same
+// cluster with Equinix's multihop, has every session up.
+func TestCloudNoMultihop(t *testing.T) {
+	o := dualStackOptions(t)
+	o.NoMultihop = true
+	c := startCloud(t, o)
+	ctx := context.Background()
+	ns := metav1.NamespaceDefault
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "web", 2)
+	svc := LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster)
+	policy := corev1.IPFamilyPolicyRequireDualStack
+	svc.Spec.IPFamilyPolicy = &policy
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip4, ip6 := dualIngress(t, c, "web")
+	for _, ip := range []string{ip4, ip6} {
+		if _, err := untilAnswers(c, "http://"+net.JoinHostPort(ip, "80")+"/hostname", 45*time.Second); err == nil {
+			t.Fatalf("the client reached %s although no speaker was told its peers are multihop: the gateway network lets a TTL-1 session through", ip)
+		}
+		if hops := nexthops(t, c, ip); len(hops) != 0 {
+			t.Errorf("routers forward %s to %v without multihop sessions", ip, hops)
+		}
+	}
+	for _, r := range c.Routers {
+		n4, n6, err := r.Established()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n4+n6 != 0 {
+			t.Errorf("%s has %d IPv4 and %d IPv6 sessions up without multihop", r.Name, n4, n6)
+		}
+	}
+	if c.FRRReloads() == 0 {
+		t.Error("no speaker's FRR configuration was applied: the test shows nothing about multihop")
+	}
+	out, _ := c.Routers[1].Birdc("show", "protocols", "all", "node1")
+	t.Logf("as it should: no session; %s on node-1's: %s", c.Routers[1].Name, linesWith(out, "BGP state", "Last error"))
 }
 
 // dualIngress waits for the Service's IPv4 and IPv6 ingress addresses.
