@@ -110,6 +110,12 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 			if sess.SourceIP != "" {
 				p["source-address"] = sess.SourceIP
 			}
+			if sess.EBGPMultiHop() {
+				// MetalLB 0.12's ConfigMap has the key (its FRR mode
+				// reads it; the native speaker dials at the system's
+				// TTL and ignores it).
+				p["ebgp-multihop"] = true
+			}
 			if sess.Peer.Password != "" {
 				p["password"] = string(sess.Peer.Password)
 			}

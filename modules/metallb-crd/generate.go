@@ -140,7 +140,7 @@ func peer(s metallb.Session, ns string, secrets *passwordSecrets) sdk.Object {
 	// Members in sorted order, as the encoder then writes them as they
 	// are.
 	spec := make(sdk.Fields, 0, 8)
-	if s.Peer.Multihop {
+	if s.EBGPMultiHop() {
 		// Equinix's peers are routers' loopbacks behind the node's
 		// gateway: FRR (MetalLB's FRR and FRR-K8s modes) keeps an eBGP
 		// session at TTL 1 and checks the peer is connected unless told

@@ -201,7 +201,7 @@ func Cases() []Case {
 		// Every peer multihop, as Equinix reports its neighbours (ABI
 		// version 6), in MetalLB's native mode and, dual-stack, in FRR
 		// mode.
-		{Name: "multihop", Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates})},
+		{Name: "multihop", Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
 		{Name: "multihop-dual-stack", Options: sdk.Options{Params: map[string]string{"bgpType": "frr"}}, Request: multihop(dualStack())},
 	}
 }

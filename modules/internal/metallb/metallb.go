@@ -267,6 +267,12 @@ type Session struct {
 	IPv6     bool // the peer is IPv6 (sdk.IsIPv6)
 }
 
+// EBGPMultiHop reports whether MetalLB should be told the session is
+// multihop (BGPPeer ebgpMultiHop, the ConfigMap's ebgp-multihop): Equinix
+// says so of the peer and the session is eBGP. MetalLB refuses multihop on
+// an iBGP peer ("invalid ebgp-multihop parameter set for an ibgp peer").
+func (s Session) EBGPMultiHop() bool { return s.Peer.Multihop && s.Peer.ASN != s.LocalASN }
+
 // Sessions lists every node × IPv4 peer, by node name then peer IP, so that
 // Index matches the {{n}} of the node annotations (which carry the IPv4
 // peers alone). A peer whose IP is no IPv6 address counts as IPv4, as every

@@ -201,3 +201,23 @@ func TestPeerNameV6NeverAnIPv4Name(t *testing.T) {
 		t.Errorf("PeerNameV6 = %q", got)
 	}
 }
+
+// TestEBGPMultiHop: multihop reaches MetalLB where Equinix says it and the
+// session is eBGP; never on an iBGP session, which MetalLB refuses.
+func TestEBGPMultiHop(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    Session
+		want bool
+	}{
+		{"Equinix's eBGP peer", Session{LocalASN: 65000, Peer: sdk.Peer{ASN: 65530, Multihop: true}}, true},
+		{"not multihop", Session{LocalASN: 65000, Peer: sdk.Peer{ASN: 65530}}, false},
+		{"iBGP", Session{LocalASN: 65530, Peer: sdk.Peer{ASN: 65530, Multihop: true}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.s.EBGPMultiHop(); got != tc.want {
+				t.Errorf("EBGPMultiHop() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
