@@ -35,10 +35,9 @@ import (
 // check fails as well: the peer is on no network the node is on. The
 // gateway sends no redirect, which would let a node reach the router
 // straight across the bridge. Each router accepts sessions only from the
-// nodes' addresses (their private IPv4, public IPv6), and it is multihop
-// itself; routes keep the node as next hop ("gateway direct": the node is
-// on the router's fabric), so the data plane goes straight from router to
-// node, one path per announcing node.
+// nodes' addresses (their private IPv4, public IPv6); routes keep the
+// node as next hop (the node is on the router's fabric), so the data
+// plane goes straight from router to node, one path per announcing node.
 //
 // A dual-stack cluster adds IPv6 beside each of these: the routers also
 // peer at Equinix's IPv6 peer addresses fc00::e and fc00::f (on their lo,
@@ -220,8 +219,11 @@ protocol device { scan time 2; }
 `
 
 // birdFamily: one passive eBGP session per node in one address family
-// (MetalLB's speaker dials), multihop as Equinix's are, everything learned
-// goes to the kernel with the node as next hop, equal paths merged. The
+// (MetalLB's speaker dials), everything learned goes to the kernel with the
+// node as next hop, equal paths merged. The session is a direct one on the
+// router's side: the node is on its fabric, and its answers go straight
+// back at TTL 1 (BIRD refuses a multihop session that keeps the node as
+// next hop). The node's side crosses the gateway. The
 // sessions are protocols node<N> over IPv4 and v6node<N> over IPv6 (what
 // Established counts); each change of their state is logged (what Resets
 // counts).
@@ -233,8 +235,6 @@ const birdFamily = `protocol kernel kernel{{v}} {
 template bgp {{prefix}}node {
   local {{peer}} as {{asn}};
   passive on;
-  multihop;
-  gateway direct;
   hold time 9;
   debug { states };
   ipv{{v}} { import all; export none; };

@@ -44,19 +44,7 @@ func TestCloudDualStack(t *testing.T) {
 	c := startCloud(t, dualStackOptions(t))
 	ctx := context.Background()
 	ns := metav1.NamespaceDefault
-
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAvailable(t, c, "web", 2)
-	svc := LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster)
-	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc.Spec.IPFamilyPolicy = &policy
-	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
-	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ip4, ip6 := dualIngress(t, c, "web")
+	ip4, ip6 := dualStackWeb(t, c)
 	t.Logf("Service web: Elastic IPs %s and %s", ip4, ip6)
 
 	var want4, want6 []string
@@ -224,20 +212,7 @@ func TestCloudNoMultihop(t *testing.T) {
 	o := dualStackOptions(t)
 	o.NoMultihop = true
 	c := startCloud(t, o)
-	ctx := context.Background()
-	ns := metav1.NamespaceDefault
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAvailable(t, c, "web", 2)
-	svc := LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster)
-	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc.Spec.IPFamilyPolicy = &policy
-	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
-	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ip4, ip6 := dualIngress(t, c, "web")
+	ip4, ip6 := dualStackWeb(t, c)
 	for _, ip := range []string{ip4, ip6} {
 		if _, err := untilAnswers(c, "http://"+net.JoinHostPort(ip, "80")+"/hostname", 45*time.Second); err == nil {
 			t.Fatalf("the client reached %s although no speaker was told its peers are multihop: the gateway network lets a TTL-1 session through", ip)
@@ -260,6 +235,26 @@ func TestCloudNoMultihop(t *testing.T) {
 	}
 	out, _ := c.Routers[1].Birdc("show", "protocols", "all", "node1")
 	t.Logf("as it should: no session; %s on node-1's: %s", c.Routers[1].Name, linesWith(out, "BGP state", "Last error"))
+}
+
+// dualStackWeb runs two agnhost pods behind the RequireDualStack Service
+// web and returns its IPv4 and IPv6 Elastic IPs.
+func dualStackWeb(t *testing.T, c *Cluster) (ip4, ip6 string) {
+	t.Helper()
+	ctx := context.Background()
+	ns := metav1.NamespaceDefault
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "web", 2)
+	svc := LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster)
+	policy := corev1.IPFamilyPolicyRequireDualStack
+	svc.Spec.IPFamilyPolicy = &policy
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return dualIngress(t, c, "web")
 }
 
 // dualIngress waits for the Service's IPv4 and IPv6 ingress addresses.
