@@ -58,7 +58,8 @@
 // emulator on the host's address with a device per node, kubelets with
 // --cloud-provider=external, the CCM's image imported into every node and
 // the project's Helm chart installed, MetalLB's own manifest (CRDs and
-// webhooks left out), two BIRD routers on the bridge at the peer addresses
+// webhooks left out), two BIRD routers on the bridge at the peer addresses, reached
+// through the gateway netns as on Equinix Metal (bgp.go),
 // and a client netns behind them (Cluster.Dial, ClientHTTP, UDPExchange).
 // kube-proxy runs in a restart loop: it exits when the CCM adds addresses
 // to its Node, for its DaemonSet to start it again.
