@@ -26,13 +26,20 @@ const (
 	configKey        = "config"
 	// nomatchPrefix marks the CCM's own peers, as upstream does: a node
 	// selector on labels no node carries is ignored by MetalLB (selectors
-	// are ORed) but tells the CCM which peers it wrote. Each peer lists the
-	// Services it serves in upstream's two labels, so that upstream v3.8.1
-	// finds its peers unchanged after a rollback instead of adding a
-	// second copy of each.
+	// are ORed) but tells the CCM which peers it wrote.
+	//
+	// Upstream writes one such selector per Service the peer serves. MetalLB
+	// <= 0.12 closes a peer's session and opens a new one whenever
+	// anything in the peer changes (its SetConfig compares peers with
+	// reflect.DeepEqual), so upstream's form resets every BGP session on
+	// every Service created or deleted. The CCM writes one selector that
+	// never changes instead: ownMarker, in upstream's service-name label,
+	// which upstream v3.8.1 ignores when it matches peers
+	// (EqualIgnoreService), so after a rollback it finds these peers and
+	// adds its selectors to them rather than a second copy of each.
 	nomatchPrefix = "nomatch.metal.equinix.com/"
 	svcNameKey    = nomatchPrefix + "service-name"
-	svcNSKey      = nomatchPrefix + "service-namespace"
+	ownMarker     = "cloud-provider-equinix-metal"
 )
 
 func target(o sdk.Options) (ns, name string) {
@@ -54,8 +61,8 @@ func describe(o sdk.Options) (sdk.Description, error) {
 // generate merges into the existing ConfigMap: the user's peers, pools and
 // other settings stay as they are (in their order), the CCM's are replaced
 // by the current ones and appended. If the ConfigMap does not exist it emits
-// nothing, as upstream leaves it absent; MetalLB <= 0.12 creates it at
-// install time.
+// nothing, as upstream leaves it absent: the administrator creates it (MetalLB
+// <= 0.12's manifest has none; an empty one is enough, the CCM fills it).
 func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	ns, name := target(req.Options)
 	var cm sdk.Object
@@ -76,7 +83,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the Elastic IPs of %d address pools are announced from BGP nodes outside their metro (%s from %s, for one), which Equinix does not route: MetalLB <= 0.12 cannot restrict an address pool to some nodes; select BGP nodes of one metro (bgpNodeSelector), or use MetalLB >= 0.13 (metallb:///%s), whose advertisements this CCM restricts to each address's metro", n, pool, node, ns))
 	}
 	if cm == nil {
-		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the MetalLB ConfigMap %s/%s does not exist, so MetalLB gets no peers or pools; install MetalLB <= 0.12, or use metallb:///%s for MetalLB >= 0.13", ns, name, ns))
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the MetalLB ConfigMap %s/%s does not exist, so MetalLB gets no peers or pools; create it (an empty one will do: kubectl create configmap %s -n %s; MetalLB <= 0.12's manifest has none), or use metallb:///%s for MetalLB >= 0.13", ns, name, name, ns, ns))
 		return resp, nil
 	}
 	data, _ := cm["data"].(map[string]any)
@@ -96,9 +103,11 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 
 	var peers []any
 	if len(pools) > 0 {
-		served := serviceSelectors(pools)
 		for _, sess := range metallb.Sessions(req.Nodes) {
-			sels := append([]any{map[string]any{"match-labels": map[string]any{metallb.HostnameLabel: sess.Hostname}}}, served...)
+			sels := []any{
+				map[string]any{"match-labels": map[string]any{metallb.HostnameLabel: sess.Hostname}},
+				map[string]any{"match-labels": map[string]any{svcNameKey: ownMarker}},
+			}
 			// No peer-port: MetalLB's default is 179, and upstream compares
 			// the port when it looks for its own peer after a rollback.
 			p := map[string]any{
@@ -150,22 +159,6 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		"data":     map[string]any{configKey: string(out)},
 	}}
 	return resp, nil
-}
-
-// serviceSelectors are upstream's bookkeeping selectors, one per Service
-// with an address, sorted by namespace and name.
-func serviceSelectors(pools []metallb.Pool) []any {
-	var ids []string
-	for _, p := range pools {
-		ids = append(ids, p.Services...)
-	}
-	sort.Strings(ids)
-	out := make([]any, 0, len(ids))
-	for _, id := range ids {
-		ns, name, _ := strings.Cut(id, "/")
-		out = append(out, map[string]any{"match-labels": map[string]any{svcNSKey: ns, svcNameKey: name}})
-	}
-	return out
 }
 
 func keep(v any, pred func(map[string]any) bool) []any {

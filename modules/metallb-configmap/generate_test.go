@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -37,5 +38,55 @@ func TestLegacyKeyWarnings(t *testing.T) {
 				t.Fatalf("warnings %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPeersStayAsServicesChange: the peers the CCM writes do not depend
+// on the Services. MetalLB <= 0.12 resets a BGP session whenever its
+// peer's entry changes, so a peer that listed its Services (upstream's
+// form) reset every session on every Service created or deleted.
+func TestPeersStayAsServicesChange(t *testing.T) {
+	nodes := []sdk.Node{{Name: "node-1", LocalASN: 65000, SourceIP: "10.0.0.1",
+		Peers: []sdk.Peer{{ASN: 65530, IP: "169.254.255.1", Multihop: true}, {ASN: 65530, IP: "169.254.255.2", Multihop: true}}}}
+	cm := sdk.Object{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "config", "namespace": "metallb-system"}, "data": map[string]any{"config": ""}}
+	svc := func(name, ip string) sdk.Service {
+		return sdk.Service{Namespace: "default", Name: name, IPs: []string{ip}}
+	}
+	peersOf := func(services ...sdk.Service) string {
+		t.Helper()
+		resp, err := generate(sdk.GenerateRequest{Nodes: nodes, Services: services, Existing: []sdk.Object{cm}})
+		if err != nil || len(resp.Objects) != 1 {
+			t.Fatalf("generate: %v, %d objects", err, len(resp.Objects))
+		}
+		config := resp.Objects[0]["data"].(map[string]any)[configKey].(string)
+		_, peers, ok := strings.Cut(config, "peers:\n")
+		if !ok {
+			t.Fatalf("no peers in %q", config)
+		}
+		return peers
+	}
+	one := peersOf(svc("a", "147.75.0.1"))
+	for _, tc := range []struct {
+		name     string
+		services []sdk.Service
+	}{
+		{"a Service added", []sdk.Service{svc("a", "147.75.0.1"), svc("b", "147.75.0.2")}},
+		{"another instead", []sdk.Service{svc("c", "147.75.0.3")}},
+		{"twenty", func() (s []sdk.Service) {
+			for i := range 20 {
+				s = append(s, svc(fmt.Sprintf("s%d", i), fmt.Sprintf("147.75.0.%d", 10+i)))
+			}
+			return s
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := peersOf(tc.services...); got != one {
+				t.Errorf("peers changed with the Services:\n%s\nwant\n%s", got, one)
+			}
+		})
+	}
+	if !strings.Contains(one, svcNameKey+": "+ownMarker) || strings.Count(one, "peer-address") != 2 {
+		t.Errorf("peers %q: want two, each marked %s: %s", one, svcNameKey, ownMarker)
 	}
 }
