@@ -275,6 +275,11 @@ E2E_BINS += $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speak
 METALLB_FRR_VERSION := v0.16.1
 METALLB_FRR_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_FRR_VERSION)
 E2E_BINS += $(METALLB_FRR_BIN_DIR)/controller $(METALLB_FRR_BIN_DIR)/speaker
+# kube-vip for the cluster's kube-vip speaker (TestCloudSpeakers/kube-vip):
+# the real one, reading the node annotations the CCM writes. v1.2.2 is the
+# newest v1.2 the proxy serves (v1.2.3 answers 403).
+KUBE_VIP_VERSION := v1.2.2
+KUBE_VIP ?= $(CACHE_HOME)/cloud-provider-equinix-metal/kube-vip/$(KUBE_VIP_VERSION)/kube-vip
 
 # The sandbox: emulator + real kube-apiserver + the CCM + sample Services;
 # with user namespaces, MetalLB's speakers and two BGP routers too.
@@ -370,6 +375,8 @@ $(METALLB_FRR_BIN_DIR)/controller:
 	$(call build-in-module,go.universe.tf/metallb,$(METALLB_FRR_VERSION),controller)
 $(METALLB_FRR_BIN_DIR)/speaker:
 	$(call build-in-module,go.universe.tf/metallb,$(METALLB_FRR_VERSION),speaker)
+$(KUBE_VIP):
+	$(call build-in-module,github.com/kube-vip/kube-vip,$(KUBE_VIP_VERSION),.)
 $(GOBGP_BIN_DIR)/gobgpd:
 	$(call build-in-module,github.com/osrg/gobgp/v3,$(GOBGP_VERSION),cmd/gobgpd)
 $(GOBGP_BIN_DIR)/gobgp:
@@ -515,7 +522,8 @@ $(COREDNS):
 CLUSTER_CCM_IMAGE ?= $(BIN_DIR)/cluster-image
 GOARCH_NATIVE := $(shell $(GO) env GOARCH)
 CLUSTER_PREREQS := cluster-debs e2e-debs cluster-bins $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker \
-  $(METALLB_FRR_BIN_DIR)/controller $(METALLB_FRR_BIN_DIR)/speaker
+  $(METALLB_FRR_BIN_DIR)/controller $(METALLB_FRR_BIN_DIR)/speaker \
+  $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speaker $(KUBE_VIP)
 # The dual-stack cluster's MetalLB runs in FRR mode: METALLB_FRR_VERSION's
 # manifest and binaries, and Debian's FRR (e2e-debs).
 metallb-manifest = $$($(GO) mod download -json go.universe.tf/metallb@$(1) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/config/manifests/metallb-native.yaml
@@ -523,7 +531,9 @@ CLUSTER_ENV = METAL_CCM_CLUSTER_CCM_IMAGE=$(abspath $(CLUSTER_CCM_IMAGE)) \
   METAL_CCM_CLUSTER_METALLB_MANIFEST=$(call metallb-manifest,$(METALLB_VERSION)) \
   METAL_CCM_CLUSTER_METALLB_BINS=$(METALLB_BIN_DIR) METAL_CCM_CLUSTER_AGNHOST=$(AGNHOST) \
   METAL_CCM_CLUSTER_METALLB_FRR_MANIFEST=$(call metallb-manifest,$(METALLB_FRR_VERSION)) \
-  METAL_CCM_CLUSTER_METALLB_FRR_BINS=$(METALLB_FRR_BIN_DIR) METAL_CCM_CLUSTER_FRR=$(FRR_DIR)
+  METAL_CCM_CLUSTER_METALLB_FRR_BINS=$(METALLB_FRR_BIN_DIR) METAL_CCM_CLUSTER_FRR=$(FRR_DIR) \
+  METAL_CCM_CLUSTER_METALLB_LEGACY_MANIFEST=$$(GONOSUMDB=go.universe.tf/metallb $(GO) mod download -json go.universe.tf/metallb@$(METALLB_LEGACY_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/manifests/metallb.yaml \
+  METAL_CCM_CLUSTER_METALLB_LEGACY_BINS=$(METALLB_LEGACY_BIN_DIR) METAL_CCM_CLUSTER_KUBE_VIP=$(KUBE_VIP)
 
 cluster-image: modules
 	@$(MAKE) --no-print-directory -s image PLATFORMS=linux/$(GOARCH_NATIVE) IMAGE_DIR=$(CLUSTER_CCM_IMAGE) >/dev/null
@@ -531,17 +541,18 @@ cluster-image: modules
 # Every test/cluster test (root): nodes, pods, kube-proxy, and a cloud
 # cluster's traffic through its Elastic IPs.
 cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN)
-	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 30m ./test/cluster/
+	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 45m ./test/cluster/
 
 # The short real-cluster check of make test: Services answered through
 # their Elastic IPs, a node lost; and the wrong-ASN module making that
 # check fail; a dual-stack cluster answering on both families, its
-# sessions kept over 20 Service changes; and FRR told no peer is multihop
-# failing behind the gateway. The image
-# is the one image-check built.
+# sessions kept over 20 Service changes; the same short check with each
+# other speaker (MetalLB 0.16.1 native, MetalLB 0.12.1 with the ConfigMap,
+# kube-vip); and FRR and kube-vip told no peer is multihop failing behind
+# the gateway. The image is the one image-check built.
 cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) \
-	  $(GO) test -tags cluster -count=1 -v -timeout 20m -run 'TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop' ./test/cluster/
+	  $(GO) test -tags cluster -count=1 -v -timeout 30m -run 'TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop|TestCloudSpeakers' ./test/cluster/
 
 # Kubernetes' own LoadBalancer e2e tests against a cloud cluster; the JUnit
 # report and e2e.test's log go to $(CONFORMANCE_DIR). Narrow or widen with

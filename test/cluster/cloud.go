@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -62,6 +63,30 @@ type CloudOptions struct {
 	// speaker its peers are behind the gateway. The test that shows the
 	// gateway network can fail a session.
 	NoMultihop bool
+	// Legacy runs MetalLB <= 0.12 (MetalLBManifest is then its
+	// manifests/metallb.yaml), configured by the ConfigMap the CCM writes
+	// (loadBalancer.mode metallb-legacy): what users who never moved to
+	// MetalLB's CRs run.
+	Legacy bool
+	// KubeVIP, when set, is a kube-vip binary: kube-vip (kubevip.go), not
+	// MetalLB, announces the Services, reading its BGP settings from the
+	// node annotations the CCM writes (loadBalancer.mode kube-vip).
+	// MetalLBManifest and MetalLBBins are then unused.
+	KubeVIP string
+}
+
+// Speaker names what announces the cluster's Services: a row of the
+// README's speaker table.
+func (o *CloudOptions) Speaker() string {
+	switch {
+	case o.KubeVIP != "":
+		return "kube-vip"
+	case o.Legacy:
+		return "metallb-configmap"
+	case o.FRR != "":
+		return "metallb-frr"
+	}
+	return "metallb-native"
 }
 
 const (
@@ -120,7 +145,17 @@ func cloudImages(o *CloudOptions, metallb []*unstructured.Unstructured) ([]nodeI
 		return nil, err
 	}
 	out := []nodeImage{{CCMImage, ccm}}
+	if o.KubeVIP != "" {
+		kv, err := kubeVIPImage(o.KubeVIP)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kv)
+	}
 	for _, component := range []string{"controller", "speaker"} {
+		if o.KubeVIP != "" {
+			break
+		}
 		ref := metallbImage(metallb, component)
 		if ref == "" {
 			return nil, fmt.Errorf("cluster: %s names no %s image", o.MetalLBManifest, component)
@@ -169,12 +204,32 @@ func readMetalLB(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %s: %w", path, err)
 	}
+	// MetalLB <= 0.12 has no webhooks, and its controller refuses the
+	// flags that turn them off.
+	webhooks, namespace := false, false
+	for _, u := range all {
+		webhooks = webhooks || u.GetKind() == "ValidatingWebhookConfiguration"
+		namespace = namespace || u.GetKind() == "Namespace" && u.GetName() == metallbNamespace
+	}
 	var out []*unstructured.Unstructured
+	if !namespace {
+		// 0.12's manifest leaves the namespace to namespace.yaml.
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName(metallbNamespace)
+		out = append(out, ns)
+	}
 	for _, u := range all {
 		switch u.GetKind() {
-		case "", "CustomResourceDefinition", "ValidatingWebhookConfiguration":
+		// PodSecurityPolicy (0.12's) is no kind kube-apiserver >= 1.25
+		// serves.
+		case "", "CustomResourceDefinition", "ValidatingWebhookConfiguration", "PodSecurityPolicy":
 			continue
 		case "Deployment":
+			if !webhooks {
+				break
+			}
 			if err := appendArgs(u, "--webhook-mode=disabled", "--disable-cert-rotation"); err != nil {
 				return nil, err
 			}
@@ -221,8 +276,13 @@ func metallbImage(objs []*unstructured.Unstructured, component string) string {
 func (c *Cluster) chartValues(o *CloudOptions) map[string]any {
 	repo, tag, _ := strings.Cut(CCMImage, ":")
 	lb := map[string]any{"mode": "metallb"}
-	if o.FRR != "" {
+	switch o.Speaker() {
+	case "metallb-frr":
 		lb["metallb"] = map[string]any{"bgpType": "frr"}
+	case "metallb-configmap":
+		lb["mode"] = "metallb-legacy"
+	case "kube-vip":
+		lb["mode"] = "kube-vip"
 	}
 	v := map[string]any{
 		"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
@@ -332,10 +392,39 @@ func (c *Cluster) installCloud(ctx context.Context, o *CloudOptions, metallb []*
 	if err := deploycheck.Apply(ctx, c.Env.Config, objs); err != nil {
 		return fmt.Errorf("cluster: installing the chart: %w", err)
 	}
+	if o.KubeVIP != "" {
+		kv, err := kubeVIPManifest(o.KubeVIP)
+		if err != nil {
+			return err
+		}
+		if err := deploycheck.Apply(ctx, c.Env.Config, kv); err != nil {
+			return fmt.Errorf("cluster: installing kube-vip: %w", err)
+		}
+		if err := c.waitInitialised(ctx); err != nil {
+			return err
+		}
+		c.logf("cluster: the CCM initialised %d nodes after %s", len(c.Nodes), time.Since(began).Round(time.Millisecond))
+		if err := c.waitKubeVIP(ctx); err != nil {
+			return err
+		}
+		c.logf("cluster: kube-vip ready on %v after %s", c.speakerNodes, time.Since(began).Round(time.Millisecond))
+		return nil
+	}
 	if o.FRR != "" {
 		if err := frrSpeaker(metallb, c.Dir); err != nil {
 			return err
 		}
+	}
+	if o.Legacy {
+		// The CCM fills the ConfigMap but, as upstream's, never creates
+		// it, and MetalLB 0.12's manifest has none: its administrator
+		// creates an empty one.
+		cm := &unstructured.Unstructured{}
+		cm.SetAPIVersion("v1")
+		cm.SetKind("ConfigMap")
+		cm.SetNamespace(metallbNamespace)
+		cm.SetName("config")
+		metallb = append(metallb, cm)
 	}
 	if err := deploycheck.Apply(ctx, c.Env.Config, metallb); err != nil {
 		return fmt.Errorf("cluster: installing MetalLB: %w", err)
@@ -347,12 +436,14 @@ func (c *Cluster) installCloud(ctx context.Context, o *CloudOptions, metallb []*
 	if err := c.waitMetalLB(ctx); err != nil {
 		return err
 	}
-	c.logf("cluster: MetalLB's controller and %d speakers ready after %s", len(c.Nodes), time.Since(began).Round(time.Millisecond))
+	c.logf("cluster: MetalLB's controller and speakers on %v ready after %s", c.speakerNodes, time.Since(began).Round(time.Millisecond))
 	return nil
 }
 
 // waitMetalLB: the controller is available and a speaker is ready on
-// every node. (The speakers peer with the routers once the CCM wrote
+// every node its DaemonSet schedules to (MetalLB 0.12's tolerates only the
+// "master" taint Kubernetes no longer sets, so it leaves the control-plane
+// node out). (The speakers peer with the routers once the CCM wrote
 // their BGPPeers, with the first LoadBalancer Service.)
 func (c *Cluster) waitMetalLB(ctx context.Context) error {
 	var last string
@@ -362,18 +453,38 @@ func (c *Cluster) waitMetalLB(ctx context.Context) error {
 			last = "controller not available"
 			return false, nil
 		}
-		ds, err := c.Client.AppsV1().DaemonSets(metallbNamespace).Get(ctx, "speaker", metav1.GetOptions{})
-		if err != nil || ds.Status.NumberReady != int32(len(c.Nodes)) {
-			last = "speakers not ready on every node"
-			return false, nil
-		}
-		return true, nil
+		return c.speakersReady(ctx, metallbNamespace, "speaker", &last)
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: MetalLB (%s; %s): %w", last, c.podSummary(metallbNamespace), err)
 	}
 	return nil
 }
+
+// speakersReady: the speaker DaemonSet's pods are ready on every node it
+// schedules to; those nodes become c.speakerNodes.
+func (c *Cluster) speakersReady(ctx context.Context, ns, name string, last *string) (bool, error) {
+	ds, err := c.Client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || ds.Status.DesiredNumberScheduled == 0 || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
+		*last = "speakers not ready on every node"
+		return false, nil
+	}
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
+	if err != nil {
+		*last = err.Error()
+		return false, nil
+	}
+	c.speakerNodes = nil
+	for _, p := range pods.Items {
+		c.speakerNodes = append(c.speakerNodes, p.Spec.NodeName)
+	}
+	sort.Strings(c.speakerNodes)
+	return len(c.speakerNodes) == int(ds.Status.NumberReady), nil
+}
+
+// SpeakerNodes are the nodes a speaker runs on: those that peer with the
+// routers and announce.
+func (c *Cluster) SpeakerNodes() []string { return c.speakerNodes }
 
 // waitInitialised: every Node has a provider ID and no uninitialized taint.
 func (c *Cluster) waitInitialised(ctx context.Context) error {
@@ -405,7 +516,7 @@ func (c *Cluster) waitInitialised(ctx context.Context) error {
 }
 
 // WaitSessions waits until each router has an IPv4 session up with each
-// node and, with ipv6, an IPv6 one too (a dual-stack cluster's nodes
+// node that runs a speaker and, with ipv6, an IPv6 one too (a dual-stack cluster's nodes
 // peer over IPv6 once a Service needs it).
 func (c *Cluster) WaitSessions(ctx context.Context, ipv6 bool) error {
 	var last string
@@ -415,8 +526,8 @@ func (c *Cluster) WaitSessions(ctx context.Context, ipv6 bool) error {
 			if err != nil {
 				return false, err
 			}
-			if n4 < len(c.Nodes) || ipv6 && n6 < len(c.Nodes) {
-				last = fmt.Sprintf("%s has %d IPv4 and %d IPv6 sessions up with %d nodes", r.Name, n4, n6, len(c.Nodes))
+			if want := len(c.speakerNodes); n4 < want || ipv6 && n6 < want {
+				last = fmt.Sprintf("%s has %d IPv4 and %d IPv6 sessions up with the %d nodes %v", r.Name, n4, n6, want, c.speakerNodes)
 				return false, nil
 			}
 		}

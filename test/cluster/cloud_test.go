@@ -266,6 +266,21 @@ func TestCloudTraffic(t *testing.T) {
 
 	// node-2 falls off the network: its routes are withdrawn (BGP hold
 	// time) and web keeps answering from node-3's pod.
+	n2 := nodeDownSurvived(t, c, url, ip)
+
+	// node-2 comes back; then node-3 is drained.
+	if err := c.SetNodeLink(n2, true); err != nil {
+		t.Fatal(err)
+	}
+	drainWorker(t, c, "node-3")
+}
+
+// nodeDownSurvived takes node-2 off the network while the client asks url
+// (the Elastic IP ip, with a pod on node-3) from each of its addresses:
+// the routers withdraw node-2's routes after the BGP hold time and every
+// request answers again. It returns node-2, still down.
+func nodeDownSurvived(t *testing.T, c *Cluster, url, ip string) *Node {
+	t.Helper()
 	n2 := c.Nodes[1]
 	began := time.Now()
 	if err := c.SetNodeLink(n2, false); err != nil {
@@ -290,7 +305,7 @@ func TestCloudTraffic(t *testing.T) {
 		}
 	}
 	if ok < 40 {
-		t.Fatalf("web still failing 90 s after node-2 went down (%d errors); next hops %v", errorsSeen, nexthops(t, c, ip))
+		t.Fatalf("%s still failing 90 s after node-2 went down (%d errors); next hops %v", url, errorsSeen, nexthops(t, c, ip))
 	}
 	for _, h := range nexthops(t, c, ip) {
 		if h == n2.IP {
@@ -302,12 +317,7 @@ func TestCloudTraffic(t *testing.T) {
 	} else {
 		t.Logf("node-2 down: client errors stopped after %s (%d failed requests)", lastErr.Sub(began).Round(100*time.Millisecond), errorsSeen)
 	}
-
-	// node-2 comes back; then node-3 is drained.
-	if err := c.SetNodeLink(n2, true); err != nil {
-		t.Fatal(err)
-	}
-	drainWorker(t, c, "node-3")
+	return n2
 }
 
 // checkControlPlaneEIP: the CCM assigns the control-plane Elastic IP to

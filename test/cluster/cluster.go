@@ -122,8 +122,11 @@ type Cluster struct {
 	ClientNS string
 	// DualStack: the cluster has IPv6 too (CloudOptions.DualStack).
 	DualStack bool
+	cloud     *CloudOptions
 
 	frrs []*dataplane.FRR // MetalLB's FRR mode: each node's bgpd
+	// speakerNodes run a BGP speaker (MetalLB's or kube-vip), sorted.
+	speakerNodes []string
 
 	id        string
 	router    string
@@ -200,8 +203,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 				return nil, fmt.Errorf("cluster: %s missing: apt-get install -y bird2", b)
 			}
 		}
-		if metallb, err = readMetalLB(opts.Cloud.MetalLBManifest); err != nil {
-			return nil, err
+		if opts.Cloud.KubeVIP == "" {
+			if metallb, err = readMetalLB(opts.Cloud.MetalLBManifest); err != nil {
+				return nil, err
+			}
 		}
 		if opts.Cloud.FRR != "" {
 			if err := frrBinaries(opts.Cloud).CheckFRR(); err != nil {
@@ -233,7 +238,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c := &Cluster{Dir: opts.Dir, logf: logf, id: "kc" + hex.EncodeToString(idb), lock: lock,
-		DualStack: opts.Cloud != nil && opts.Cloud.DualStack}
+		DualStack: opts.Cloud != nil && opts.Cloud.DualStack, cloud: opts.Cloud}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "cluster-"); err != nil {
 			lock.Close()

@@ -203,17 +203,62 @@ func untilRoute(t *testing.T, c *Cluster, ip string, present bool) {
 
 // TestCloudNoMultihop shows the gateway network can fail a session: the
 // emulator says no neighbour is multihop (Equinix says every one is), so
-// the CCM's BGPPeers carry no ebgpMultiHop, and MetalLB's FRR keeps eBGP
-// at TTL 1, which dies at the gateway in front of the peers. The Service
-// gets its Elastic IPs, but no session comes up, no router learns a
-// route, and the client cannot reach it. TestCloudDualStack, the same
-// cluster with Equinix's multihop, has every session up.
+// the CCM tells no speaker its peers are behind the gateway, and a speaker
+// that keeps eBGP at TTL 1 unless told multihop loses the session at the
+// gateway in front of the peers. The Service gets its Elastic IPs, but no
+// session comes up, no router learns a route, and the client cannot reach
+// it. TestCloudDualStack and TestCloudSpeakers/kube-vip, the same
+// clusters with Equinix's multihop, have every session up. (MetalLB's
+// native speaker dials at the system's TTL and needs no multihop.)
 func TestCloudNoMultihop(t *testing.T) {
-	o := dualStackOptions(t)
-	o.NoMultihop = true
-	c := startCloud(t, o)
-	ip4, ip6 := dualStackWeb(t, c)
-	for _, ip := range []string{ip4, ip6} {
+	t.Run("metallb-frr", func(t *testing.T) {
+		// MetalLB's FRR: the BGPPeers carry no ebgpMultiHop.
+		o := dualStackOptions(t)
+		o.NoMultihop = true
+		c := startCloud(t, o)
+		ip4, ip6 := dualStackWeb(t, c)
+		noSessions(t, c, ip4, ip6)
+		if c.FRRReloads() == 0 {
+			t.Error("no speaker's FRR configuration was applied: the test shows nothing about multihop")
+		}
+	})
+	t.Run("kube-vip", func(t *testing.T) {
+		// kube-vip's GoBGP: peer-multi-hop "false" on every node.
+		o := cloudOptions(t)
+		o.KubeVIP = needEnv(t, "METAL_CCM_CLUSTER_KUBE_VIP")
+		o.NoMultihop = true
+		c := startCloud(t, o)
+		ctx := context.Background()
+		ns := metav1.NamespaceDefault
+		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitAvailable(t, c, "web", 2)
+		if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ip, err := serviceIngress(c, "web")
+		if err != nil {
+			t.Fatalf("Service web got no ingress IP: %v", err)
+		}
+		noSessions(t, c, ip)
+		for _, n := range c.Nodes {
+			node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := node.Annotations["metal.equinix.com/bgp-peers-0-peer-multi-hop"]; v != "false" {
+				t.Errorf("%s: peer-multi-hop %q: want \"false\", or the test shows nothing about multihop", n.Name, v)
+			}
+		}
+	})
+}
+
+// noSessions: the client cannot reach the addresses, the routers have no
+// route for them and no session up.
+func noSessions(t *testing.T, c *Cluster, ips ...string) {
+	t.Helper()
+	for _, ip := range ips {
 		if _, err := untilAnswers(c, "http://"+net.JoinHostPort(ip, "80")+"/hostname", 45*time.Second); err == nil {
 			t.Fatalf("the client reached %s although no speaker was told its peers are multihop: the gateway network lets a TTL-1 session through", ip)
 		}
@@ -229,9 +274,6 @@ func TestCloudNoMultihop(t *testing.T) {
 		if n4+n6 != 0 {
 			t.Errorf("%s has %d IPv4 and %d IPv6 sessions up without multihop", r.Name, n4, n6)
 		}
-	}
-	if c.FRRReloads() == 0 {
-		t.Error("no speaker's FRR configuration was applied: the test shows nothing about multihop")
 	}
 	out, _ := c.Routers[1].Birdc("show", "protocols", "all", "node1")
 	t.Logf("as it should: no session; %s on node-1's: %s", c.Routers[1].Name, linesWith(out, "BGP state", "Last error"))

@@ -1,0 +1,186 @@
+//go:build cluster && linux
+
+package cluster
+
+import (
+	"context"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestCloudSpeakers runs the short cloud check once per BGP speaker that
+// TestCloudTraffic (MetalLB 0.15.3, native) and TestCloudDualStack
+// (MetalLB 0.16.1, FRR mode) do not already run: a cluster behind
+// Equinix's gateway whose speaker is MetalLB 0.16.1 in native mode,
+// MetalLB 0.12.1 configured by the CCM's ConfigMap, or kube-vip v1.2 as a
+// DaemonSet. Each subtest is one row of the README's speaker table:
+// sessions with both peers from every node, a Service's Elastic IP at both
+// routers with one path per node and answering HTTP and UDP, a Local
+// Service announced only from its endpoint's node, 20 Service changes
+// without a session reset, and a node failure survived. Run one with
+// -run 'TestCloudSpeakers/kube-vip'.
+func TestCloudSpeakers(t *testing.T) {
+	speakers := []struct {
+		name string
+		opts func(t *testing.T) *CloudOptions
+	}{
+		{"metallb-0.16.1-native", func(t *testing.T) *CloudOptions {
+			o := cloudOptions(t)
+			o.MetalLBManifest, o.MetalLBBins = needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_MANIFEST"), needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_BINS")
+			return o
+		}},
+		{"metallb-0.12.1-configmap", func(t *testing.T) *CloudOptions {
+			o := cloudOptions(t)
+			o.MetalLBManifest, o.MetalLBBins = needEnv(t, "METAL_CCM_CLUSTER_METALLB_LEGACY_MANIFEST"), needEnv(t, "METAL_CCM_CLUSTER_METALLB_LEGACY_BINS")
+			o.Legacy = true
+			return o
+		}},
+		{"kube-vip", func(t *testing.T) *CloudOptions {
+			o := cloudOptions(t)
+			o.KubeVIP = needEnv(t, "METAL_CCM_CLUSTER_KUBE_VIP")
+			return o
+		}},
+	}
+	for _, s := range speakers {
+		t.Run(s.name, func(t *testing.T) {
+			speakerCheck(t, startCloud(t, s.opts(t)))
+		})
+	}
+}
+
+func needEnv(t *testing.T, key string) string {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		t.Fatalf("%s unset: run make cluster-test", key)
+	}
+	return v
+}
+
+// speakerCheck is the short cloud check on a started cluster (see
+// TestCloudSpeakers).
+func speakerCheck(t *testing.T, c *Cluster) {
+	ctx := context.Background()
+	ns := metav1.NamespaceDefault
+	speaker := c.cloud.Speaker()
+
+	// A Cluster-policy Service with a pod on each worker: every node
+	// announces it (kube-proxy forwards from any node).
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "web", 2)
+	created := time.Now()
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip, err := serviceIngress(c, "web")
+	if err != nil {
+		t.Fatalf("Service web got no ingress IP: %v", err)
+	}
+	url := "http://" + net.JoinHostPort(ip, "80")
+	if _, err := untilAnswers(c, url+"/hostname", 2*time.Minute); err != nil {
+		t.Fatalf("%v; routers' next hops for %s: %v", err, ip, nexthops(t, c, ip))
+	}
+	first := time.Since(created)
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := c.WaitSessions(sctx, false); err != nil {
+		t.Fatal(err)
+	}
+	sessions := 0
+	for _, r := range c.Routers {
+		n4, _, err := r.Established()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions += n4
+	}
+	// Every node with a speaker announces (one path each), and no other.
+	var want []string
+	for _, name := range c.SpeakerNodes() {
+		for _, n := range c.Nodes {
+			if n.Name == name {
+				want = append(want, n.IP)
+			}
+		}
+	}
+	sort.Strings(want)
+	var hops []string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		if hops = nexthops(t, c, ip); slices.Equal(hops, want) {
+			break
+		}
+	}
+	if !slices.Equal(hops, want) {
+		t.Errorf("routers forward %s to %v: want the nodes with a speaker, %v %v, one path each", ip, hops, c.SpeakerNodes(), want)
+	}
+	pods := map[string]int{}
+	failed := 0
+	for _, src := range ClientIPs() {
+		name, err := get(c, src, url+"/hostname")
+		if err != nil {
+			failed++
+			t.Errorf("from %s: %v", src, err)
+			continue
+		}
+		pods[name]++
+	}
+	if len(pods) != 2 {
+		t.Errorf("answers came from pods %v: want both", pods)
+	}
+	udp, err := c.UDPExchange("", net.JoinHostPort(ip, "90"), "hostname", 3*time.Second)
+	if err != nil || pods[udp] == 0 {
+		t.Errorf("UDP hostname through %s:90 = %q, %v: want one of the pods %v", ip, udp, err, pods)
+	}
+
+	// A Local Service with its one pod on node-3: announced from node-3
+	// only, and the pod sees the client's own address.
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("local", 1, "node-3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "local", 1)
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("local", "local", corev1.ServiceExternalTrafficPolicyLocal), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lip, err := serviceIngress(c, "local")
+	if err != nil {
+		t.Fatalf("Service local got no ingress IP: %v", err)
+	}
+	lurl := "http://" + net.JoinHostPort(lip, "80")
+	if _, err := untilAnswers(c, lurl+"/hostname", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A speaker may announce before it learns where the endpoints are:
+	// give the routers time to settle on their final paths.
+	var lhops []string
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		if lhops = nexthops(t, c, lip); len(lhops) == 1 && c.nodeByIP(lhops[0]) == "node-3" {
+			break
+		}
+	}
+	if len(lhops) != 1 || c.nodeByIP(lhops[0]) != "node-3" {
+		t.Errorf("routers forward the Local Service's %s to %v: want node-3 (%s) only", lip, lhops, c.Nodes[2].IP)
+	}
+	for _, src := range ClientIPs()[:4] {
+		cip, err := get(c, src, lurl+"/clientip")
+		host, _, _ := net.SplitHostPort(cip)
+		if err != nil || host != src {
+			t.Errorf("Local Service from %s: the pod saw %q (%v): want the client's own address", src, cip, err)
+		}
+	}
+
+	// 20 Service changes reset no session at the routers.
+	serviceChurnKeepsSessions(t, c, 10)
+
+	nodeDownSurvived(t, c, url, ip)
+	t.Logf("speaker %s: %d sessions at the routers (speakers on %v); web's %s first answered %s after creation, via %d nodes %v, %d of 16 client addresses failed, UDP answered by %q; Local %s via %v",
+		speaker, sessions, c.SpeakerNodes(), ip, first.Round(time.Millisecond), len(hops), hops, failed, udp, lip, lhops)
+}
