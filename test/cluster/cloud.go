@@ -73,6 +73,12 @@ type CloudOptions struct {
 	// node annotations the CCM writes (loadBalancer.mode kube-vip).
 	// MetalLBManifest and MetalLBBins are then unused.
 	KubeVIP string
+	// FRRK8s, when set, is the frr-k8s binary: MetalLB's speakers run with
+	// their FRR-K8s backend (MetalLB 0.16's default), writing
+	// FRRConfigurations that frr-k8s renders into each node's FRR
+	// (frrk8s.go). FRR must be set too (the nodes' bgpd), and
+	// MetalLBManifest be metallb-frr-k8s.yaml of MetalLB >= 0.16.1.
+	FRRK8s string
 }
 
 // Speaker names what announces the cluster's Services: a row of the
@@ -83,6 +89,8 @@ func (o *CloudOptions) Speaker() string {
 		return "kube-vip"
 	case o.Legacy:
 		return "metallb-configmap"
+	case o.FRRK8s != "":
+		return "metallb-frr-k8s"
 	case o.FRR != "":
 		return "metallb-frr"
 	}
@@ -167,6 +175,13 @@ func cloudImages(o *CloudOptions, metallb []*unstructured.Unstructured) ([]nodeI
 		}
 		out = append(out, nodeImage{ref, img})
 	}
+	if o.FRRK8s != "" {
+		img, err := frrK8sImage(metallb, o.FRRK8s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, img)
+	}
 	if o.Agnhost != "" {
 		// The e2e tests run sh -c 'curl ...', 'wget ...' and 'nc ...' in
 		// agnhost pods. Debian's: busybox's wget crashes here, and
@@ -221,6 +236,10 @@ func readMetalLB(path string) ([]*unstructured.Unstructured, error) {
 		out = append(out, ns)
 	}
 	for _, u := range all {
+		if g, _, _ := unstructured.NestedString(u.Object, "spec", "group"); u.GetKind() == "CustomResourceDefinition" && g == frrK8sGroup {
+			out = append(out, u)
+			continue
+		}
 		switch u.GetKind() {
 		// PodSecurityPolicy (0.12's) is no kind kube-apiserver >= 1.25
 		// serves.
@@ -279,6 +298,8 @@ func (c *Cluster) chartValues(o *CloudOptions) map[string]any {
 	switch o.Speaker() {
 	case "metallb-frr":
 		lb["metallb"] = map[string]any{"bgpType": "frr"}
+	case "metallb-frr-k8s":
+		lb["metallb"] = map[string]any{"bgpType": "frr-k8s"}
 	case "metallb-configmap":
 		lb["mode"] = "metallb-legacy"
 	case "kube-vip":
@@ -410,7 +431,12 @@ func (c *Cluster) installCloud(ctx context.Context, o *CloudOptions, metallb []*
 		c.logf("cluster: kube-vip ready on %v after %s", c.speakerNodes, time.Since(began).Round(time.Millisecond))
 		return nil
 	}
-	if o.FRR != "" {
+	switch {
+	case o.FRRK8s != "":
+		if metallb, err = frrK8sDaemon(metallb, c.Dir); err != nil {
+			return err
+		}
+	case o.FRR != "":
 		if err := frrSpeaker(metallb, c.Dir); err != nil {
 			return err
 		}
@@ -452,6 +478,13 @@ func (c *Cluster) waitMetalLB(ctx context.Context) error {
 		if err != nil || d.Status.AvailableReplicas < 1 {
 			last = "controller not available"
 			return false, nil
+		}
+		if c.cloud.FRRK8s != "" {
+			ds, err := c.Client.AppsV1().DaemonSets(metallbNamespace).Get(ctx, frrK8sDaemonSet, metav1.GetOptions{})
+			if err != nil || ds.Status.DesiredNumberScheduled == 0 || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
+				last = "frr-k8s not ready on every node"
+				return false, nil
+			}
 		}
 		return c.speakersReady(ctx, metallbNamespace, "speaker", &last)
 	})

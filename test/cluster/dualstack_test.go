@@ -222,7 +222,7 @@ func TestCloudNoMultihop(t *testing.T) {
 			t.Error("no speaker's FRR configuration was applied: the test shows nothing about multihop")
 		}
 	})
-	t.Run("kube-vip", func(t *testing.T) {
+	t.Run("kube-vip-told-no-multihop", func(t *testing.T) {
 		// kube-vip's GoBGP: peer-multi-hop "false" on every node.
 		o := cloudOptions(t)
 		o.KubeVIP = needEnv(t, "METAL_CCM_CLUSTER_KUBE_VIP")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,39 +21,56 @@ import (
 // (MetalLB 0.16.1, FRR mode) do not already run: a cluster behind
 // Equinix's gateway whose speaker is MetalLB 0.16.1 in native mode,
 // MetalLB 0.12.1 configured by the CCM's ConfigMap, or kube-vip v1.2 as a
-// DaemonSet. Each subtest is one row of the README's speaker table:
+// DaemonSet; and MetalLB 0.16.1 with FRR-K8s, its default backend. Each subtest is one row of the README's speaker table:
 // sessions with both peers from every node, a Service's Elastic IP at both
 // routers with one path per node and answering HTTP and UDP, a Local
 // Service announced only from its endpoint's node, 20 Service changes
 // without a session reset, and a node failure survived. Run one with
 // -run 'TestCloudSpeakers/kube-vip'.
 func TestCloudSpeakers(t *testing.T) {
-	speakers := []struct {
-		name string
-		opts func(t *testing.T) *CloudOptions
-	}{
-		{"metallb-0.16.1-native", func(t *testing.T) *CloudOptions {
-			o := cloudOptions(t)
-			o.MetalLBManifest, o.MetalLBBins = needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_MANIFEST"), needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_BINS")
-			return o
-		}},
-		{"metallb-0.12.1-configmap", func(t *testing.T) *CloudOptions {
-			o := cloudOptions(t)
-			o.MetalLBManifest, o.MetalLBBins = needEnv(t, "METAL_CCM_CLUSTER_METALLB_LEGACY_MANIFEST"), needEnv(t, "METAL_CCM_CLUSTER_METALLB_LEGACY_BINS")
-			o.Legacy = true
-			return o
-		}},
-		{"kube-vip", func(t *testing.T) *CloudOptions {
-			o := cloudOptions(t)
-			o.KubeVIP = needEnv(t, "METAL_CCM_CLUSTER_KUBE_VIP")
-			return o
-		}},
-	}
-	for _, s := range speakers {
-		t.Run(s.name, func(t *testing.T) {
-			speakerCheck(t, startCloud(t, s.opts(t)))
+	for _, name := range []string{"metallb-0.16.1-native", "metallb-0.16.1-frr-k8s", "metallb-0.12.1-configmap", "kube-vip"} {
+		t.Run(name, func(t *testing.T) {
+			speakerCheck(t, startCloud(t, speakerOptions(t, name)))
 		})
 	}
+}
+
+// speakerNames are what speakerOptions knows (CONFORMANCE_SPEAKER's
+// values), the first the default.
+var speakerNames = []string{"native", "metallb-0.16.1-native", "frr", "frr-k8s", "configmap", "kube-vip"}
+
+// speakerOptions are a cloud cluster's options for one speaker: native is
+// MetalLB 0.15.3 (TestCloudTraffic's), frr MetalLB 0.16.1 in FRR mode,
+// dual-stack (TestCloudDualStack's), frr-k8s MetalLB 0.16.1 with its
+// FRR-K8s backend (IPv4 only here).
+func speakerOptions(t *testing.T, name string) *CloudOptions {
+	t.Helper()
+	switch name {
+	case "native", "":
+		return cloudOptions(t)
+	case "metallb-0.16.1-native":
+		o := cloudOptions(t)
+		o.MetalLBManifest, o.MetalLBBins = needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_MANIFEST"), needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_BINS")
+		return o
+	case "frr":
+		return dualStackOptions(t)
+	case "metallb-0.12.1-configmap", "configmap":
+		o := cloudOptions(t)
+		o.MetalLBManifest, o.MetalLBBins = needEnv(t, "METAL_CCM_CLUSTER_METALLB_LEGACY_MANIFEST"), needEnv(t, "METAL_CCM_CLUSTER_METALLB_LEGACY_BINS")
+		o.Legacy = true
+		return o
+	case "kube-vip":
+		o := cloudOptions(t)
+		o.KubeVIP = needEnv(t, "METAL_CCM_CLUSTER_KUBE_VIP")
+		return o
+	case "metallb-0.16.1-frr-k8s", "frr-k8s":
+		o := cloudOptions(t)
+		o.MetalLBManifest, o.MetalLBBins = needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_K8S_MANIFEST"), needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_BINS")
+		o.FRR, o.FRRK8s = needEnv(t, "METAL_CCM_CLUSTER_FRR"), needEnv(t, "METAL_CCM_CLUSTER_FRR_K8S")
+		return o
+	}
+	t.Fatalf("unknown speaker %q: want one of %s", name, strings.Join(speakerNames, ", "))
+	return nil
 }
 
 func needEnv(t *testing.T, key string) string {
