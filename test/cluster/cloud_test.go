@@ -228,31 +228,7 @@ func TestCloudTraffic(t *testing.T) {
 	}
 
 	// Local policy: one pod, on node-3.
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("local", 1, "node-3"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAvailable(t, c, "local", 1)
-	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("local", "local", corev1.ServiceExternalTrafficPolicyLocal), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lip, err := serviceIngress(c, "local")
-	if err != nil {
-		t.Fatalf("Service local got no ingress IP: %v", err)
-	}
-	lurl := "http://" + net.JoinHostPort(lip, "80")
-	if _, err := untilAnswers(c, lurl+"/hostname", 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if hops := nexthops(t, c, lip); len(hops) != 1 || c.nodeByIP(hops[0]) != "node-3" {
-		t.Errorf("routers forward the Local Service's %s to %v: want node-3 (%s) only", lip, hops, c.Nodes[2].IP)
-	}
-	for _, src := range ClientIPs()[:4] {
-		cip, err := get(c, src, lurl+"/clientip")
-		host, _, _ := net.SplitHostPort(cip)
-		if err != nil || host != src {
-			t.Errorf("Local Service from %s: the pod saw %q (%v): want the client's own address", src, cip, err)
-		}
-	}
+	localOnlyFromItsNode(t, c)
 
 	// Service created -> first answer at the client through its Elastic
 	// IP, 20 Services at once (printed, not asserted). Those 20 changes
@@ -273,6 +249,50 @@ func TestCloudTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	drainWorker(t, c, "node-3")
+}
+
+// localOnlyFromItsNode creates the Local Service "local" with its one pod
+// on node-3: the routers forward its Elastic IP to node-3 only, and the pod
+// sees the client's own address. It returns the address and the routers'
+// next hops for it.
+func localOnlyFromItsNode(t *testing.T, c *Cluster) (string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	ns := metav1.NamespaceDefault
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("local", 1, "node-3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "local", 1)
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("local", "local", corev1.ServiceExternalTrafficPolicyLocal), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lip, err := serviceIngress(c, "local")
+	if err != nil {
+		t.Fatalf("Service local got no ingress IP: %v", err)
+	}
+	lurl := "http://" + net.JoinHostPort(lip, "80")
+	if _, err := untilAnswers(c, lurl+"/hostname", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A speaker may announce before it learns where the endpoints are:
+	// give the routers time to settle on their final paths.
+	var hops []string
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		if hops = nexthops(t, c, lip); len(hops) == 1 && c.nodeByIP(hops[0]) == "node-3" {
+			break
+		}
+	}
+	if len(hops) != 1 || c.nodeByIP(hops[0]) != "node-3" {
+		t.Errorf("routers forward the Local Service's %s to %v: want node-3 (%s) only", lip, hops, c.Nodes[2].IP)
+	}
+	for _, src := range ClientIPs()[:4] {
+		cip, err := get(c, src, lurl+"/clientip")
+		host, _, _ := net.SplitHostPort(cip)
+		if err != nil || host != src {
+			t.Errorf("Local Service from %s: the pod saw %q (%v): want the client's own address", src, cip, err)
+		}
+	}
+	return lip, hops
 }
 
 // nodeDownSurvived takes node-2 off the network while the client asks url

@@ -161,39 +161,7 @@ func speakerCheck(t *testing.T, c *Cluster) {
 
 	// A Local Service with its one pod on node-3: announced from node-3
 	// only, and the pod sees the client's own address.
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("local", 1, "node-3"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAvailable(t, c, "local", 1)
-	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("local", "local", corev1.ServiceExternalTrafficPolicyLocal), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lip, err := serviceIngress(c, "local")
-	if err != nil {
-		t.Fatalf("Service local got no ingress IP: %v", err)
-	}
-	lurl := "http://" + net.JoinHostPort(lip, "80")
-	if _, err := untilAnswers(c, lurl+"/hostname", 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	// A speaker may announce before it learns where the endpoints are:
-	// give the routers time to settle on their final paths.
-	var lhops []string
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
-		if lhops = nexthops(t, c, lip); len(lhops) == 1 && c.nodeByIP(lhops[0]) == "node-3" {
-			break
-		}
-	}
-	if len(lhops) != 1 || c.nodeByIP(lhops[0]) != "node-3" {
-		t.Errorf("routers forward the Local Service's %s to %v: want node-3 (%s) only", lip, lhops, c.Nodes[2].IP)
-	}
-	for _, src := range ClientIPs()[:4] {
-		cip, err := get(c, src, lurl+"/clientip")
-		host, _, _ := net.SplitHostPort(cip)
-		if err != nil || host != src {
-			t.Errorf("Local Service from %s: the pod saw %q (%v): want the client's own address", src, cip, err)
-		}
-	}
+	lip, lhops := localOnlyFromItsNode(t, c)
 
 	// 20 Service changes reset no session at the routers.
 	serviceChurnKeepsSessions(t, c, 10)
