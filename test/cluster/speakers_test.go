@@ -18,15 +18,15 @@ import (
 
 // TestCloudSpeakers runs the short cloud check once per BGP speaker that
 // TestCloudTraffic (MetalLB 0.15.3, native) and TestCloudDualStack
-// (MetalLB 0.16.1, FRR mode) do not already run: a cluster behind
-// Equinix's gateway whose speaker is MetalLB 0.16.1 in native mode,
-// MetalLB 0.12.1 configured by the CCM's ConfigMap, or kube-vip v1.2 as a
-// DaemonSet; and MetalLB 0.16.1 with FRR-K8s, its default backend. Each subtest is one row of the README's speaker table:
-// sessions with both peers from every node, a Service's Elastic IP at both
-// routers with one path per node and answering HTTP and UDP, a Local
-// Service announced only from its endpoint's node, 20 Service changes
-// without a session reset, and a node failure survived. Run one with
-// -run 'TestCloudSpeakers/kube-vip'.
+// (MetalLB 0.16.1, FRR mode) do not already run, each in a cluster behind
+// Equinix's gateway: MetalLB 0.16.1 in native mode, MetalLB 0.16.1 with
+// FRR-K8s (its default backend), MetalLB 0.12.1 configured by the CCM's
+// ConfigMap, and kube-vip v1.2 as a DaemonSet. Each subtest is one row of
+// the README's speaker table: sessions with both peers from every speaker
+// node, a Service's Elastic IP at both routers with one path per speaker
+// node and answering HTTP and UDP, a Local Service announced only from its
+// endpoint's node, 20 Service changes without a session reset, and a node
+// failure survived. Run one with -run 'TestCloudSpeakers/kube-vip'.
 func TestCloudSpeakers(t *testing.T) {
 	for _, name := range []string{"metallb-0.16.1-native", "metallb-0.16.1-frr-k8s", "metallb-0.12.1-configmap", "kube-vip"} {
 		t.Run(name, func(t *testing.T) {
