@@ -140,7 +140,6 @@ func (c *Cluster) nodeByIP(ip string) string {
 func TestCloudTraffic(t *testing.T) {
 	c := startCloud(t, cloudOptions(t))
 	ctx := context.Background()
-	ns := metav1.NamespaceDefault
 
 	for _, n := range c.Nodes {
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
@@ -164,18 +163,7 @@ func TestCloudTraffic(t *testing.T) {
 	checkControlPlaneEIP(t, c)
 
 	// Cluster policy, a pod on each worker.
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAvailable(t, c, "web", 2)
-	created := time.Now()
-	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ip, err := serviceIngress(c, "web")
-	if err != nil {
-		t.Fatalf("Service web got no ingress IP: %v", err)
-	}
+	ip, created := clusterWeb(t, c)
 	url := "http://" + net.JoinHostPort(ip, "80")
 	took, err := untilAnswers(c, url+"/hostname", 2*time.Minute)
 	if err != nil {
@@ -249,6 +237,27 @@ func TestCloudTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	drainWorker(t, c, "node-3")
+}
+
+// clusterWeb creates the Cluster-policy Service "web" with a pod on each
+// worker and returns its Elastic IP and when the Service was created.
+func clusterWeb(t *testing.T, c *Cluster) (string, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	ns := metav1.NamespaceDefault
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "web", 2)
+	created := time.Now()
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip, err := serviceIngress(c, "web")
+	if err != nil {
+		t.Fatalf("Service web got no ingress IP: %v", err)
+	}
+	return ip, created
 }
 
 // localOnlyFromItsNode creates the Local Service "local" with its one pod

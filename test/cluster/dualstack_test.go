@@ -229,18 +229,7 @@ func TestCloudNoMultihop(t *testing.T) {
 		o.NoMultihop = true
 		c := startCloud(t, o)
 		ctx := context.Background()
-		ns := metav1.NamespaceDefault
-		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitAvailable(t, c, "web", 2)
-		if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		ip, err := serviceIngress(c, "web")
-		if err != nil {
-			t.Fatalf("Service web got no ingress IP: %v", err)
-		}
+		ip, _ := clusterWeb(t, c)
 		noSessions(t, c, ip)
 		for _, n := range c.Nodes {
 			node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})

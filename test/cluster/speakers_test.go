@@ -11,9 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestCloudSpeakers runs the short cloud check once per BGP speaker that
@@ -86,23 +83,11 @@ func needEnv(t *testing.T, key string) string {
 // TestCloudSpeakers).
 func speakerCheck(t *testing.T, c *Cluster) {
 	ctx := context.Background()
-	ns := metav1.NamespaceDefault
 	speaker := c.cloud.Speaker()
 
 	// A Cluster-policy Service with a pod on each worker: every node
 	// announces it (kube-proxy forwards from any node).
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAvailable(t, c, "web", 2)
-	created := time.Now()
-	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ip, err := serviceIngress(c, "web")
-	if err != nil {
-		t.Fatalf("Service web got no ingress IP: %v", err)
-	}
+	ip, created := clusterWeb(t, c)
 	url := "http://" + net.JoinHostPort(ip, "80")
 	if _, err := untilAnswers(c, url+"/hostname", 2*time.Minute); err != nil {
 		t.Fatalf("%v; routers' next hops for %s: %v", err, ip, nexthops(t, c, ip))
