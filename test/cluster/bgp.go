@@ -14,10 +14,18 @@ import (
 // peer addresses Equinix Metal's BGP neighbour data names, each a netns on
 // the nodes' bridge running BIRD 2, which installs what the nodes announce
 // into its kernel table with ECMP ("merge paths"); and a client netns
-// behind both routers, whose default route spreads flows over them. Linux
-// hashes multipath on L3 only by default (fib_multipath_hash_policy 0), so
-// one client address always reaches the same node of a route: what
-// ClientIP session affinity through a load balancer needs.
+// behind both routers, whose default route spreads flows over them.
+//
+// The routers and the client hash multipath on the 5-tuple (addresses,
+// protocol, ports: fib_multipath_hash_policy 1), not on Linux's default
+// of addresses only. Equinix's documentation does not say how its routers
+// hash; a data-centre switch's default is the 5-tuple (Juniper's EX and
+// QFX5100, for one, hash IPv4 ECMP on addresses, protocol and both ports
+// unless told otherwise), and it is the stricter world: each connection
+// from one client may reach another node. So ClientIP session affinity,
+// which kube-proxy keeps per node, does not hold through an Elastic IP
+// announced from several nodes; the conformance specs that expect it fail
+// here in every run, as they would there (TESTING.md says which).
 //
 //	client netns   lo 10.203.0.1-16/32 (ClientIPs); up1 10.203.1.1/30 -> router 1,
 //	               up2 10.203.2.1/30 -> router 2; default via both
@@ -50,8 +58,9 @@ const (
 	// range; the default source of what the client netns sends.
 	ClientIP  = "10.203.0.1"
 	clientNet = "10.203.0.0/16"
-	// clientAddrs is how many addresses the client has (ClientIPs): with
-	// L3 hashing, one address would always take the same path.
+	// clientAddrs is how many addresses the client has (ClientIPs): many
+	// clients, as a Service has, and a router that hashed on addresses
+	// alone would still spread them.
 	clientAddrs = 16
 	// PeerASN is the routers' ASN (the emulator's peer_as); the nodes
 	// speak the project's, projectASN.
@@ -165,6 +174,11 @@ func (c *Cluster) setupBGPNet() error {
 			return err
 		}
 	}
+	for _, ns := range append(routerNames(c.Routers), cl) {
+		if err := c.hashOnPorts(ns); err != nil {
+			return err
+		}
+	}
 	// A redirect would tell a node to reach a router across the bridge
 	// in one hop. Linux sends one when either of these is on. (IPv6
 	// redirects are ignored by the nodes, which forward.)
@@ -174,6 +188,23 @@ func (c *Cluster) setupBGPNet() error {
 		}
 	}
 	return nil
+}
+
+// hashOnPorts makes a netns hash its multipath routes on the 5-tuple (see
+// the top of this file for why).
+func (c *Cluster) hashOnPorts(ns string) error {
+	if err := sysctlNS(ns, "net/ipv4/fib_multipath_hash_policy", "1"); err != nil || !c.DualStack {
+		return err
+	}
+	return sysctlNS(ns, "net/ipv6/fib_multipath_hash_policy", "1")
+}
+
+func routerNames(rs []*Router) []string {
+	var names []string
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	return names
 }
 
 // ClientIPs are the client netns' addresses, ClientIP first.

@@ -130,7 +130,7 @@ func (c *Cluster) nodeByIP(ip string) string {
 	return ""
 }
 
-// TestCloudTraffic is the short real-cluster check make test runs: the CCM
+// TestCloudTraffic is the short real-cluster check make ci runs: the CCM
 // (chart, image) initialises three kubelets' nodes, MetalLB's speakers
 // announce a Service's Elastic IP to two BIRD routers, and a client
 // behind the routers reaches the pods through it over HTTP and UDP; an
@@ -184,7 +184,7 @@ func TestCloudTraffic(t *testing.T) {
 	if len(hops) != len(c.Nodes) {
 		t.Errorf("routers forward %s to %v: want every node (ECMP; each runs a speaker and peers)", ip, hops)
 	}
-	// 16 client addresses: L3 hashing spreads them over the nodes; the
+	// 16 client addresses: the routers' hashing spreads them over the nodes; the
 	// node that took a request is the source the pod saw (kube-proxy
 	// masquerades Cluster traffic).
 	pods, via := map[string]int{}, map[string]int{}
