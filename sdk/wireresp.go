@@ -114,7 +114,10 @@ func (w *wireWriter) number(b []byte) {
 }
 
 // value writes v: the types objects are usually made of directly, anything
-// else as JSON.
+// else as JSON. The containers are methods of their own, which write
+// their members with value again; the scalars stay here, so that a value
+// still costs one type switch (the module's whole output goes through
+// it, in the Wasm guest).
 func (w *wireWriter) value(v any) error {
 	var num [24]byte
 	switch v := v.(type) {
@@ -140,63 +143,99 @@ func (w *wireWriter) value(v any) error {
 	case uint64:
 		w.number(strconv.AppendUint(num[:0], v, 10))
 	case map[string]any:
-		if !w.open(wiretag.Object, len(v), v == nil) {
-			return nil
-		}
-		for k, e := range v {
-			w.text(k)
-			if err := w.value(e); err != nil {
-				return err
-			}
-		}
+		return w.object(v)
 	case Object:
-		return w.value(map[string]any(v))
+		return w.object(map[string]any(v))
 	case Fields:
-		if !w.open(wiretag.Object, len(v), v == nil) {
-			return nil
-		}
-		for _, f := range v {
-			w.text(f.Name)
-			if err := w.value(f.Value); err != nil {
-				return err
-			}
-		}
+		return w.fields(v)
 	case map[string]string:
-		if !w.open(wiretag.Object, len(v), v == nil) {
-			return nil
-		}
-		for k, e := range v {
-			w.text(k)
-			w.b = append(w.b, wiretag.String)
-			w.text(e)
-		}
+		w.stringObject(v)
 	case []any:
-		if !w.open(wiretag.Array, len(v), v == nil) {
-			return nil
-		}
-		for _, e := range v {
-			if err := w.value(e); err != nil {
-				return err
-			}
-		}
+		return w.array(v)
 	case []string:
-		if !w.open(wiretag.Array, len(v), v == nil) {
-			return nil
-		}
-		for _, e := range v {
-			w.b = append(w.b, wiretag.String)
-			w.text(e)
-		}
+		w.stringArray(v)
 	default:
 		// Everything else, json.Number and float64 included: JSON's
 		// encoding of them is the contract.
-		enc, err := json.Marshal(v)
-		if err != nil {
+		return w.asJSON(v)
+	}
+	return nil
+}
+
+// object writes a map's members in the map's own order (see the layout
+// above: order carries nothing).
+func (w *wireWriter) object(v map[string]any) error {
+	if !w.open(wiretag.Object, len(v), v == nil) {
+		return nil
+	}
+	for k, e := range v {
+		w.text(k)
+		if err := w.value(e); err != nil {
 			return err
 		}
-		w.b = append(w.b, wiretag.JSON)
-		w.uint(uint64(len(enc)))
-		w.b = append(w.b, enc...)
 	}
+	return nil
+}
+
+// fields writes Fields as the object they stand for, in their order.
+func (w *wireWriter) fields(v Fields) error {
+	if !w.open(wiretag.Object, len(v), v == nil) {
+		return nil
+	}
+	for _, f := range v {
+		w.text(f.Name)
+		if err := w.value(f.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stringObject writes labels, annotations and data as an object of strings,
+// without a value call per member.
+func (w *wireWriter) stringObject(v map[string]string) {
+	if !w.open(wiretag.Object, len(v), v == nil) {
+		return
+	}
+	for k, e := range v {
+		w.text(k)
+		w.b = append(w.b, wiretag.String)
+		w.text(e)
+	}
+}
+
+// array writes a list's members in order.
+func (w *wireWriter) array(v []any) error {
+	if !w.open(wiretag.Array, len(v), v == nil) {
+		return nil
+	}
+	for _, e := range v {
+		if err := w.value(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stringArray writes a list of strings, without a value call per member.
+func (w *wireWriter) stringArray(v []string) {
+	if !w.open(wiretag.Array, len(v), v == nil) {
+		return
+	}
+	for _, e := range v {
+		w.b = append(w.b, wiretag.String)
+		w.text(e)
+	}
+}
+
+// asJSON writes v tagged JSON, as json.Marshal encodes it.
+func (w *wireWriter) asJSON(v any) error {
+	enc, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.b = append(w.b, wiretag.JSON)
+	w.uint(uint64(len(enc)))
+	w.b = append(w.b, enc...)
 	return nil
 }

@@ -65,87 +65,28 @@ func describe(o sdk.Options) (sdk.Description, error) {
 // <= 0.12's manifest has none; an empty one is enough, the CCM fills it).
 func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	ns, name := target(req.Options)
-	var cm sdk.Object
-	for _, o := range req.Existing {
-		if o.Kind() == "ConfigMap" && o.Namespace() == ns && o.Name() == name {
-			cm = o
-		}
-	}
+	cm := existingConfigMap(req.Existing, ns, name)
 	services, v6 := metallb.WithoutIPv6(req.Services)
 	pools, warnings := metallb.Pools(services)
 	resp := sdk.GenerateResponse{Warnings: append(warnings, legacyKeyWarnings(pools, services)...)}
-	if len(v6) > 0 {
-		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the IPv6 addresses of %d Services (%s, for one) are left out of the MetalLB ConfigMap: MetalLB <= 0.12's BGP speaker announces IPv4 only; use MetalLB >= 0.13 in FRR mode (metallb:///%s) to announce them", len(v6), v6[0], ns))
-	}
-	// MetalLB <= 0.12 restricts peers to nodes, not pools: every BGP node
-	// announces every pool, also outside the metro Equinix routes it in.
-	if n, pool, node := metallb.Outside(pools, req.Nodes); n > 0 {
-		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the Elastic IPs of %d address pools are announced from BGP nodes outside their metro (%s from %s, for one), which Equinix does not route: MetalLB <= 0.12 cannot restrict an address pool to some nodes; select BGP nodes of one metro (bgpNodeSelector), or use MetalLB >= 0.13 (metallb:///%s), whose advertisements this CCM restricts to each address's metro", n, pool, node, ns))
-	}
+	resp.Warnings = append(resp.Warnings, limitWarnings(req, pools, v6, ns)...)
 	if cm == nil {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the MetalLB ConfigMap %s/%s does not exist, so MetalLB gets no peers or pools; create it (an empty one will do: kubectl create configmap %s -n %s; MetalLB <= 0.12's manifest has none), or use metallb:///%s for MetalLB >= 0.13", ns, name, name, ns, ns))
 		return resp, nil
 	}
-	data, _ := cm["data"].(map[string]any)
-	raw, _ := data[configKey].(string)
-	cfg := map[string]any{}
-	if strings.TrimSpace(raw) != "" {
-		if err := yaml.Unmarshal([]byte(raw), &cfg); err != nil {
-			return resp, fmt.Errorf("the %q key of ConfigMap %s/%s is not valid YAML (%v); fix it or empty it, the CCM merges its entries into it", configKey, ns, name, err)
-		}
-		if cfg == nil {
-			cfg = map[string]any{}
-		}
+	cfg, err := parseConfig(cm, ns, name)
+	if err != nil {
+		return resp, err
 	}
 
 	userPeers := keep(cfg["peers"], func(m map[string]any) bool { return !ownPeer(m) })
 	userPools := keep(cfg["address-pools"], func(m map[string]any) bool { return !ownPool(m) })
-
 	var peers []any
 	if len(pools) > 0 {
-		for _, sess := range metallb.Sessions(req.Nodes) {
-			sels := []any{
-				map[string]any{"match-labels": map[string]any{metallb.HostnameLabel: sess.Hostname}},
-				map[string]any{"match-labels": map[string]any{svcNameKey: ownMarker}},
-			}
-			// No peer-port: MetalLB's default is 179, and upstream compares
-			// the port when it looks for its own peer after a rollback.
-			p := map[string]any{
-				"my-asn":         sess.LocalASN,
-				"peer-asn":       sess.Peer.ASN,
-				"peer-address":   sess.Peer.IP,
-				"node-selectors": sels,
-			}
-			if sess.SourceIP != "" {
-				p["source-address"] = sess.SourceIP
-			}
-			if sess.EBGPMultiHop() {
-				// MetalLB 0.12's ConfigMap has the key (its FRR mode
-				// reads it; the native speaker dials at the system's
-				// TTL and ignores it).
-				p["ebgp-multihop"] = true
-			}
-			if sess.Peer.Password != "" {
-				p["password"] = string(sess.Peer.Password)
-			}
-			peers = append(peers, p)
-		}
-	}
-	var own []any
-	for _, p := range pools {
-		addrs := make([]any, len(p.CIDRs))
-		for i, c := range p.CIDRs {
-			addrs[i] = c
-		}
-		own = append(own, map[string]any{
-			"name":        strings.Join(p.Services, ","),
-			"protocol":    "bgp",
-			"addresses":   addrs,
-			"auto-assign": false,
-		})
+		peers = ownPeerEntries(req.Nodes)
 	}
 	setList(cfg, "peers", append(userPeers, peers...))
-	setList(cfg, "address-pools", append(userPools, own...))
+	setList(cfg, "address-pools", append(userPools, ownPoolEntries(pools)...))
 
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -159,6 +100,107 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		"data":     map[string]any{configKey: string(out)},
 	}}
 	return resp, nil
+}
+
+// existingConfigMap is the ConfigMap ns/name among what the host read for
+// the module (describe asks for it alone), nil if it does not exist.
+func existingConfigMap(existing []sdk.Object, ns, name string) sdk.Object {
+	var cm sdk.Object
+	for _, o := range existing {
+		if o.Kind() == "ConfigMap" && o.Namespace() == ns && o.Name() == name {
+			cm = o
+		}
+	}
+	return cm
+}
+
+// limitWarnings says what MetalLB <= 0.12 cannot do of what the request
+// asks: announce the IPv6 addresses of the Services v6 names, and
+// announce a pool from its metro's nodes alone.
+func limitWarnings(req sdk.GenerateRequest, pools []metallb.Pool, v6 []string, ns string) []string {
+	var out []string
+	if len(v6) > 0 {
+		out = append(out, fmt.Sprintf("the IPv6 addresses of %d Services (%s, for one) are left out of the MetalLB ConfigMap: MetalLB <= 0.12's BGP speaker announces IPv4 only; use MetalLB >= 0.13 in FRR mode (metallb:///%s) to announce them", len(v6), v6[0], ns))
+	}
+	// MetalLB <= 0.12 restricts peers to nodes, not pools: every BGP node
+	// announces every pool, also outside the metro Equinix routes it in.
+	if n, pool, node := metallb.Outside(pools, req.Nodes); n > 0 {
+		out = append(out, fmt.Sprintf("the Elastic IPs of %d address pools are announced from BGP nodes outside their metro (%s from %s, for one), which Equinix does not route: MetalLB <= 0.12 cannot restrict an address pool to some nodes; select BGP nodes of one metro (bgpNodeSelector), or use MetalLB >= 0.13 (metallb:///%s), whose advertisements this CCM restricts to each address's metro", n, pool, node, ns))
+	}
+	return out
+}
+
+// parseConfig is the MetalLB configuration in the ConfigMap's config key:
+// an empty map when the key is empty, absent or null, so that the CCM's
+// entries are merged into something.
+func parseConfig(cm sdk.Object, ns, name string) (map[string]any, error) {
+	data, _ := cm["data"].(map[string]any)
+	raw, _ := data[configKey].(string)
+	cfg := map[string]any{}
+	if strings.TrimSpace(raw) != "" {
+		if err := yaml.Unmarshal([]byte(raw), &cfg); err != nil {
+			return nil, fmt.Errorf("the %q key of ConfigMap %s/%s is not valid YAML (%v); fix it or empty it, the CCM merges its entries into it", configKey, ns, name, err)
+		}
+		if cfg == nil {
+			cfg = map[string]any{}
+		}
+	}
+	return cfg, nil
+}
+
+// ownPeerEntries is the CCM's peers: one per BGP session of the nodes,
+// restricted to the session's node by its hostname, and marked as the
+// CCM's by the ownMarker selector that never changes (see nomatchPrefix).
+func ownPeerEntries(nodes []sdk.Node) []any {
+	var peers []any
+	for _, sess := range metallb.Sessions(nodes) {
+		sels := []any{
+			map[string]any{"match-labels": map[string]any{metallb.HostnameLabel: sess.Hostname}},
+			map[string]any{"match-labels": map[string]any{svcNameKey: ownMarker}},
+		}
+		// No peer-port: MetalLB's default is 179, and upstream compares
+		// the port when it looks for its own peer after a rollback.
+		p := map[string]any{
+			"my-asn":         sess.LocalASN,
+			"peer-asn":       sess.Peer.ASN,
+			"peer-address":   sess.Peer.IP,
+			"node-selectors": sels,
+		}
+		if sess.SourceIP != "" {
+			p["source-address"] = sess.SourceIP
+		}
+		if sess.EBGPMultiHop() {
+			// MetalLB 0.12's ConfigMap has the key (its FRR mode reads
+			// it; the native speaker dials at the system's TTL and
+			// ignores it).
+			p["ebgp-multihop"] = true
+		}
+		if sess.Peer.Password != "" {
+			p["password"] = string(sess.Peer.Password)
+		}
+		peers = append(peers, p)
+	}
+	return peers
+}
+
+// ownPoolEntries is the CCM's address pools, named as upstream names them
+// (ownPool tells them apart by that name) and never assigned to a Service
+// that does not ask for its address.
+func ownPoolEntries(pools []metallb.Pool) []any {
+	var own []any
+	for _, p := range pools {
+		addrs := make([]any, len(p.CIDRs))
+		for i, c := range p.CIDRs {
+			addrs[i] = c
+		}
+		own = append(own, map[string]any{
+			"name":        strings.Join(p.Services, ","),
+			"protocol":    "bgp",
+			"addresses":   addrs,
+			"auto-assign": false,
+		})
+	}
+	return own
 }
 
 func keep(v any, pred func(map[string]any) bool) []any {

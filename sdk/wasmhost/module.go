@@ -117,31 +117,46 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 	}
 	sum := sha256.Sum256(wasm)
 	m := &Module{name: name, sha256: hex.EncodeToString(sum[:]), opts: opts, options: options}
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("load-balancer module %s: %s", name, fmt.Sprintf(format, args...))
-	}
 
 	cache, err := compilationCache(opts.CacheDir)
 	if err != nil {
 		return nil, err
 	}
 	m.cache = cache
-	// A module the rewrite understands gets the cheap deadline check and
-	// reused instances; any other the fresh-instance path with wazero's
-	// deadline instrumentation.
-	ins, ierr := instrument(wasm, uint32(opts.MemoryLimitMiB*(1<<20)/pageSize))
-	pooled := ierr == nil && !ins.stateful
-	code := wasm
-	if pooled {
-		code = ins.wasm
-	}
 	ok := false
 	defer func() {
 		if !ok && m.rt != nil {
 			_ = m.Close(context.Background())
 		}
 	}()
-	err = m.compile(ctx, code, pooled)
+	if err := m.compileAndVerify(ctx, wasm); err != nil {
+		return nil, err
+	}
+	if err := m.callDescribe(ctx, options); err != nil {
+		return nil, err
+	}
+	ok = true
+	return m, nil
+}
+
+// loadError is a failure of LoadBytes that names the module.
+func (m *Module) loadError(format string, args ...any) error {
+	return fmt.Errorf("load-balancer module %s: %s", m.name, fmt.Sprintf(format, args...))
+}
+
+// compileAndVerify compiles wasm into m's runtime and checks its imports
+// and exports. A module the rewrite understands gets the cheap deadline
+// check and reused instances; any other the fresh-instance path with
+// wazero's deadline instrumentation. On an error m.rt may be set: the
+// caller closes it.
+func (m *Module) compileAndVerify(ctx context.Context, wasm []byte) error {
+	ins, ierr := instrument(wasm, uint32(m.opts.MemoryLimitMiB*(1<<20)/pageSize))
+	pooled := ierr == nil && !ins.stateful
+	code := wasm
+	if pooled {
+		code = ins.wasm
+	}
+	err := m.compile(ctx, code, pooled)
 	if pooled && (err != nil || !sandboxable(m.cm)) {
 		// It imports WASI functions beyond the sandbox's (or the rewrite
 		// is at fault): start over on the fresh-instance path.
@@ -150,7 +165,7 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 		err = m.compile(ctx, wasm, false)
 	}
 	if err != nil {
-		return nil, fail("%v", err)
+		return m.loadError("%v", err)
 	}
 	if pooled {
 		// The pool needs what instrument found, not the rewritten module:
@@ -159,39 +174,46 @@ func LoadBytes(ctx context.Context, name string, wasm []byte, options sdk.Option
 		m.pool = newPool(m, m.cm, ins)
 	}
 	if err := verify(m.cm); err != nil {
-		return nil, fail("%v", err)
+		return m.loadError("%v", err)
 	}
+	return nil
+}
 
-	// One instance checks the ABI version and then describes (an instance
-	// costs milliseconds): describe runs only if the version matches.
-	checkABI := func(ctx context.Context, mod api.Module) error {
-		res, err := mod.ExportedFunction(exportABIVersion).Call(ctx)
-		if err != nil {
-			return err
-		}
-		v := api.DecodeU32(res[0])
-		if v < sdk.MinABIVersion || v > sdk.ABIVersion {
-			return &Error{Module: name, Reason: ReasonModuleError, Msg: fmt.Sprintf("speaks ABI version %d, this CCM speaks %d to %d; rebuild the module with the SDK of this CCM", v, sdk.MinABIVersion, sdk.ABIVersion)}
-		}
-		m.abi = v
-		return nil
-	}
+// callDescribe checks the module's ABI version and calls its describe
+// export with options, keeping the checked description in m.desc. One
+// instance does both (an instance costs milliseconds): describe runs only
+// if the version matches.
+func (m *Module) callDescribe(ctx context.Context, options sdk.Options) error {
 	in, err := json.Marshal(sdk.DescribeRequest{APIVersion: sdk.APIVersion, Kind: sdk.KindDescribeRequest, Options: options})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out, err := m.call(ctx, exportDescribe, in, nil, checkABI)
+	out, err := m.call(ctx, exportDescribe, in, nil, m.checkABI)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := decodeStrict(out, &m.desc); err != nil {
-		return nil, fail("describe returned invalid JSON (%v); return the output of sdk.Module.HandleDescribe", err)
+		return m.loadError("describe returned invalid JSON (%v); return the output of sdk.Module.HandleDescribe", err)
 	}
 	if err := ValidateDescription(m.desc); err != nil {
-		return nil, fail("describe: %v", err)
+		return m.loadError("describe: %v", err)
 	}
-	ok = true
-	return m, nil
+	return nil
+}
+
+// checkABI reads the ABI version mod speaks into m.abi, and refuses one
+// this host does not speak.
+func (m *Module) checkABI(ctx context.Context, mod api.Module) error {
+	res, err := mod.ExportedFunction(exportABIVersion).Call(ctx)
+	if err != nil {
+		return err
+	}
+	v := api.DecodeU32(res[0])
+	if v < sdk.MinABIVersion || v > sdk.ABIVersion {
+		return &Error{Module: m.name, Reason: ReasonModuleError, Msg: fmt.Sprintf("speaks ABI version %d, this CCM speaks %d to %d; rebuild the module with the SDK of this CCM", v, sdk.MinABIVersion, sdk.ABIVersion)}
+	}
+	m.abi = v
+	return nil
 }
 
 // withoutLocations is req as a module of ABI version 1 got it, before

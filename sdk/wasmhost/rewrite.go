@@ -69,10 +69,48 @@ type section struct {
 
 // instrument rewrites a module; limitPages is the host's memory limit.
 // wazero validates the result when compiling it.
+//
+// The steps are functions of their own so that their order, which
+// matters, reads here: nothing is added before the scan has found the
+// module's globals (the new ones take the next indexes), the exports
+// name the new flag, and the code is rewritten once the flag's and the
+// countdown's indexes are known.
 func instrument(wasm []byte, limitPages uint32) (*instrumented, error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
 		return nil, errors.New("not a WebAssembly module")
 	}
+	secs, err := readSections(wasm)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := scanSections(secs, limitPages)
+	if err != nil {
+		return nil, err
+	}
+	if sc.exportSec < 0 {
+		return nil, errors.New("no export section")
+	}
+	if sc.yield < 0 {
+		return nil, fmt.Errorf("%w: no wasi_snapshot_preview1.sched_yield import of type () -> i32 to enter the host through", errUnsupported)
+	}
+	stop := sc.importedGlobals + sc.definedGlobals
+	out := &instrumented{stopGlobal: stop}
+	secs = addGlobals(secs, &sc)
+	exports, globals, err := addExports(secs[sc.exportSec].body, stop, sc.mutable)
+	if err != nil {
+		return nil, err
+	}
+	secs[sc.exportSec].body, out.globals = exports, globals
+	if out.stateful, err = instrumentCodeSections(secs, stop, uint32(sc.yield)); err != nil {
+		return nil, err
+	}
+	out.wasm = encodeModule(wasm[:8], secs, len(wasm)+len(wasm)/8)
+	return out, nil
+}
+
+// readSections splits the module after its 8-byte header into its
+// sections, in their order, each body a slice of wasm.
+func readSections(wasm []byte) ([]section, error) {
 	r := &reader{b: wasm, i: 8}
 	var secs []section
 	for !r.done() {
@@ -83,11 +121,28 @@ func instrument(wasm []byte, limitPages uint32) (*instrumented, error) {
 			return nil, r.err
 		}
 	}
-	var importedGlobals, definedGlobals uint32
-	var mutable []uint32
+	return secs, nil
+}
+
+// moduleScan is what instrument learns of a module's sections before it
+// changes any of them but the memory's.
+type moduleScan struct {
+	importedGlobals, definedGlobals uint32
+	// mutable are the indexes of the mutable globals the module defines.
+	mutable []uint32
+	// yield is the function index of the sched_yield import, -1 if none.
+	yield int64
+	// globalSec and exportSec are the indexes in the sections of the
+	// global and export sections, -1 when the module has none.
+	globalSec, exportSec int
+}
+
+// scanSections reads the type, import, global and export sections, and
+// rewrites the memory section in place (raiseMemoryMin). The first
+// section that does not parse is the error, in section order.
+func scanSections(secs []section, limitPages uint32) (moduleScan, error) {
+	sc := moduleScan{yield: -1, globalSec: -1, exportSec: -1}
 	var types []byte
-	yield := int64(-1)
-	globalSec, exportSec := -1, -1
 	for i, s := range secs {
 		switch s.id {
 		case 1:
@@ -95,61 +150,64 @@ func instrument(wasm []byte, limitPages uint32) (*instrumented, error) {
 		case 2:
 			g, y, err := scanImports(s.body, types)
 			if err != nil {
-				return nil, err
+				return sc, err
 			}
-			importedGlobals, yield = g, y
+			sc.importedGlobals, sc.yield = g, y
 		case 6:
-			globalSec = i
+			sc.globalSec = i
 			muts, n, err := mutableGlobals(s.body)
 			if err != nil {
-				return nil, err
+				return sc, err
 			}
-			definedGlobals = n
-			mutable = muts
+			sc.definedGlobals = n
+			sc.mutable = muts
 		case 5:
 			body, err := raiseMemoryMin(s.body, limitPages)
 			if err != nil {
-				return nil, err
+				return sc, err
 			}
 			secs[i].body = body
 		case 7:
-			exportSec = i
+			sc.exportSec = i
 		}
 	}
-	if exportSec < 0 {
-		return nil, errors.New("no export section")
-	}
-	if yield < 0 {
-		return nil, fmt.Errorf("%w: no wasi_snapshot_preview1.sched_yield import of type () -> i32 to enter the host through", errUnsupported)
-	}
-	stop := importedGlobals + definedGlobals
-	out := &instrumented{stopGlobal: stop}
+	return sc, nil
+}
 
-	// The new globals, after the module's own so no index moves: the
-	// deadline flag (mutable i32 = 0) and the countdown to the next call
-	// into Go (mutable i32 = yieldEvery).
+// addGlobals adds the new globals after the module's own, so no index
+// moves: the deadline flag (mutable i32 = 0) and the countdown to the
+// next call into Go (mutable i32 = yieldEvery). A module without a
+// global section gets one, which moves the sections after it: sc's
+// exportSec follows.
+func addGlobals(secs []section, sc *moduleScan) []section {
 	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b}
 	newGlobal = append(append(append(newGlobal, 0x7f, 0x01, 0x41), sleb32(yieldEvery)...), 0x0b)
-	if globalSec < 0 {
-		// Sections are ordered by id (custom ones aside): insert before
-		// the first known section with a larger id.
-		at := len(secs)
-		for i, s := range secs {
-			if s.id != 0 && s.id > 6 {
-				at = i
-				break
-			}
-		}
-		secs = append(secs[:at], append([]section{{id: 6, body: append(uleb(2), newGlobal...)}}, secs[at:]...)...)
-		if exportSec >= at {
-			exportSec++
-		}
-	} else {
-		secs[globalSec].body = appendToVec(secs[globalSec].body, definedGlobals, 2, newGlobal)
+	if sc.globalSec >= 0 {
+		secs[sc.globalSec].body = appendToVec(secs[sc.globalSec].body, sc.definedGlobals, 2, newGlobal)
+		return secs
 	}
+	// Sections are ordered by id (custom ones aside): insert before the
+	// first known section with a larger id.
+	at := len(secs)
+	for i, s := range secs {
+		if s.id != 0 && s.id > 6 {
+			at = i
+			break
+		}
+	}
+	secs = append(secs[:at], append([]section{{id: 6, body: append(uleb(2), newGlobal...)}}, secs[at:]...)...)
+	if sc.exportSec >= at {
+		sc.exportSec++
+	}
+	return secs
+}
 
-	// Exports: the flag and every mutable global.
-	body := secs[exportSec].body
+// addExports is the export section body with the deadline flag (global
+// stop) exported as stopExport and every mutable global as
+// globalExportPref and its index, after the module's own exports; and
+// those globals' names, which the pool snapshots by (wazero reads only
+// exported globals). A name the module already exports is an error.
+func addExports(body []byte, stop uint32, mutable []uint32) ([]byte, []string, error) {
 	er := &reader{b: body}
 	count := er.u32()
 	entries := er.i
@@ -160,7 +218,7 @@ func instrument(wasm []byte, limitPages uint32) (*instrumented, error) {
 		er.u32()
 	}
 	if er.err != nil {
-		return nil, er.err
+		return nil, nil, er.err
 	}
 	var extra []byte
 	add := func(name string, idx uint32) error {
@@ -175,38 +233,50 @@ func instrument(wasm []byte, limitPages uint32) (*instrumented, error) {
 		return nil
 	}
 	if err := add(stopExport, stop); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var globals []string
 	for _, g := range mutable {
 		name := fmt.Sprintf("%s%d", globalExportPref, g)
 		if err := add(name, g); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out.globals = append(out.globals, name)
+		globals = append(globals, name)
 	}
-	secs[exportSec].body = append(append(uleb(count), body[entries:]...), extra...)
+	return append(append(uleb(count), body[entries:]...), extra...), globals, nil
+}
 
+// instrumentCodeSections puts the deadline check into the code section
+// (instrumentCode) and reports whether the code is stateful. A valid
+// module has at most one code section; were there several, the last
+// one's answer would be the module's, as it always was.
+func instrumentCodeSections(secs []section, stop, yield uint32) (bool, error) {
+	stateful := false
 	for i, s := range secs {
 		if s.id != 10 {
 			continue
 		}
-		code, stateful, err := instrumentCode(s.body, stop, uint32(yield))
+		code, st, err := instrumentCode(s.body, stop, yield)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		secs[i].body = code
-		out.stateful = stateful
+		stateful = st
 	}
+	return stateful, nil
+}
 
-	buf := bytes.NewBuffer(make([]byte, 0, len(wasm)+len(wasm)/8))
-	buf.Write(wasm[:8])
+// encodeModule writes the header and the sections, each its id, its size
+// and its body, into a buffer of capacity size.
+func encodeModule(header []byte, secs []section, size int) []byte {
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	buf.Write(header)
 	for _, s := range secs {
 		buf.WriteByte(s.id)
 		buf.Write(uleb(uint32(len(s.body))))
 		buf.Write(s.body)
 	}
-	out.wasm = buf.Bytes()
-	return out, nil
+	return buf.Bytes()
 }
 
 // raiseMemoryMin sets the initial size of the module's one memory to

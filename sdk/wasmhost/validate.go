@@ -92,81 +92,122 @@ func validateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 	if resp.APIVersion != sdk.APIVersion || resp.Kind != sdk.KindGenerateResponse {
 		return invalid("returned %s %s, want %s %s; rebuild the module with the SDK of this CCM", resp.APIVersion, resp.Kind, sdk.APIVersion, sdk.KindGenerateResponse)
 	}
+	if err := validateObjects(d, resp.Objects, withSchemas); err != nil {
+		return err
+	}
+	return validateNodeAnnotations(d, req, resp.NodeAnnotations)
+}
+
+// objectID tells objects apart by apiVersion, kind, namespace and name as
+// a struct key, and the messages' "<kind> <namespace>/<name>" is a plain
+// concatenation: a Sprintf per object was a tenth of the validation.
+type objectID struct{ av, kind, ns, name string }
+
+// validateObjects checks each object alone (validateObject), then that no
+// two are the same object, then, withSchemas, each against its kind's
+// schema. The first problem, in the order of the objects, is the error.
+func validateObjects(d sdk.Description, objects []sdk.Object, withSchemas bool) error {
 	emits := map[string]sdk.ObjectKind{}
 	for _, k := range d.Emits {
 		emits[k.APIVersion+"/"+k.Kind] = k
 	}
-	// Objects are told apart by apiVersion, kind, namespace and name as a
-	// struct key, and the messages' "<kind> <namespace>/<name>" is a plain
-	// concatenation: a Sprintf per object was a tenth of the validation.
-	type objectID struct{ av, kind, ns, name string }
-	seen := make(map[objectID]bool, len(resp.Objects))
+	seen := make(map[objectID]bool, len(objects))
+	// One checker for all the objects: it keeps its buffers between them.
 	var checker schema.Checker
-	for i, o := range resp.Objects {
-		av, kind := o.APIVersion(), o.Kind()
-		if av == "" || kind == "" {
-			return invalid("returned object %d without apiVersion or kind", i)
+	for i, o := range objects {
+		key, id, err := validateObject(emits, i, o)
+		if err != nil {
+			return err
 		}
-		md, ok := o["metadata"].(map[string]any)
-		if !ok {
-			return invalid("returned %s %d without metadata", kind, i)
-		}
-		name := o.Name()
-		if err := kubenames.ValidateDNS1123Subdomain(name); err != nil {
-			return invalid("returned %s %q, whose name is invalid: %v", kind, name, err)
-		}
-		ns := o.Namespace()
-		id := kind + " " + qualified(ns, name)
-		k, ok := emits[av+"/"+kind]
-		if !ok {
-			return forbidden("emitted %s (%s), a kind it did not declare in describe", id, av)
-		}
-		switch {
-		case k.Namespace == "" && ns != "":
-			return forbidden("emitted %s in a namespace, but declared %s cluster-scoped", id, kind)
-		case k.Namespace != "" && ns != k.Namespace:
-			return forbidden("emitted %s outside its declared namespace %q", id, k.Namespace)
-		}
-		for key := range md {
-			switch key {
-			case "name", "namespace", "labels", "annotations":
-			default:
-				return invalid("returned %s with metadata.%s; a module may set only name, namespace, labels and annotations", id, key)
-			}
-		}
-		if _, ok := o["status"]; ok {
-			return invalid("returned %s with a status; a module declares desired state only", id)
-		}
-		if err := validateStringMap(md["labels"], true); err != nil {
-			return invalid("returned %s with invalid labels: %v", id, err)
-		}
-		if l := o.Labels(); l[sdk.OwnedLabel] != "" {
-			return forbidden("returned %s with the label %s, which only the host sets", id, sdk.OwnedLabel)
-		}
-		if err := validateStringMap(md["annotations"], false); err != nil {
-			return invalid("returned %s with invalid annotations: %v", id, err)
-		}
-		key := objectID{av, kind, ns, name}
 		if seen[key] {
 			return invalid("returned %s twice", id)
 		}
 		seen[key] = true
 		if withSchemas {
-			if err := checker.Check(av, kind, o); err != nil {
+			if err := checker.Check(key.av, key.kind, o); err != nil {
 				return invalid("returned %s: %v; the API server would refuse it", id, err)
 			}
 		}
 	}
+	return nil
+}
 
-	if len(resp.NodeAnnotations) > 0 && !d.NodeAnnotations {
+// validateObject checks object i of the output against the kinds the
+// module declared (emits, by "<apiVersion>/<kind>") and the rules of its
+// metadata (validateMetadata); it returns the object's key and its name
+// for messages ("<kind> <namespace>/<name>").
+func validateObject(emits map[string]sdk.ObjectKind, i int, o sdk.Object) (objectID, string, error) {
+	av, kind := o.APIVersion(), o.Kind()
+	if av == "" || kind == "" {
+		return objectID{}, "", invalid("returned object %d without apiVersion or kind", i)
+	}
+	md, ok := o["metadata"].(map[string]any)
+	if !ok {
+		return objectID{}, "", invalid("returned %s %d without metadata", kind, i)
+	}
+	name := o.Name()
+	if err := kubenames.ValidateDNS1123Subdomain(name); err != nil {
+		return objectID{}, "", invalid("returned %s %q, whose name is invalid: %v", kind, name, err)
+	}
+	ns := o.Namespace()
+	id := kind + " " + qualified(ns, name)
+	k, ok := emits[av+"/"+kind]
+	if !ok {
+		return objectID{}, "", forbidden("emitted %s (%s), a kind it did not declare in describe", id, av)
+	}
+	switch {
+	case k.Namespace == "" && ns != "":
+		return objectID{}, "", forbidden("emitted %s in a namespace, but declared %s cluster-scoped", id, kind)
+	case k.Namespace != "" && ns != k.Namespace:
+		return objectID{}, "", forbidden("emitted %s outside its declared namespace %q", id, k.Namespace)
+	}
+	if err := validateMetadata(id, o, md); err != nil {
+		return objectID{}, "", err
+	}
+	return objectID{av, kind, ns, name}, id, nil
+}
+
+// validateMetadata checks what a module may say of an object beyond its
+// identity: only name, namespace, labels and annotations in its metadata,
+// no status, well-formed labels and annotations, and not the ownership
+// label, which the host sets. id names the object in messages.
+func validateMetadata(id string, o sdk.Object, md map[string]any) error {
+	for key := range md {
+		switch key {
+		case "name", "namespace", "labels", "annotations":
+		default:
+			return invalid("returned %s with metadata.%s; a module may set only name, namespace, labels and annotations", id, key)
+		}
+	}
+	if _, ok := o["status"]; ok {
+		return invalid("returned %s with a status; a module declares desired state only", id)
+	}
+	if err := validateStringMap(md["labels"], true); err != nil {
+		return invalid("returned %s with invalid labels: %v", id, err)
+	}
+	if l := o.Labels(); l[sdk.OwnedLabel] != "" {
+		return forbidden("returned %s with the label %s, which only the host sets", id, sdk.OwnedLabel)
+	}
+	if err := validateStringMap(md["annotations"], false); err != nil {
+		return invalid("returned %s with invalid annotations: %v", id, err)
+	}
+	return nil
+}
+
+// validateNodeAnnotations checks the output's node annotations: only if
+// declared, only on nodes of the request, well-formed, and never the BGP
+// annotations the core writes. Nodes go in name order, so that of several
+// problems the message names the same one every time.
+func validateNodeAnnotations(d sdk.Description, req sdk.GenerateRequest, anns map[string]map[string]string) error {
+	if len(anns) > 0 && !d.NodeAnnotations {
 		return forbidden("returned node annotations without declaring nodeAnnotations in describe")
 	}
 	nodes := map[string]bool{}
 	for _, n := range req.Nodes {
 		nodes[n.Name] = true
 	}
-	nodeNames := make([]string, 0, len(resp.NodeAnnotations))
-	for n := range resp.NodeAnnotations {
+	nodeNames := make([]string, 0, len(anns))
+	for n := range anns {
 		nodeNames = append(nodeNames, n)
 	}
 	sort.Strings(nodeNames)
@@ -174,7 +215,7 @@ func validateOutput(d sdk.Description, req sdk.GenerateRequest, resp sdk.Generat
 		if !nodes[n] {
 			return forbidden("returned annotations for node %q, which is not a BGP node of the request", n)
 		}
-		for k, v := range resp.NodeAnnotations[n] {
+		for k, v := range anns[n] {
 			if err := kubenames.ValidateQualifiedName(k); err != nil {
 				return invalid("returned the node annotation %q on %s, which is not a valid name: %v", k, n, err)
 			}

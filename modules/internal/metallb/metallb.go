@@ -93,16 +93,26 @@ func (p Pool) Shared() bool { return len(p.Services) > 1 }
 // share an address without a common allow-shared-ip key the pool is still
 // merged, and a warning says that MetalLB will serve only one of them.
 func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
-	// Entries stay small (no copy of the Service): sorting moves them, and
-	// in the Wasm guest every byte moved costs.
-	type entry struct {
-		id, key string
-		cidr    []string
-		locs    []sdk.AddressLocation
-	}
-	entries := make([]entry, 0, len(services))
+	entries, warnings := poolEntries(services)
+	pools, mixed := mergePools(entries, addressGroups(entries))
+	return pools, finishPools(pools, mixed, warnings)
+}
+
+// poolEntry is a Service as Pools groups it. Entries stay small (no copy
+// of the Service): sorting moves them, and in the Wasm guest every byte
+// moved costs.
+type poolEntry struct {
+	id, key string
+	cidr    []string
+	locs    []sdk.AddressLocation
+}
+
+// poolEntries is an entry per Service with an address, sorted by
+// "<namespace>/<name>", and a warning per address that is not one.
+func poolEntries(services []sdk.Service) (entries []poolEntry, warnings []string) {
+	entries = make([]poolEntry, 0, len(services))
 	for _, s := range services {
-		e := entry{id: s.Namespace + "/" + s.Name, key: s.SharingKey, locs: s.Locations}
+		e := poolEntry{id: s.Namespace + "/" + s.Name, key: s.SharingKey, locs: s.Locations}
 		for _, ip := range s.IPs {
 			cidr, err := hostCIDR(ip)
 			if err != nil {
@@ -116,12 +126,16 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 		}
 		entries = append(entries, e)
 	}
-	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
+	slices.SortFunc(entries, func(a, b poolEntry) int { return strings.Compare(a.id, b.id) })
+	return entries, warnings
+}
 
-	// Union-find over entries connected by a common address. A root is
-	// always the smallest index of its group, so walking the entries in
-	// order meets each group's root first and the pools come out in the
-	// order of their first Service.
+// addressGroups is, for each entry, the root of its group: union-find
+// over entries connected by a common address. A root is always the
+// smallest index of its group, so walking the entries in order meets each
+// group's root first and the pools come out in the order of their first
+// Service.
+func addressGroups(entries []poolEntry) (root []int) {
 	parent := make([]int, len(entries))
 	for i := range parent {
 		parent[i] = i
@@ -147,23 +161,37 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 			}
 		}
 	}
+	root = make([]int, len(entries))
+	for i := range root {
+		root[i] = find(i)
+	}
+	return root
+}
+
+// poolMix says what the Services merged into one pool disagree on; the
+// pool then keeps neither (finishPools).
+type poolMix struct{ keys, locs bool }
+
+// mergePools makes a pool per group (root, from addressGroups), in the
+// order of the groups' first entries, with the Services and addresses of
+// its entries, the first entry's sharing key and the first location
+// known; and, per pool, whether its entries disagree on those.
+func mergePools(entries []poolEntry, root []int) (pools []Pool, mixed []poolMix) {
 	poolOf := make([]int, len(entries)) // by root
-	mixedKeys := make([]bool, 0, len(entries))
-	mixedLocs := make([]bool, 0, len(entries))
+	mixed = make([]poolMix, 0, len(entries))
 	for i, e := range entries {
-		r := find(i)
+		r := root[i]
 		if r == i {
 			poolOf[i] = len(pools)
 			pools = append(pools, Pool{SharingKey: e.key})
-			mixedKeys = append(mixedKeys, false)
-			mixedLocs = append(mixedLocs, false)
+			mixed = append(mixed, poolMix{})
 		}
 		k := poolOf[r]
 		p := &pools[k]
 		p.Services = append(p.Services, e.id)
 		p.CIDRs = append(p.CIDRs, e.cidr...)
 		if e.key != p.SharingKey {
-			mixedKeys[k] = true
+			mixed[k].keys = true
 		}
 		for _, l := range e.locs {
 			l.IP = ""
@@ -173,20 +201,27 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 			if !p.Located() {
 				p.Location = l
 			} else if l != p.Location {
-				mixedLocs[k] = true
+				mixed[k].locs = true
 			}
 		}
 	}
+	return pools, mixed
+}
+
+// finishPools sorts each pool's addresses (a shared address once), drops
+// the sharing key and location its Services disagree on, and appends to
+// warnings what MetalLB will make of such a pool.
+func finishPools(pools []Pool, mixed []poolMix, warnings []string) []string {
 	for k := range pools {
 		p := &pools[k]
 		if len(p.CIDRs) > 1 {
 			slices.SortFunc(p.CIDRs, compareCIDRs)
 			p.CIDRs = slices.Compact(p.CIDRs)
 		}
-		if mixedKeys[k] {
+		if mixed[k].keys {
 			p.SharingKey = ""
 		}
-		if mixedLocs[k] {
+		if mixed[k].locs {
 			warnings = append(warnings, fmt.Sprintf("the addresses of %s are reserved in different places (%s and another); they are announced from every BGP node, as if their location were unknown", strings.Join(p.Services, ", "), where(p.Location)))
 			p.Location = sdk.AddressLocation{}
 		}
@@ -194,7 +229,7 @@ func Pools(services []sdk.Service) (pools []Pool, warnings []string) {
 			warnings = append(warnings, fmt.Sprintf("Services %s share an address without a common sharing key (metallb.io/allow-shared-ip or metallb.universe.tf/allow-shared-ip); MetalLB will serve only one of them; give them the same key or separate addresses", strings.Join(p.Services, ", ")))
 		}
 	}
-	return pools, warnings
+	return warnings
 }
 
 // Outside counts the located pools that some of nodes, being elsewhere

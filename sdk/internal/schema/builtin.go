@@ -47,6 +47,16 @@ func configMapRules(w *walker, obj map[string]any) bool {
 func secretRules(w *walker, obj map[string]any) bool {
 	data, _ := obj["data"].(map[string]any)
 	str, _ := obj["stringData"].(map[string]any)
+	if !secretKeysAndSize(w, data, str) {
+		return false
+	}
+	return secretTypeRules(w, obj, secretData{data: data, str: str})
+}
+
+// secretKeysAndSize checks the keys of data and stringData, and that the
+// merged values (data's decoded, those stringData overrides left out)
+// total at most MaxDataBytes.
+func secretKeysAndSize(w *walker, data, str map[string]any) bool {
 	total := 0
 	for _, k := range w.keys(data) {
 		if !w.configKey("data", k) {
@@ -67,40 +77,32 @@ func secretRules(w *walker, obj map[string]any) bool {
 	if total > MaxDataBytes {
 		return w.failAt([]string{"data"}, "values total %d bytes (stringData included), over the API server's limit of %d (1 MiB)", total, MaxDataBytes)
 	}
+	return true
+}
 
-	// value is the merged data's value of key, decoded.
-	value := func(key string) ([]byte, bool) {
-		if v, ok := str[key]; ok {
-			s, _ := v.(string)
-			return []byte(s), true
-		}
-		v, ok := data[key]
-		if !ok {
-			return nil, false
-		}
+// secretData is a Secret's data and stringData as the API server merges
+// them, without building the merged map: the type rules read a few keys.
+type secretData struct{ data, str map[string]any }
+
+// value is the merged data's value of key, decoded.
+func (d secretData) value(key string) ([]byte, bool) {
+	if v, ok := d.str[key]; ok {
 		s, _ := v.(string)
-		b, _ := base64.StdEncoding.DecodeString(s)
-		return b, true
+		return []byte(s), true
 	}
-	required := func(keys ...string) bool {
-		for _, k := range keys {
-			if _, ok := value(k); !ok {
-				return w.failAt([]string{"data", k}, "required by a Secret of this type, but missing")
-			}
-		}
-		return true
+	v, ok := d.data[key]
+	if !ok {
+		return nil, false
 	}
-	validJSON := func(key string) bool {
-		b, ok := value(key)
-		if !ok {
-			return required(key)
-		}
-		if err := json.Unmarshal(b, &map[string]any{}); err != nil {
-			// The value is a credential: name the key, never quote it.
-			return w.failAt([]string{"data", key}, "must be a JSON object for a Secret of this type: %v", err)
-		}
-		return true
-	}
+	s, _ := v.(string)
+	b, _ := base64.StdEncoding.DecodeString(s)
+	return b, true
+}
+
+// secretTypeRules checks the keys the Secret's type requires, as
+// ValidateSecret does for each of the built-in types; any other type has
+// none.
+func secretTypeRules(w *walker, obj map[string]any, d secretData) bool {
 	switch typ, _ := obj["type"].(string); typ {
 	case "kubernetes.io/service-account-token":
 		md, _ := obj["metadata"].(map[string]any)
@@ -109,22 +111,46 @@ func secretRules(w *walker, obj map[string]any) bool {
 			return w.failAt([]string{"metadata", "annotations", "kubernetes.io/service-account.name"}, "required by a Secret of type %s, but missing", typ)
 		}
 	case "kubernetes.io/dockercfg":
-		return validJSON(".dockercfg")
+		return secretJSON(w, d, ".dockercfg")
 	case "kubernetes.io/dockerconfigjson":
-		return validJSON(".dockerconfigjson")
+		return secretJSON(w, d, ".dockerconfigjson")
 	case "kubernetes.io/basic-auth":
 		// Either may be empty, but one must be there.
-		_, u := value("username")
-		_, p := value("password")
+		_, u := d.value("username")
+		_, p := d.value("password")
 		if !u && !p {
 			return w.failAt([]string{"data"}, "a Secret of type %s needs username or password (or both)", typ)
 		}
 	case "kubernetes.io/ssh-auth":
-		if b, _ := value("ssh-privatekey"); len(b) == 0 {
+		if b, _ := d.value("ssh-privatekey"); len(b) == 0 {
 			return w.failAt([]string{"data", "ssh-privatekey"}, "required (not empty) by a Secret of type %s, but missing", typ)
 		}
 	case "kubernetes.io/tls":
-		return required("tls.crt", "tls.key")
+		return secretRequired(w, d, "tls.crt", "tls.key")
+	}
+	return true
+}
+
+// secretRequired checks that the merged data has each of keys.
+func secretRequired(w *walker, d secretData, keys ...string) bool {
+	for _, k := range keys {
+		if _, ok := d.value(k); !ok {
+			return w.failAt([]string{"data", k}, "required by a Secret of this type, but missing")
+		}
+	}
+	return true
+}
+
+// secretJSON checks that the merged data has key and that its value is a
+// JSON object.
+func secretJSON(w *walker, d secretData, key string) bool {
+	b, ok := d.value(key)
+	if !ok {
+		return secretRequired(w, d, key)
+	}
+	if err := json.Unmarshal(b, &map[string]any{}); err != nil {
+		// The value is a credential: name the key, never quote it.
+		return w.failAt([]string{"data", key}, "must be a JSON object for a Secret of this type: %v", err)
 	}
 	return true
 }
