@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/proc"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
@@ -16,15 +16,16 @@ import (
 // goes to a log file.
 type process struct {
 	name    string
-	cmd     *exec.Cmd
 	logPath string
-	done    chan struct{}
-	waitErr error
+	proc    *proc.Proc
 }
 
 // startInNS starts bin in the netns ns through nsenter (which execs it, so
 // the pid is bin's), or in the host's netns if ns is "", and moves it into
 // cgroup (every v1 hierarchy) before it has started anything of its own.
+// The kernel kills it when the test binary dies without Stop (proc.Start).
+// The shims and containers containerd starts are not covered: Stop finds
+// them through the cgroups.
 func startInNS(name, ns, cgroup, bin, logPath string, args []string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -34,22 +35,12 @@ func startInNS(name, ns, cgroup, bin, logPath string, args []string) (*process, 
 	if ns != "" {
 		cmd = exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, "--", bin}, args...)...)
 	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// The kernel kills it when the test binary dies without Stop. (The
-	// shims and containers containerd starts are not covered: Stop finds
-	// them through the cgroups.)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	pr, err := proc.Start(cmd, logFile)
+	if err != nil {
 		return nil, fmt.Errorf("cluster: starting %s: %w", bin, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	if err := joinCgroup(cgroup, cmd.Process.Pid); err != nil {
+	p := &process{name: name, logPath: logPath, proc: pr}
+	if err := joinCgroup(cgroup, pr.Pid()); err != nil {
 		p.stop(0)
 		return nil, err
 	}
@@ -60,31 +51,17 @@ func (p *process) exited() bool {
 	if p == nil {
 		return false
 	}
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	return p.proc.Exited()
 }
 
 // stop sends SIGTERM and kills after grace (at once for 0).
 func (p *process) stop(grace time.Duration) {
-	if p == nil || p.exited() {
+	if p == nil {
 		return
 	}
-	if grace > 0 {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-			return
-		case <-time.After(grace):
-		}
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
+	p.proc.Stop(grace)
 }
 
 func (p *process) earlyExit() error {
-	return fmt.Errorf("cluster: %s exited (%v); log %s ends with:\n%s", p.name, p.waitErr, p.logPath, testenv.LogTail(p.logPath, 15))
+	return fmt.Errorf("cluster: %s exited (%v); log %s ends with:\n%s", p.name, p.proc.Err(), p.logPath, testenv.LogTail(p.logPath, 15))
 }

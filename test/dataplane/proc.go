@@ -5,18 +5,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/proc"
 )
 
 // Proc is a child process whose output goes to a log file.
 type Proc struct {
 	Name string
 	Log  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	proc *proc.Proc
 }
+
+// stopGrace is how long Stop waits for a child to end on SIGTERM.
+const stopGrace = 5 * time.Second
 
 // Start runs bin with args (and env added to this process's environment),
 // logging to dir/name.log. The child dies with the test process (parent-death
@@ -28,39 +30,26 @@ func Start(dir, name, bin string, args, env []string) (*Proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
-	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
+	p, err := proc.Start(cmd, f)
+	if err != nil {
 		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
 	}
-	p := &Proc{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		_ = f.Close()
-		close(p.done)
-	}()
-	return p, nil
+	return &Proc{Name: name, Log: logPath, proc: p}, nil
 }
 
 // Done is closed when the process has ended.
-func (p *Proc) Done() <-chan struct{} { return p.done }
+func (p *Proc) Done() <-chan struct{} { return p.proc.Done() }
 
 // Err is how the process ended (valid once Done is closed).
-func (p *Proc) Err() error {
-	<-p.done
-	return p.err
-}
+func (p *Proc) Err() error { return p.proc.Err() }
 
 // Exited reports whether the process ended, and how.
 func (p *Proc) Exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
+	if !p.proc.Exited() {
 		return false, nil
 	}
+	return true, p.proc.Err()
 }
 
 // Stop sends SIGTERM, then SIGKILL after a grace period, and waits.
@@ -68,18 +57,7 @@ func (p *Proc) Stop() {
 	if p == nil {
 		return
 	}
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	p.proc.Stop(stopGrace)
 }
 
 // Kill ends the process at once with SIGKILL (kill -9: no shutdown, no
@@ -88,6 +66,5 @@ func (p *Proc) Kill() {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
+	p.proc.Stop(0)
 }

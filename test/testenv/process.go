@@ -7,68 +7,42 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/proc"
 )
 
 // process is a child (etcd or kube-apiserver) whose output goes to a log
 // file in the work directory.
 type process struct {
 	name    string
-	cmd     *exec.Cmd
 	logPath string
-	done    chan struct{} // closed when the process has exited
-	waitErr error
+	proc    *proc.Proc
 }
 
+// startProcess starts bin with args, appending its output to the log at
+// logPath: a start retried on new ports writes to the same log.
 func startProcess(name, bin, logPath string, args []string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("testenv: creating %s log: %w", name, err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	p, err := proc.Start(exec.Command(bin, args...), logFile)
+	if err != nil {
 		return nil, fmt.Errorf("testenv: starting %s: %w", bin, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
+	return &process{name: name, logPath: logPath, proc: p}, nil
 }
 
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *process) exited() bool { return p.proc.Exited() }
 
 // stop asks the process to end (SIGTERM), and kills it if it has not after
 // grace; a grace of 0 kills it at once.
 func (p *process) stop(grace time.Duration) {
-	if p == nil || p.exited() {
+	if p == nil {
 		return
 	}
-	if grace <= 0 {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	p.proc.Stop(grace)
 }
 
 // earlyExit describes a child that ended before it was ready, with the end
@@ -84,7 +58,7 @@ func (e *earlyExit) Error() string { return e.err.Error() }
 func (p *process) earlyExit() *earlyExit {
 	tail := LogTail(p.logPath, 15)
 	return &earlyExit{
-		err:       fmt.Errorf("testenv: %s exited during start-up (%v); log %s ends with:\n%s", p.name, p.waitErr, p.logPath, tail),
+		err:       fmt.Errorf("testenv: %s exited during start-up (%v); log %s ends with:\n%s", p.name, p.proc.Err(), p.logPath, tail),
 		portTaken: bytes.Contains(tail, []byte("address already in use")),
 	}
 }
