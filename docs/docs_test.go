@@ -1,7 +1,9 @@
 // Package docs holds the user documentation; its tests keep metrics.md and
 // events.md true to the code: the metrics table is generated from the
 // metric definitions (go test ./docs -update rewrites it), and the Event
-// reasons the code can emit must be exactly those events.md lists.
+// reasons the code can emit must be exactly those events.md lists; and
+// links_test.go keeps every relative link of the repository's Markdown
+// pointing at a file and heading that exist.
 package docs
 
 import (

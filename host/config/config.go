@@ -103,7 +103,8 @@ const DefaultBaseURL = "https://api.equinix.com/metal/v1"
 
 // option describes one setting in every layer. The table below is the single
 // place where names and defaults live: flags, env lookup, JSON lookup, the
-// README table and the defaults layer are all derived from it.
+// table of docs/reference/configuration.md and the defaults layer are all
+// derived from it.
 type option struct {
 	key   string // JSON field name in cloud-sa.json, and the koanf key
 	env   string // environment variable; "" when there is none

@@ -108,7 +108,7 @@ func (l *loader) loadFile(b []byte, path string) {
 	if len(unknown) > 0 {
 		// Upstream ignored unknown fields; a Secret written for it may
 		// carry some, so this warns instead of refusing to start.
-		l.warnings = append(l.warnings, fmt.Sprintf("the cloud-config file has unknown field(s) %s, which are ignored; the known fields are listed in the README's configuration table", strings.Join(unknown, ", ")))
+		l.warnings = append(l.warnings, fmt.Sprintf("the cloud-config file has unknown field(s) %s, which are ignored; the known fields are listed in docs/reference/configuration.md", strings.Join(unknown, ", ")))
 	}
 }
 
@@ -155,7 +155,7 @@ func (l *loader) loadEnv(environ []string) {
 	}), nil)
 	if len(ignored) > 0 {
 		sort.Strings(ignored)
-		l.warnings = append(l.warnings, fmt.Sprintf("the environment variable(s) %s, which upstream read, are ignored by this CCM; the known variables are listed in the README's configuration table", strings.Join(ignored, ", ")))
+		l.warnings = append(l.warnings, fmt.Sprintf("the environment variable(s) %s, which upstream read, are ignored by this CCM; the known variables are listed in docs/reference/configuration.md", strings.Join(ignored, ", ")))
 	}
 }
 

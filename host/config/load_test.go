@@ -273,7 +273,7 @@ func TestIgnoredSettingsWarn(t *testing.T) {
 				}
 				return
 			}
-			if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], tc.want) || !strings.Contains(cfg.Warnings[0], "ignored") || !strings.Contains(cfg.Warnings[0], "README's configuration table") {
+			if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], tc.want) || !strings.Contains(cfg.Warnings[0], "ignored") || !strings.Contains(cfg.Warnings[0], "docs/reference/configuration.md") {
 				t.Fatalf("warnings = %q, want one naming %s", cfg.Warnings, tc.want)
 			}
 		})

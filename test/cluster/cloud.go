@@ -82,7 +82,7 @@ type CloudOptions struct {
 }
 
 // Speaker names what announces the cluster's Services: a row of the
-// README's speaker table.
+// speaker table of TESTING.md.
 func (o *CloudOptions) Speaker() string {
 	switch {
 	case o.KubeVIP != "":

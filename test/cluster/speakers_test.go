@@ -19,7 +19,7 @@ import (
 // Equinix's gateway: MetalLB 0.16.1 in native mode, MetalLB 0.16.1 with
 // FRR-K8s (its default backend), MetalLB 0.12.1 configured by the CCM's
 // ConfigMap, and kube-vip v1.2 as a DaemonSet. Each subtest is one row of
-// the README's speaker table: sessions with both peers from every speaker
+// the speaker table of TESTING.md: sessions with both peers from every speaker
 // node, a Service's Elastic IP at both routers with one path per speaker
 // node and answering HTTP and UDP, a Local Service announced only from its
 // endpoint's node, 20 Service changes without a session reset, and a node

@@ -11,6 +11,6 @@
 //
 // The scenarios are in e2e_test.go behind the build tag "e2e", so a plain
 // `go test ./...` compiles this package but runs none of them; `make e2e`
-// (part of `make test`) runs them once, with the binaries the Makefile built
+// (part of `make ci`) runs them once, with the binaries the Makefile built
 // into the cache named by the environment (see dataplane.Binaries).
 package e2e
