@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os/exec"
@@ -99,18 +100,22 @@ func moduleDirs(t *testing.T, root string) []string {
 	return dirs
 }
 
-// goList is `go list -json ./...` in dir.
-func goList(t *testing.T, dir string) []listedPackage {
+// goList is `go list -json args...` in dir; no args is ./... .
+func goList(t *testing.T, dir string, args ...string) []listedPackage {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json", "./...")
+	if len(args) == 0 {
+		args = []string{"./..."}
+	}
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
 	cmd.Dir = dir
+	what := "go list -json " + strings.Join(args, " ")
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			t.Fatalf("go list -json ./... in %s: %v\n%s", dir, err, ee.Stderr)
+			t.Fatalf("%s in %s: %v\n%s", what, dir, err, ee.Stderr)
 		}
-		t.Fatalf("go list -json ./... in %s: %v", dir, err)
+		t.Fatalf("%s in %s: %v", what, dir, err)
 	}
 	var pkgs []listedPackage
 	dec := json.NewDecoder(bytes.NewReader(out))
@@ -279,5 +284,140 @@ func TestFindCircle(t *testing.T) {
 	delete(g["host"], "modules")
 	if c := findCircle(g); c != nil {
 		t.Errorf("findCircle on a one-way graph = %v; want none", c)
+	}
+}
+
+// The pure floor: packages that read and write nothing, so the loops that do
+// (host/eip, host/bgp, host/controlplane, host/lbmodule) stand on them and
+// never the other way round, as MetalLB's controllers stand on its pure
+// config compile. host/lbsnapshot holds the module's input and the Service
+// rules and BGP node model those loops share.
+var pureFloor = []string{"host/lbsnapshot"}
+
+// pureFloorMayImport are the host packages a pure package may build on: the
+// config-level ones (types and rules of values, no I/O of their own).
+var pureFloorMayImport = []string{"host/config", "host/fieldmanager"}
+
+// impureRule is an import the pure floor must not have: path and the paths
+// below it. A deep rule holds behind the floor's imports too (no allowed
+// import may bring it in); the others hold for its own imports only, as
+// k8s.io/apimachinery itself reaches os and net/http.
+type impureRule struct {
+	path, why string
+	deep      bool
+}
+
+var impureRules = []impureRule{
+	{"k8s.io/client-go/kubernetes", "a clientset calls the API server", true},
+	{"k8s.io/client-go/dynamic", "a dynamic client calls the API server", true},
+	{"k8s.io/client-go/informers", "an informer watches the API server", true},
+	{"k8s.io/client-go/listers", "a lister reads an informer's cache, which changes under its reader", true},
+	{"k8s.io/client-go/tools/cache", "the informer machinery watches the API server", true},
+	{"github.com/equinix/equinix-sdk-go", "it is the Equinix Metal API client", true},
+	{modulePath + "/host/metal", "it is the CCM's Equinix Metal client and its caches", true},
+	{"net/http", "it does network I/O", false},
+	{"os", "it reads files, the environment or processes", false},
+}
+
+const modulePath = "github.com/metal-ccm/cloud-provider-equinix-metal"
+
+// impureWhy says why the pure floor may not import p (directly when direct),
+// or "" when it may.
+func impureWhy(p string, direct bool) string {
+	for _, r := range impureRules {
+		if (p == r.path || strings.HasPrefix(p, r.path+"/")) && (direct || r.deep) {
+			return r.why
+		}
+	}
+	rel, ok := strings.CutPrefix(p, modulePath+"/")
+	if ok && strings.HasPrefix(rel, "host/") && !slices.Contains(pureFloorMayImport, rel) {
+		return "of host/ it may build only on the config-level " + strings.Join(pureFloorMayImport, ", ")
+	}
+	return ""
+}
+
+// impureImports walks pkg's dependency graph (import path → its imports)
+// and describes every import the pure floor must not have, with the chain
+// that brings it in. It does not walk past a reported import.
+func impureImports(pkg string, graph map[string][]string) []string {
+	var out []string
+	via := map[string]string{pkg: ""}
+	queue := []string{pkg}
+	for len(queue) > 0 {
+		from := queue[0]
+		queue = queue[1:]
+		for _, to := range graph[from] {
+			if _, seen := via[to]; seen {
+				continue
+			}
+			via[to] = from
+			if why := impureWhy(to, from == pkg); why != "" {
+				out = append(out, fmt.Sprintf("%s imports %s (%s): %s; the pure floor reads and writes nothing, so give it the data instead (ARCHITECTURE.md, the package map)",
+					short(pkg), short(to), chain(via, to), why))
+				continue
+			}
+			queue = append(queue, to)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// chain is the import path from the walk's start to p: "directly", or
+// "through a → b".
+func chain(via map[string]string, p string) string {
+	var steps []string
+	for q := via[p]; via[q] != ""; q = via[q] {
+		steps = append([]string{short(q)}, steps...)
+	}
+	if len(steps) == 0 {
+		return "directly"
+	}
+	return "through " + strings.Join(steps, " → ")
+}
+
+// short is an import path, relative within the module.
+func short(p string) string { return strings.TrimPrefix(p, modulePath+"/") }
+
+// TestPureFloor: the pure floor imports nothing that does I/O and no host
+// package but the config-level ones, neither itself nor through what it
+// imports, so it stays below the loops that use it.
+func TestPureFloor(t *testing.T) {
+	for _, rel := range pureFloor {
+		graph := map[string][]string{}
+		for _, p := range goList(t, "../..", "-deps", "./"+rel) {
+			graph[p.ImportPath] = p.Imports
+		}
+		if _, ok := graph[modulePath+"/"+rel]; !ok {
+			t.Fatalf("go list -deps ./%s did not list the package; is pureFloor out of date?", rel)
+		}
+		for _, msg := range impureImports(modulePath+"/"+rel, graph) {
+			t.Error(msg)
+		}
+	}
+}
+
+func TestImpureImports(t *testing.T) {
+	const floor = modulePath + "/host/floor"
+	graph := map[string][]string{
+		floor:                              {"os", "net/netip", modulePath + "/host/config", modulePath + "/host/eip", "k8s.io/apimachinery/pkg/types"},
+		modulePath + "/host/config":        {"os", "net/http"}, // allowed behind an import
+		modulePath + "/host/eip":           {modulePath + "/host/metal"},
+		"k8s.io/apimachinery/pkg/types":    {"k8s.io/client-go/listers/core/v1"},
+		"k8s.io/client-go/listers/core/v1": nil,
+	}
+	got := impureImports(floor, graph)
+	want := []string{
+		"host/floor imports host/eip (directly): of host/ it may build only",
+		"host/floor imports k8s.io/client-go/listers/core/v1 (through k8s.io/apimachinery/pkg/types): a lister",
+		"host/floor imports os (directly): it reads files",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("impureImports = %q; want %d messages starting %q", got, len(want), want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("message %d = %q; want it to start %q", i, got[i], want[i])
+		}
 	}
 }

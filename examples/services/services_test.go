@@ -118,7 +118,7 @@ func TestSamples(t *testing.T) {
 					t.Errorf("%s: protocols %v, want %v", w.name, protos, w.protocols)
 				}
 
-				if got := eip.SharingKey(&svc); got != w.sharingKey {
+				if got := lbsnapshot.SharingKey(&svc); got != w.sharingKey {
 					t.Errorf("%s: sharing key %q, want %q", w.name, got, w.sharingKey)
 				}
 				if i > 0 && w.sharingKey != "" {

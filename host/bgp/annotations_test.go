@@ -9,9 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
-var tmpl = Templates{
+var tmpl = lbsnapshot.Templates{
 	LocalASN: config.DefaultAnnotationLocalASN, PeerASN: config.DefaultAnnotationPeerASN,
 	PeerIP: config.DefaultAnnotationPeerIP, SrcIP: config.DefaultAnnotationSrcIP,
 	BGPPass: config.DefaultAnnotationBGPPass, NetworkIPv4Private: "metal.equinix.com/network-4-private",
@@ -20,9 +21,9 @@ var tmpl = Templates{
 func sp(s string) *string { return &s }
 
 func TestAnnotations(t *testing.T) {
-	n := Node{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.5", PrivateNetwork: "10.0.0.0/25",
+	n := lbsnapshot.Node{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.5", PrivateNetwork: "10.0.0.0/25",
 		// deliberately unsorted: numbering follows the peer IP
-		Peers: []Peer{{ASN: 65530, IP: "169.254.255.2", Password: "pw"}, {ASN: 65530, IP: "169.254.255.1", Password: "pw"}}}
+		Peers: []lbsnapshot.Peer{{ASN: 65530, IP: "169.254.255.2", Password: "pw"}, {ASN: 65530, IP: "169.254.255.1", Password: "pw"}}}
 	want := map[string]string{
 		"metal.equinix.com/network-4-private":    "10.0.0.0/25",
 		"metal.equinix.com/bgp-peers-0-node-asn": "65000",
@@ -81,10 +82,10 @@ func TestNodeFrom(t *testing.T) {
 	got := NodeFrom(node, "d1", dev, nbs)
 	// The IPv4 neighbour says multihop, as Equinix's do; the IPv6 one
 	// does not say.
-	want := Node{Name: "w1", Labels: map[string]string{"a": "b"}, DeviceID: "d1", LocalASN: 65000, SourceIP: "10.0.0.5", PrivateNetwork: "10.0.0.0/25",
-		Peers:      []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "secret", Multihop: true}, {ASN: 65530, IP: "169.254.255.2", Password: "secret", Multihop: true}},
+	want := lbsnapshot.Node{Name: "w1", Labels: map[string]string{"a": "b"}, DeviceID: "d1", LocalASN: 65000, SourceIP: "10.0.0.5", PrivateNetwork: "10.0.0.0/25",
+		Peers:      []lbsnapshot.Peer{{ASN: 65530, IP: "169.254.255.1", Password: "secret", Multihop: true}, {ASN: 65530, IP: "169.254.255.2", Password: "secret", Multihop: true}},
 		SourceIPv6: "2604:1380:4641:c500::1",
-		PeersV6:    []Peer{{ASN: 65530, IP: "fc00::e", Password: "secret"}, {ASN: 65530, IP: "fc00::f", Password: "secret"}}}
+		PeersV6:    []lbsnapshot.Peer{{ASN: 65530, IP: "fc00::e", Password: "secret"}, {ASN: 65530, IP: "fc00::f", Password: "secret"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
@@ -97,7 +98,7 @@ func ptr[T any](v T) *T { return &v }
 func TestAnnotationsWithoutPassword(t *testing.T) {
 	omit := tmpl
 	omit.OmitBGPPass = true
-	n := Node{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.5", Peers: []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw"}}}
+	n := lbsnapshot.Node{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.5", Peers: []lbsnapshot.Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw"}}}
 	got := Annotations(omit, n)
 	if _, ok := got["metal.equinix.com/bgp-peers-0-bgp-pass"]; ok || got["metal.equinix.com/bgp-peers-0-peer-ip"] != "169.254.255.1" {
 		t.Fatalf("annotations %v: want the peer's without the password", got)
@@ -114,10 +115,10 @@ func TestAnnotationsWithoutPassword(t *testing.T) {
 // IPv4 annotations keep their names, indexes and values; a node that is
 // deselected loses both.
 func TestIPv6Annotations(t *testing.T) {
-	n := Node{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.5",
-		Peers:      []Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw"}, {ASN: 65530, IP: "169.254.255.2", Password: "pw"}},
+	n := lbsnapshot.Node{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.5",
+		Peers:      []lbsnapshot.Peer{{ASN: 65530, IP: "169.254.255.1", Password: "pw"}, {ASN: 65530, IP: "169.254.255.2", Password: "pw"}},
 		SourceIPv6: "2604:1380:4641:c500::1",
-		PeersV6:    []Peer{{ASN: 65530, IP: "fc00::e", Password: "pw"}, {ASN: 65530, IP: "fc00::f", Password: "pw"}}}
+		PeersV6:    []lbsnapshot.Peer{{ASN: 65530, IP: "fc00::e", Password: "pw"}, {ASN: 65530, IP: "fc00::f", Password: "pw"}}}
 	got := Annotations(tmpl, n)
 	v4only := n
 	v4only.SourceIPv6, v4only.PeersV6 = "", nil

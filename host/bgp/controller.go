@@ -29,6 +29,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // nodeAPI is what the per-node work needs from Equinix Metal.
@@ -46,7 +47,7 @@ type Selector interface {
 
 // Options configure the controller.
 type Options struct {
-	Templates Templates
+	Templates lbsnapshot.Templates
 	// Refresh is how old a node's neighbour data may get before it is
 	// read again (each node at its own time, within twice that).
 	Refresh time.Duration
@@ -56,7 +57,7 @@ type Options struct {
 }
 
 type nodeState struct {
-	node Node
+	node lbsnapshot.Node
 	// due is when the neighbour data is read again: a time drawn in
 	// [Refresh, 2×Refresh) after the read. A sync before it (a node
 	// joining queues every selected node) uses what was read; with only
@@ -354,16 +355,16 @@ func (c *Controller) fetch(ctx context.Context, node *v1.Node, deviceID string, 
 
 // NodeFrom combines a node, its device and the device's neighbours: the
 // IPv4 ones always, the IPv6 ones (its IPv6 session's) when there are.
-func NodeFrom(node *v1.Node, deviceID string, device *metalv1.Device, neighbours []metalv1.BgpNeighborData) Node {
-	n := Node{Name: node.Name, Labels: copyMap(node.Labels), DeviceID: deviceID}
+func NodeFrom(node *v1.Node, deviceID string, device *metalv1.Device, neighbours []metalv1.BgpNeighborData) lbsnapshot.Node {
+	n := lbsnapshot.Node{Name: node.Name, Labels: copyMap(node.Labels), DeviceID: deviceID}
 	n.PrivateNetwork, _ = instances.PrivateIPv4Network(device)
 	n.SourceIP, _ = instances.PrivateIPv4(device)
 	seen4, seen6 := false, false
 	for _, nb := range neighbours {
-		peers := func() []Peer {
-			var out []Peer
+		peers := func() []lbsnapshot.Peer {
+			var out []lbsnapshot.Peer
 			for _, ip := range nb.PeerIps {
-				out = append(out, Peer{ASN: uint32(nb.GetPeerAs()), IP: ip, Password: config.Secret(nb.GetMd5Password()), Multihop: nb.GetMultihop()})
+				out = append(out, lbsnapshot.Peer{ASN: uint32(nb.GetPeerAs()), IP: ip, Password: config.Secret(nb.GetMd5Password()), Multihop: nb.GetMultihop()})
 			}
 			sort.Slice(out, func(i, j int) bool { return out[i].IP < out[j].IP })
 			return out
@@ -432,10 +433,10 @@ func (c *Controller) forget(name string) {
 }
 
 // Nodes returns the selected nodes whose peer data is known, sorted by name.
-func (c *Controller) Nodes() []Node {
+func (c *Controller) Nodes() []lbsnapshot.Node {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]Node, 0, len(c.state))
+	out := make([]lbsnapshot.Node, 0, len(c.state))
 	for _, st := range c.state {
 		out = append(out, st.node)
 	}

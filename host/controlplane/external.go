@@ -12,6 +12,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	discoveryv1ac "k8s.io/client-go/applyconfigurations/discovery/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // The external Service is what makes the EIP routable inside the cluster:
@@ -20,10 +22,12 @@ import (
 // The names are upstream's, so a cluster moving from upstream keeps its
 // objects.
 const (
-	// externalServiceName is the name of the Service that carries the EIP.
-	externalServiceName = "cloud-provider-equinix-metal-kubernetes-external"
+	// externalServiceName is the name of the Service that carries the EIP:
+	// lbsnapshot's, whose IsControlPlaneService is how the Service code
+	// knows to leave it alone.
+	externalServiceName = lbsnapshot.ControlPlaneServiceName
 	// externalServiceNamespace is its namespace.
-	externalServiceNamespace = "kube-system"
+	externalServiceNamespace = lbsnapshot.ControlPlaneServiceNamespace
 
 	// loadBalancerClass is the external Service's spec.loadBalancerClass.
 	// A Service with a class other than theirs is left alone by MetalLB
@@ -54,16 +58,6 @@ const (
 	kubernetesNamespace = "default"
 	kubernetesName      = "kubernetes"
 )
-
-// IsControlPlaneService reports whether namespace/name is the external
-// control-plane Service. The Service load-balancer code skips it: its IP is
-// the control-plane EIP, which this package owns, so no EIP may be reserved
-// and no load-balancer config generated for it. Answering the service
-// controller with cloudprovider.ImplementedElsewhere also keeps that
-// controller from overwriting the status this package applies.
-func IsControlPlaneService(namespace, name string) bool {
-	return namespace == externalServiceNamespace && name == externalServiceName
-}
 
 // apiServerTargetPort is the port the kube-apiservers listen on, from the
 // default/kubernetes Service: its first port's targetPort. A named or empty

@@ -12,24 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func TestIsControlPlaneService(t *testing.T) {
-	tests := []struct {
-		ns, name string
-		want     bool
-	}{
-		{"kube-system", "cloud-provider-equinix-metal-kubernetes-external", true},
-		{"default", "cloud-provider-equinix-metal-kubernetes-external", false},
-		{"kube-system", "kubernetes", false},
-		{"default", "kubernetes", false},
-		{"", "", false},
-	}
-	for _, tc := range tests {
-		if got := IsControlPlaneService(tc.ns, tc.name); got != tc.want {
-			t.Errorf("IsControlPlaneService(%q, %q) = %v, want %v", tc.ns, tc.name, got, tc.want)
-		}
-	}
-}
-
 func kubernetesService(port int32, target intstr.IntOrString) *v1.Service {
 	return &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},

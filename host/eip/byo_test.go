@@ -9,6 +9,7 @@ import (
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
 
@@ -112,7 +113,7 @@ func TestRestoredServiceIsNotBroughtBack(t *testing.T) {
 		t.Run("sharing key "+key, func(t *testing.T) {
 			ann := map[string]string{"metal.equinix.com/eip-metro": "da"}
 			if key != "" {
-				ann[SharingAnnotation] = key
+				ann[lbsnapshot.SharingAnnotation] = key
 			}
 			s := svc("restored", ann, "147.75.0.1")
 			api := &fakeAPI{}

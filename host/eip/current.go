@@ -6,6 +6,8 @@ import (
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // Current returns the Service's address for GetLoadBalancer: its own
@@ -53,7 +55,7 @@ func (m *Manager) currentOne(ctx context.Context, svc *v1.Service) (string, bool
 		return "", false, err
 	}
 	var shared []metalv1.IPReservation
-	if key := SharingKey(svc); key != "" {
+	if key := lbsnapshot.SharingKey(svc); key != "" {
 		if shared, err = m.api.ReservationsWithTags(ctx, SharedTags(m.clusterID, key)...); err != nil {
 			return "", false, err
 		}

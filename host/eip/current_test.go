@@ -6,6 +6,8 @@ import (
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // TestCurrent: what GetLoadBalancer reports. A reservation the Service
@@ -19,7 +21,7 @@ func TestCurrent(t *testing.T) {
 	}
 	own := Tags("cluster-uid", "default", "web")
 	shared := SharedTags("cluster-uid", "k")
-	withKey := map[string]string{SharingAnnotation: "k"}
+	withKey := map[string]string{lbsnapshot.SharingAnnotation: "k"}
 	cases := []struct {
 		name       string
 		res        []metalv1.IPReservation
@@ -34,7 +36,7 @@ func TestCurrent(t *testing.T) {
 		{name: "key's, held", ann: withKey, held: "147.75.0.2", res: []metalv1.IPReservation{reservation("s", "created", "147.75.0.2", shared)}, wantIP: "147.75.0.2", wantExists: true},
 		{name: "key's, pending approval", ann: withKey, res: []metalv1.IPReservation{reservation("s", "pending", "", shared)}, wantExists: true},
 		{name: "key's, held by others only", ann: withKey, res: []metalv1.IPReservation{reservation("s", "created", "147.75.0.2", shared)}, wantExists: true},
-		{name: "another key's", ann: map[string]string{SharingAnnotation: "other"}, res: []metalv1.IPReservation{reservation("s", "created", "147.75.0.2", shared)}, wantExists: false},
+		{name: "another key's", ann: map[string]string{lbsnapshot.SharingAnnotation: "other"}, res: []metalv1.IPReservation{reservation("s", "created", "147.75.0.2", shared)}, wantExists: false},
 		{name: "the user's own address", lbIP: "145.60.80.60", wantIP: "145.60.80.60", wantExists: true},
 		{name: "the user's own address over its key's", ann: withKey, lbIP: "145.60.80.60", res: []metalv1.IPReservation{reservation("s", "created", "147.75.0.2", shared)}, wantIP: "145.60.80.60", wantExists: true},
 	}

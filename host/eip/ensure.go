@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
@@ -48,7 +49,7 @@ func (m *Manager) ensureOne(ctx context.Context, svc *v1.Service) (string, error
 		ip  string
 		err error
 	)
-	if key := SharingKey(svc); key != "" {
+	if key := lbsnapshot.SharingKey(svc); key != "" {
 		ip, err = m.ensureShared(ctx, svc, key)
 	} else {
 		ip, err = m.ensureOwn(ctx, svc)

@@ -16,6 +16,7 @@ import (
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
@@ -176,7 +177,7 @@ type noIPv6 struct {
 }
 
 func (e *noIPv6) Error() string {
-	check := "check that the project may reserve public IPv6 in the Service's metro (see the README, \"IP families\"), or "
+	check := "check that the project may reserve public IPv6 in the Service's metro (see docs/explanation/dual-stack.md), or "
 	if e.lb {
 		check = "or "
 	}
@@ -332,6 +333,6 @@ func (m *Manager) placeFamily() v1.IPFamily {
 // the running CCM turns them on at the first IPv6 address it gives).
 func NeedsIPv6(svcs []*v1.Service) bool {
 	return slices.ContainsFunc(svcs, func(s *v1.Service) bool {
-		return WantsLoadBalancer(s) && slices.Contains(families(s), v1.IPv6Protocol)
+		return lbsnapshot.WantsLoadBalancer(s) && slices.Contains(families(s), v1.IPv6Protocol)
 	})
 }

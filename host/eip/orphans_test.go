@@ -7,6 +7,8 @@ import (
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 func TestFindOrphans(t *testing.T) {
@@ -38,7 +40,7 @@ func TestFindOrphans(t *testing.T) {
 	}
 	all = append(all, v6("10", Tags(cluster, "default", "alive")...), v6("11", Tags(cluster, "default", "gone")...))
 	keyed := svc("other", "dns-udp", v1.ServiceTypeLoadBalancer)
-	keyed.Annotations = map[string]string{SharingAnnotation: "dns"}
+	keyed.Annotations = map[string]string{lbsnapshot.SharingAnnotation: "dns"}
 	services := []*v1.Service{
 		svc("default", "alive", v1.ServiceTypeLoadBalancer),
 		svc("default", "now-clusterip", v1.ServiceTypeClusterIP),

@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // Release deletes every reservation tagged for the Service, and its sharing
@@ -26,7 +28,7 @@ func (m *Manager) Release(ctx context.Context, svc *v1.Service) error {
 		m.recorder.Eventf(svc, v1.EventTypeNormal, reasonReleased, "Released Elastic IP %s", r.GetAddress())
 		done = append(done, r.GetAddress())
 	}
-	if key := SharingKey(svc); key != "" {
+	if key := lbsnapshot.SharingKey(svc); key != "" {
 		addrs, err := m.releaseShared(ctx, svc, sharingTag(key))
 		if err != nil {
 			return err
@@ -60,7 +62,7 @@ func (m *Manager) releaseOwn(ctx context.Context, svc *v1.Service, why string) e
 // change costs nothing here.
 func (m *Manager) leave(ctx context.Context, svc *v1.Service, handled ...string) error {
 	current := ""
-	if key := SharingKey(svc); key != "" {
+	if key := lbsnapshot.SharingKey(svc); key != "" {
 		current = sharingTag(key)
 	}
 	for _, addr := range previous(svc) {

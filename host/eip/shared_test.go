@@ -15,12 +15,13 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // keyed is a Service of sharing key k in metro da with one port, created
 // after the ones made before it.
 func keyed(name string, port int32) *v1.Service {
-	s := svc(name, map[string]string{SharingAnnotation: "k", "metal.equinix.com/eip-metro": "da"}, "")
+	s := svc(name, map[string]string{lbsnapshot.SharingAnnotation: "k", "metal.equinix.com/eip-metro": "da"}, "")
 	s.UID = types.UID("uid-" + name)
 	created = created.Add(time.Second)
 	s.CreationTimestamp = metav1.NewTime(created)

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // The rules of a shared Elastic IP, pure: which Services of a sharing key
@@ -56,12 +58,12 @@ func Clash(a, b *v1.Service) string {
 }
 
 // keyGroup is svc and the other Services of the key that would share addr:
-// load balancers of this provider (WantsLoadBalancer), not being deleted,
-// and not bringing another address of their own.
+// load balancers of this provider (lbsnapshot.WantsLoadBalancer), not being
+// deleted, and not bringing another address of their own.
 func keyGroup(all []*v1.Service, svc *v1.Service, key, addr string) []*v1.Service {
 	group := []*v1.Service{svc}
 	for _, s := range all {
-		if s.UID == svc.UID || s.DeletionTimestamp != nil || !WantsLoadBalancer(s) || SharingKey(s) != key {
+		if s.UID == svc.UID || s.DeletionTimestamp != nil || !lbsnapshot.WantsLoadBalancer(s) || lbsnapshot.SharingKey(s) != key {
 			continue
 		}
 		if ip := s.Spec.LoadBalancerIP; ip != "" && !writtenByCCM(s) && ip != addr {

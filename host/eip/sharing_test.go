@@ -10,13 +10,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // shareSvc is a Service of key "k" with the given ports ("TCP/80"), policy
 // and selector, created at minute age.
 func shareSvc(name string, minute int, policy v1.ServiceExternalTrafficPolicy, selector map[string]string, ports ...string) *v1.Service {
 	s := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{SharingAnnotation: "k"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{lbsnapshot.SharingAnnotation: "k"},
 			CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC))},
 		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: policy, Selector: selector},
 	}
@@ -123,28 +125,6 @@ func TestGroup(t *testing.T) {
 	}
 }
 
-func TestSharingKey(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		annotations map[string]string
-		want        string
-	}{
-		{"none", nil, ""},
-		{"current form", map[string]string{SharingAnnotation: "dns"}, "dns"},
-		{"older form", map[string]string{LegacySharingAnnotation: "dns"}, "dns"},
-		{"current form wins", map[string]string{SharingAnnotation: "a", LegacySharingAnnotation: "b"}, "a"},
-		// MetalLB's rule: present-but-empty current form means no sharing.
-		{"empty current form wins", map[string]string{SharingAnnotation: "", LegacySharingAnnotation: "b"}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := &v1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}}
-			if got := SharingKey(s); got != tc.want {
-				t.Fatalf("SharingKey = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestOwnerTags(t *testing.T) {
 	// base64(sha256("dns")), computed outside Go.
 	if got, want := sharingTag("dns"), "sharing-key=3XWp1vswnEOZ/kJc1fkP+V66E11pJPuRdm7l03JrFoo="; got != want {
@@ -162,9 +142,9 @@ func TestOwnerTags(t *testing.T) {
 		want []string
 	}{
 		{"unshared", lb(nil, v1.ServiceTypeLoadBalancer, nil), []string{own}},
-		{"shared", lb(map[string]string{LegacySharingAnnotation: "dns"}, v1.ServiceTypeLoadBalancer, nil), []string{own, sharingTag("dns")}},
-		{"not a load balancer", lb(map[string]string{SharingAnnotation: "dns"}, v1.ServiceTypeClusterIP, nil), nil},
-		{"another load balancer's", lb(map[string]string{SharingAnnotation: "dns"}, v1.ServiceTypeLoadBalancer, &class), []string{own}},
+		{"shared", lb(map[string]string{lbsnapshot.LegacySharingAnnotation: "dns"}, v1.ServiceTypeLoadBalancer, nil), []string{own, sharingTag("dns")}},
+		{"not a load balancer", lb(map[string]string{lbsnapshot.SharingAnnotation: "dns"}, v1.ServiceTypeClusterIP, nil), nil},
+		{"another load balancer's", lb(map[string]string{lbsnapshot.SharingAnnotation: "dns"}, v1.ServiceTypeLoadBalancer, &class), []string{own}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ownerTags(tc.svc); !slices.Equal(got, tc.want) {
@@ -191,7 +171,7 @@ func TestKeepersAndGroup(t *testing.T) {
 	mk := func(name, key string, change func(*v1.Service)) *v1.Service {
 		s := shareSvc(name, 0, cluster, nil, "TCP/80")
 		s.UID = types.UID("uid-" + name)
-		s.Annotations = map[string]string{LegacySharingAnnotation: key}
+		s.Annotations = map[string]string{lbsnapshot.LegacySharingAnnotation: key}
 		if change != nil {
 			change(s)
 		}

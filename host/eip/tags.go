@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 const (
@@ -37,40 +39,6 @@ func ClusterTag(clusterID string) string { return "cluster=" + clusterID }
 // Tags are the three tags of a Service's reservation.
 func Tags(clusterID, namespace, name string) []string {
 	return []string{UsageTag, ServiceTag(namespace, name), ClusterTag(clusterID)}
-}
-
-// The sharing key: Services that carry the same one get one Elastic IP
-// between them. These are MetalLB's annotations, which users of shared
-// addresses already write (MetalLB needs them on every Service of the
-// address too).
-const (
-	// SharingAnnotation is MetalLB's current annotation (MetalLB >= 0.13
-	// reads both forms; it prefers this one).
-	SharingAnnotation = "metallb.io/allow-shared-ip"
-	// LegacySharingAnnotation is the older form, the only one MetalLB <= 0.12
-	// reads.
-	LegacySharingAnnotation = "metallb.universe.tf/allow-shared-ip"
-)
-
-// SharingKey is the Service's sharing key, by MetalLB's own rule: the
-// metallb.io/ annotation when it is present (even empty, which means no
-// sharing), else the metallb.universe.tf/ one. "" means not shared.
-func SharingKey(svc *v1.Service) string {
-	if v, ok := svc.Annotations[SharingAnnotation]; ok {
-		return v
-	}
-	return svc.Annotations[LegacySharingAnnotation]
-}
-
-// WantsLoadBalancer is the one rule of which Services this provider
-// load-balances: exactly those k8s.io/cloud-provider's service controller
-// hands to EnsureLoadBalancer, the Services of type LoadBalancer without a
-// spec.loadBalancerClass (a class names another load balancer, and the
-// controller leaves such a Service to it). The callers that need a
-// narrower or wider set build it from this rule (OwnerTags, keyGroup,
-// lbsnapshot's Services for the module).
-func WantsLoadBalancer(svc *v1.Service) bool {
-	return svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
 }
 
 // sharingTagPrefix starts the tag of a shared reservation. Upstream has no
@@ -115,7 +83,7 @@ func OwnerTag(tags []string) string {
 // anything: a Service turned ClusterIP has had its reservation released.
 // One with a loadBalancerClass still accounts for its own tag, but a
 // sharing key's tag only counts for a Service this provider load-balances
-// (WantsLoadBalancer).
+// (lbsnapshot.WantsLoadBalancer).
 //
 // Release applies the same rule to the Services other than the one being
 // deleted, and also leaves out those being deleted, whose own release is
@@ -125,7 +93,7 @@ func ownerTags(svc *v1.Service) []string {
 		return nil
 	}
 	tags := []string{ServiceTag(svc.Namespace, svc.Name)}
-	if key := SharingKey(svc); key != "" && WantsLoadBalancer(svc) {
+	if key := lbsnapshot.SharingKey(svc); key != "" && lbsnapshot.WantsLoadBalancer(svc) {
 		tags = append(tags, sharingTag(key))
 	}
 	return tags

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -80,7 +79,7 @@ func serviceFromK8s(svc *corev1.Service, own string) (s sdk.Service, ok bool) {
 			s.Annotations[k] = v
 		}
 	}
-	s.SharingKey = eip.SharingKey(svc)
+	s.SharingKey = SharingKey(svc)
 	return s, true
 }
 

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
@@ -16,7 +15,7 @@ import (
 func TestServiceFromK8s(t *testing.T) {
 	lb := func(ip string, ingress ...string) *corev1.Service {
 		s := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u", Annotations: map[string]string{eip.LegacySharingAnnotation: "k"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u", Annotations: map[string]string{lbsnapshot.LegacySharingAnnotation: "k"}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: ip,
 				Ports: []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443}}},
 		}
@@ -27,7 +26,7 @@ func TestServiceFromK8s(t *testing.T) {
 	}
 	want := func(ips ...string) sdk.Service {
 		return sdk.Service{Namespace: "ns", Name: "web", UID: "u", IPs: ips, SharingKey: "k",
-			Ports: []sdk.Port{{Name: "https", Protocol: "TCP", Port: 443}}, Annotations: map[string]string{eip.LegacySharingAnnotation: "k"}}
+			Ports: []sdk.Port{{Name: "https", Protocol: "TCP", Port: 443}}, Annotations: map[string]string{lbsnapshot.LegacySharingAnnotation: "k"}}
 	}
 	with := func(s *corev1.Service, f func(*corev1.Service)) *corev1.Service { f(s); return s }
 	// ccmWrote marks spec.loadBalancerIP as the CCM's (its field manager).
@@ -46,7 +45,7 @@ func TestServiceFromK8s(t *testing.T) {
 		}
 	}
 	withIPs := func(w sdk.Service) sdk.Service {
-		w.Annotations = map[string]string{eip.LegacySharingAnnotation: "k", fieldmanager.AnnotationLoadBalancerIPs: "2604:1380:4641::5, 145.40.1.5"}
+		w.Annotations = map[string]string{lbsnapshot.LegacySharingAnnotation: "k", fieldmanager.AnnotationLoadBalancerIPs: "2604:1380:4641::5, 145.40.1.5"}
 		return w
 	}
 	class := "other.io/lb"
@@ -84,10 +83,10 @@ func TestServiceFromK8s(t *testing.T) {
 		// Which Services reach the module is Build's rule; the view of one
 		// does not depend on its class.
 		{"another load balancer's", with(lb("", "145.40.1.5"), func(s *corev1.Service) { s.Spec.LoadBalancerClass = &class }), want("145.40.1.5"), true},
-		{"current sharing annotation wins", with(lb("", "145.40.1.5"), func(s *corev1.Service) { s.Annotations[eip.SharingAnnotation] = "dns" }),
+		{"current sharing annotation wins", with(lb("", "145.40.1.5"), func(s *corev1.Service) { s.Annotations[lbsnapshot.SharingAnnotation] = "dns" }),
 			func() sdk.Service {
 				w := want("145.40.1.5")
-				w.SharingKey, w.Annotations = "dns", map[string]string{eip.LegacySharingAnnotation: "k", eip.SharingAnnotation: "dns"}
+				w.SharingKey, w.Annotations = "dns", map[string]string{lbsnapshot.LegacySharingAnnotation: "k", lbsnapshot.SharingAnnotation: "dns"}
 				return w
 			}(), true},
 		{"no annotations", with(lb("", "145.40.1.5"), func(s *corev1.Service) { s.Annotations = nil }),

@@ -6,6 +6,16 @@
 // view for the module (ServiceFromK8s), which Services reach the module,
 // and the order (SortSnapshot).
 //
+// It is also the pure floor under the loops that do I/O: the Service rules
+// that the Elastic IP code, the service controller's answers and the
+// module's input share (WantsLoadBalancer, SharingKey, and
+// IsControlPlaneService with the name of host/controlplane's Service:
+// rules.go), and the BGP node model that host/bgp fills and Build reads
+// (Node, Peer, Templates: node.go). host/eip, host/bgp and
+// host/controlplane import it, never the other way round, as MetalLB's
+// controllers import its pure config compile; a layout test
+// (cmd/cloud-provider-equinix-metal, TestPureFloor) keeps it so.
+//
 // Build is a pure function of its Input, so the module's input is tested
 // with golden files (go test -update rewrites them) and an unchanged
 // cluster always gives byte-identical request bytes, which is what lets the
@@ -19,10 +29,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/controlplane"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -32,13 +39,13 @@ type Input struct {
 	// from it (ModuleOptions), as they do for its describe call.
 	LB config.LoadBalancer
 	// Templates name the BGP peer annotations the module is told about.
-	Templates bgp.Templates
+	Templates Templates
 	// Services are all the cluster's Services, in any order; Build keeps
 	// those this provider load-balances.
 	Services []*v1.Service
 	// Nodes are the BGP nodes (those node selection picked) whose peer data
 	// is known, in any order.
-	Nodes []bgp.Node
+	Nodes []Node
 	// OwnAddressServed reports whether the CCM serves a Service's own
 	// spec.loadBalancerIP: the project holds it, in the metro or facility
 	// the Service is placed in (eip.Manager.ServesOwnAddress, from a
@@ -91,7 +98,7 @@ func Build(in Input) sdk.GenerateRequest {
 // by IP (compared as strings, as the controller sorts the IPv4 ones), and
 // the source address of each family. A module of ABI version 4 or older
 // gets it without the IPv6 part (sdk/wasmhost).
-func sdkNode(n bgp.Node) sdk.Node {
+func sdkNode(n Node) sdk.Node {
 	out := n.SDK()
 	out.SourceIPv6 = n.SourceIPv6
 	if len(n.PeersV6) == 0 {
@@ -131,14 +138,6 @@ func ModuleOptions(lb config.LoadBalancer) sdk.Options {
 		o.Params = nil
 	}
 	return o
-}
-
-// ourLoadBalancer: a Service the service controller hands this provider
-// (eip.WantsLoadBalancer: a Service with a loadBalancerClass belongs to
-// another load balancer), other than the control-plane Service, which has
-// its own EIP: no other Service may reach a module.
-func ourLoadBalancer(s *v1.Service) bool {
-	return eip.WantsLoadBalancer(s) && !controlplane.IsControlPlaneService(s.Namespace, s.Name)
 }
 
 // SortSnapshot sorts Services by namespace and name and nodes by name, so

@@ -13,9 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -25,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // fakePassword is the BGP password in every fixture; it is clearly fake.
 const fakePassword = "fake-bgp-password-for-tests"
 
-var templates = bgp.Templates{
+var templates = Templates{
 	LocalASN: config.DefaultAnnotationLocalASN, PeerASN: config.DefaultAnnotationPeerASN,
 	PeerIP: config.DefaultAnnotationPeerIP, SrcIP: config.DefaultAnnotationSrcIP,
 	BGPPass: config.DefaultAnnotationBGPPass, NetworkIPv4Private: "metal.equinix.com/network-4-private",
@@ -62,21 +60,21 @@ func shared(key string) func(*v1.Service) {
 
 // node is a BGP node; its peers are out of IP order on purpose (the
 // annotations index them by sorted IP, the request keeps them as given).
-func node(name, sourceIP string, peerIPs ...string) bgp.Node {
-	n := bgp.Node{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}, DeviceID: "device-" + name,
+func node(name, sourceIP string, peerIPs ...string) Node {
+	n := Node{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}, DeviceID: "device-" + name,
 		LocalASN: 65000, SourceIP: sourceIP, PrivateNetwork: "10.66.0.0/25"}
 	for _, ip := range peerIPs {
-		n.Peers = append(n.Peers, bgp.Peer{ASN: 65530, IP: ip, Password: fakePassword})
+		n.Peers = append(n.Peers, Peer{ASN: 65530, IP: ip, Password: fakePassword})
 	}
 	return n
 }
 
 // withIPv6 gives a node its device's IPv6 source and IPv6 peers (here out
 // of IP order too: the request sorts them).
-func withIPv6(n bgp.Node, sourceIPv6 string, peerIPs ...string) bgp.Node {
+func withIPv6(n Node, sourceIPv6 string, peerIPs ...string) Node {
 	n.SourceIPv6 = sourceIPv6
 	for _, ip := range peerIPs {
-		n.PeersV6 = append(n.PeersV6, bgp.Peer{ASN: 65530, IP: ip, Password: fakePassword})
+		n.PeersV6 = append(n.PeersV6, Peer{ASN: 65530, IP: ip, Password: fakePassword})
 	}
 	return n
 }
@@ -86,7 +84,7 @@ func cases(t *testing.T) []struct {
 	in   Input
 } {
 	crd := mustLB(t, "metallb:///metallb-system")
-	workers := []bgp.Node{
+	workers := []Node{
 		node("worker-2", "10.66.0.2", "169.254.255.2", "169.254.255.1"),
 		node("worker-1", "10.66.0.1", "169.254.255.2", "169.254.255.1"),
 	}
@@ -121,7 +119,7 @@ func cases(t *testing.T) []struct {
 		// A node whose device has no BGP neighbours yet is still a BGP node:
 		// the module sees it with an empty peer list.
 		{"node-without-peers", Input{LB: crd, Templates: templates, Services: []*v1.Service{service("default", "web", "145.40.1.5")},
-			Nodes: []bgp.Node{node("worker-1", "10.66.0.1", "169.254.255.1"), node("worker-new", "10.66.0.3")}}},
+			Nodes: []Node{node("worker-1", "10.66.0.1", "169.254.255.1"), node("worker-new", "10.66.0.3")}}},
 		// Services of another load balancer (a loadBalancerClass), the
 		// control-plane Service (it has its own EIP) and Services that are
 		// not of type LoadBalancer never reach a module.
@@ -134,10 +132,10 @@ func cases(t *testing.T) []struct {
 		// MetalLB's two annotation forms: the metallb.io/ one wins, even
 		// empty (no sharing); every annotation reaches the module as it is.
 		{"sharing-annotation-forms", Input{LB: crd, Templates: templates, Nodes: workers, Services: []*v1.Service{
-			with(service("default", "current", "145.40.1.7"), annotated(map[string]string{eip.SharingAnnotation: "web"})),
-			with(service("default", "legacy", "145.40.1.7"), annotated(map[string]string{eip.LegacySharingAnnotation: "web"})),
-			with(service("default", "both", "145.40.1.8"), annotated(map[string]string{eip.SharingAnnotation: "a", eip.LegacySharingAnnotation: "b"})),
-			with(service("default", "empty-current", "145.40.1.9"), annotated(map[string]string{eip.SharingAnnotation: "", eip.LegacySharingAnnotation: "b"})),
+			with(service("default", "current", "145.40.1.7"), annotated(map[string]string{SharingAnnotation: "web"})),
+			with(service("default", "legacy", "145.40.1.7"), annotated(map[string]string{LegacySharingAnnotation: "web"})),
+			with(service("default", "both", "145.40.1.8"), annotated(map[string]string{SharingAnnotation: "a", LegacySharingAnnotation: "b"})),
+			with(service("default", "empty-current", "145.40.1.9"), annotated(map[string]string{SharingAnnotation: "", LegacySharingAnnotation: "b"})),
 			with(service("default", "other-annotations", "145.40.1.10"), annotated(map[string]string{"metal.equinix.com/eip-metro": "da", "example.com/team": "web"})),
 		}}},
 		// A user's module gets its query parameters; the legacy ConfigMap
@@ -169,7 +167,7 @@ func cases(t *testing.T) []struct {
 		// located; an IPv6-only Service; nodes with their IPv6 peers
 		// after the IPv4 ones, each family sorted by IP, and the IPv6
 		// source; a node with no IPv6 session has neither.
-		{"ipv6", Input{LB: crd, Templates: templates, Nodes: []bgp.Node{
+		{"ipv6", Input{LB: crd, Templates: templates, Nodes: []Node{
 			withIPv6(node("worker-1", "10.66.0.1", "169.254.255.2", "169.254.255.1"), "2604:1380:4641:c500::1", "fc00::f", "fc00::e"),
 			withIPv6(node("worker-2", "10.66.0.2", "169.254.255.2", "169.254.255.1"), "2604:1380:4641:c600::1", "fc00::e", "fc00::f"),
 			node("worker-3", "10.66.0.3", "169.254.255.1", "169.254.255.2"),
@@ -233,7 +231,7 @@ func TestBuildIgnoresInputOrder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rev := tc.in
 			rev.Services = append([]*v1.Service(nil), tc.in.Services...)
-			rev.Nodes = append([]bgp.Node(nil), tc.in.Nodes...)
+			rev.Nodes = append([]Node(nil), tc.in.Nodes...)
 			for i, j := 0, len(rev.Services)-1; i < j; i, j = i+1, j-1 {
 				rev.Services[i], rev.Services[j] = rev.Services[j], rev.Services[i]
 			}
@@ -275,7 +273,7 @@ func TestModuleOptions(t *testing.T) {
 }
 
 // TestOurLoadBalancer: the Services that reach a module are the service
-// controller's (eip.WantsLoadBalancer) but the control-plane Service.
+// controller's (WantsLoadBalancer) but the control-plane Service.
 func TestOurLoadBalancer(t *testing.T) {
 	class := "other.io/lb"
 	for _, tc := range []struct {
@@ -294,7 +292,7 @@ func TestOurLoadBalancer(t *testing.T) {
 			if got := ourLoadBalancer(tc.svc); got != tc.want {
 				t.Errorf("ourLoadBalancer = %v, want %v", got, tc.want)
 			}
-			if tc.want && !eip.WantsLoadBalancer(tc.svc) {
+			if tc.want && !WantsLoadBalancer(tc.svc) {
 				t.Errorf("a Service the service controller never hands over reaches the module")
 			}
 		})

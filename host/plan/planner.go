@@ -17,6 +17,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
@@ -53,7 +54,7 @@ type LoadBalancing struct {
 	Module *wasmhost.Module
 	// Snapshot is the module's input made the way the running CCM makes it,
 	// from the given Services and BGP nodes.
-	Snapshot func(svcs []*v1.Service, nodes []bgp.Node) lbmodule.SnapshotFunc
+	Snapshot func(svcs []*v1.Service, nodes []lbsnapshot.Node) lbmodule.SnapshotFunc
 }
 
 // policySource names where the policies were loaded from (policy.Engine).
@@ -181,5 +182,5 @@ func nodeLister(nodes []*v1.Node) corelisters.NodeLister {
 // needsCleanup is the service controller's rule for the Services it hands
 // to EnsureLoadBalancerDeleted.
 func needsCleanup(s *v1.Service) bool {
-	return slices.Contains(s.Finalizers, lbCleanupFinalizer) && (s.DeletionTimestamp != nil || !eip.WantsLoadBalancer(s))
+	return slices.Contains(s.Finalizers, lbCleanupFinalizer) && (s.DeletionTimestamp != nil || !lbsnapshot.WantsLoadBalancer(s))
 }

@@ -9,11 +9,12 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // planBGP runs the project set-up, the selection policy and the per-node
 // annotation rules, and returns the BGP nodes the module would get.
-func (p *Planner) planBGP(ctx context.Context, mc *metalCapture, nodes []*v1.Node, ipv6 bool, res *Result) ([]bgp.Node, error) {
+func (p *Planner) planBGP(ctx context.Context, mc *metalCapture, nodes []*v1.Node, ipv6 bool, res *Result) ([]lbsnapshot.Node, error) {
 	if _, err := bgp.EnableProject(ctx, mc, p.Config.LocalASN, p.Config.BGPPass); err != nil {
 		return nil, err
 	}
@@ -24,8 +25,8 @@ func (p *Planner) planBGP(ctx context.Context, mc *metalCapture, nodes []*v1.Nod
 	if err != nil {
 		return nil, fmt.Errorf("BGP node selection: %w", err)
 	}
-	t := bgp.TemplatesFrom(p.Config)
-	var out []bgp.Node
+	t := lbsnapshot.TemplatesFrom(p.Config)
+	var out []lbsnapshot.Node
 	for _, n := range nodes {
 		want := map[string]string{}
 		if sel[n.Name] {
@@ -52,13 +53,13 @@ func (p *Planner) planBGP(ctx context.Context, mc *metalCapture, nodes []*v1.Nod
 
 // planNode is the BGP controller's fetch of one node: its sessions (IPv6
 // too when a Service has IPv6), its neighbours and its device.
-func (p *Planner) planNode(ctx context.Context, mc *metalCapture, n *v1.Node, deviceID string, ipv6 bool, res *Result) (bgp.Node, error) {
+func (p *Planner) planNode(ctx context.Context, mc *metalCapture, n *v1.Node, deviceID string, ipv6 bool, res *Result) (lbsnapshot.Node, error) {
 	if err := mc.EnsureDeviceBGPSession(ctx, deviceID); err != nil {
-		return bgp.Node{}, fmt.Errorf("reading the BGP sessions of device %s (node %s): %w", deviceID, n.Name, err)
+		return lbsnapshot.Node{}, fmt.Errorf("reading the BGP sessions of device %s (node %s): %w", deviceID, n.Name, err)
 	}
 	if ipv6 {
 		if err := mc.EnsureDeviceBGPSessionIPv6(ctx, deviceID); err != nil {
-			return bgp.Node{}, fmt.Errorf("reading the BGP sessions of device %s (node %s): %w", deviceID, n.Name, err)
+			return lbsnapshot.Node{}, fmt.Errorf("reading the BGP sessions of device %s (node %s): %w", deviceID, n.Name, err)
 		}
 	}
 	w := mc.Take()
@@ -70,11 +71,11 @@ func (p *Planner) planNode(ctx context.Context, mc *metalCapture, n *v1.Node, de
 	}
 	neighbours, err := p.Metal.DeviceBGPNeighbors(ctx, deviceID)
 	if err != nil {
-		return bgp.Node{}, fmt.Errorf("reading the BGP neighbours of device %s (node %s): %w", deviceID, n.Name, err)
+		return lbsnapshot.Node{}, fmt.Errorf("reading the BGP neighbours of device %s (node %s): %w", deviceID, n.Name, err)
 	}
 	device, err := p.Metal.Device(ctx, deviceID)
 	if err != nil {
-		return bgp.Node{}, fmt.Errorf("reading device %s (node %s): %w", deviceID, n.Name, err)
+		return lbsnapshot.Node{}, fmt.Errorf("reading device %s (node %s): %w", deviceID, n.Name, err)
 	}
 	return bgp.NodeFrom(n, deviceID, device, neighbours), nil
 }

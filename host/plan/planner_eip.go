@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	cloudapi "k8s.io/cloud-provider/api"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/controlplane"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
 
@@ -44,7 +44,7 @@ func (p *eipPlanner) run(ctx context.Context, ro *rest.Config, clusterID string,
 	m.SetServices(eip.Services{List: func() ([]*v1.Service, error) { return svcs, nil }, Synced: func() bool { return true }})
 	addrs := map[string][]string{}
 	for _, s := range svcs {
-		if controlplane.IsControlPlaneService(s.Namespace, s.Name) {
+		if lbsnapshot.IsControlPlaneService(s.Namespace, s.Name) {
 			continue // its own loop, never an Elastic IP of the Service kind
 		}
 		switch {
@@ -55,7 +55,7 @@ func (p *eipPlanner) run(ctx context.Context, ro *rest.Config, clusterID string,
 			}
 			err := m.Release(ctx, s)
 			p.collect(s, nil, err, why)
-		case eip.WantsLoadBalancer(s):
+		case lbsnapshot.WantsLoadBalancer(s):
 			ips, err := m.Ensure(ctx, s)
 			if len(ips) > 0 {
 				addrs[id(s)] = ips

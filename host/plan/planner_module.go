@@ -9,13 +9,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // planModule runs the module reconciler's Plan on the Services as the sync
 // would leave them and the BGP nodes found above.
-func (p *Planner) planModule(ctx context.Context, ro *rest.Config, kube kubernetes.Interface, svcs []*v1.Service, nodes []bgp.Node, res *Result) error {
+func (p *Planner) planModule(ctx context.Context, ro *rest.Config, kube kubernetes.Interface, svcs []*v1.Service, nodes []lbsnapshot.Node, res *Result) error {
 	dyn, err := dynamic.NewForConfig(ro)
 	if err != nil {
 		return err

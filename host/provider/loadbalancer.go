@@ -9,8 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/controlplane"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
 // loadBalancer implements cloudprovider.LoadBalancer: an Elastic IP per
@@ -71,7 +71,7 @@ func (lb *loadBalancer) manager() (*eip.Manager, error) {
 // GetLoadBalancer reports the Service's Elastic IP, and that a load
 // balancer exists while a reservation the Service would release does.
 func (lb *loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
+	if lbsnapshot.IsControlPlaneService(svc.Namespace, svc.Name) {
 		return nil, false, cloudprovider.ImplementedElsewhere
 	}
 	m, err := lb.manager()
@@ -99,7 +99,7 @@ func (lb *loadBalancer) GetLoadBalancerName(_ context.Context, _ string, svc *v1
 
 // EnsureLoadBalancer gives the Service its Elastic IP.
 func (lb *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, _ []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
+	if lbsnapshot.IsControlPlaneService(svc.Namespace, svc.Name) {
 		// The control-plane EIP has its own loop; this Service must never
 		// get a second address or reach a module.
 		return nil, cloudprovider.ImplementedElsewhere
@@ -121,7 +121,7 @@ func (lb *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v
 // nodes in its own loop, so there is nothing to do per Service beyond a
 // (coalesced) regeneration of the module's config.
 func (lb *loadBalancer) UpdateLoadBalancer(_ context.Context, _ string, svc *v1.Service, _ []*v1.Node) error {
-	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
+	if lbsnapshot.IsControlPlaneService(svc.Namespace, svc.Name) {
 		return cloudprovider.ImplementedElsewhere
 	}
 	lb.dirty()
@@ -130,7 +130,7 @@ func (lb *loadBalancer) UpdateLoadBalancer(_ context.Context, _ string, svc *v1.
 
 // EnsureLoadBalancerDeleted releases the Service's Elastic IP.
 func (lb *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1.Service) error {
-	if controlplane.IsControlPlaneService(svc.Namespace, svc.Name) {
+	if lbsnapshot.IsControlPlaneService(svc.Namespace, svc.Name) {
 		return cloudprovider.ImplementedElsewhere
 	}
 	m, err := lb.manager()

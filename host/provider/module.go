@@ -153,7 +153,7 @@ func (c *cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Conf
 	}
 	services := env.informers.Core().V1().Services()
 	snap := &snapshotter{
-		lb: cfg.LB, templates: bgp.TemplatesFrom(cfg), services: services.Lister().List, eips: c.lb.eips.Load, reservations: c.metal,
+		lb: cfg.LB, templates: lbsnapshot.TemplatesFrom(cfg), services: services.Lister().List, eips: c.lb.eips.Load, reservations: c.metal,
 		bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
 	}
 	// NoAnnouncingNode: checked at each sync against the snapshot's
@@ -261,9 +261,9 @@ func pullModule(ctx context.Context, cfg *config.Config) (config.LoadBalancer, e
 // watches the prefix budget of the result.
 type snapshotter struct {
 	lb        config.LoadBalancer
-	templates bgp.Templates
+	templates lbsnapshot.Templates
 	services  func(labels.Selector) ([]*v1.Service, error)
-	bgpNodes  func() []bgp.Node
+	bgpNodes  func() []lbsnapshot.Node
 	budget    *bgp.PrefixBudget
 	// eips decides whether a user's own address is served (nil until the
 	// Elastic IP manager runs: until then none is).
@@ -302,8 +302,8 @@ func reservationLocation(r *metalv1.IPReservation) sdk.AddressLocation {
 
 // bgpNodes reads the BGP nodes from the controller once it runs; before
 // (or without BGP) there are none.
-func bgpNodes(ctl *atomic.Pointer[bgp.Controller]) func() []bgp.Node {
-	return func() []bgp.Node {
+func bgpNodes(ctl *atomic.Pointer[bgp.Controller]) func() []lbsnapshot.Node {
+	return func() []lbsnapshot.Node {
 		if c := ctl.Load(); c != nil {
 			return c.Nodes()
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/bgp"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/plan"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
 )
@@ -46,11 +47,11 @@ func (c *cloud) planner() *plan.Planner {
 // planSnapshot is the module's input from the snapshotter the module loop
 // uses, over the Services and BGP nodes the plan found; the prefix
 // budget's Events are captured and dropped.
-func (c *cloud) planSnapshot(svcs []*v1.Service, nodes []bgp.Node) lbmodule.SnapshotFunc {
+func (c *cloud) planSnapshot(svcs []*v1.Service, nodes []lbsnapshot.Node) lbmodule.SnapshotFunc {
 	snap := &snapshotter{
-		lb: c.cfg.LB, templates: bgp.TemplatesFrom(c.cfg),
+		lb: c.cfg.LB, templates: lbsnapshot.TemplatesFrom(c.cfg),
 		services: func(labels.Selector) ([]*v1.Service, error) { return svcs, nil },
-		bgpNodes: func() []bgp.Node { return nodes },
+		bgpNodes: func() []lbsnapshot.Node { return nodes },
 		budget:   bgp.NewPrefixBudget(c.cfg.BGPMaxPrefixes, &plan.Recorder{}),
 		// Where each address is reserved, so the plan shows the
 		// announcements per metro the module would write.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/plan"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/redact"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/policies"
@@ -212,7 +213,7 @@ func TestPlanConvergedCluster(t *testing.T) {
 	for name, proto := range map[string]v1.Protocol{"dns-tcp": v1.ProtocolTCP, "dns-udp": v1.ProtocolUDP} {
 		s := &v1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{
-				"metal.equinix.com/eip-metro": "da", eip.SharingAnnotation: "dns"}},
+				"metal.equinix.com/eip-metro": "da", lbsnapshot.SharingAnnotation: "dns"}},
 			Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Name: "dns", Protocol: proto, Port: 53}}},
 		}
 		if _, err := h.kube.CoreV1().Services("default").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {

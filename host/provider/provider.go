@@ -34,6 +34,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/informertrim"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
 )
@@ -234,7 +235,7 @@ func (c *cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 	nodes := env.informers.Core().V1().Nodes()
 	var selector bgp.Selector = policySelector{engine: c.policies, reqs: policy.SelectorRequirements(c.cfg.NodeSelector)}
 	controller := bgp.NewController(c.metal, env.kube, nodes, selector, env.recorder, bgp.Options{
-		Templates: bgp.TemplatesFrom(c.cfg),
+		Templates: lbsnapshot.TemplatesFrom(c.cfg),
 		Refresh:   c.cfg.CacheRefreshPeriod,
 		OnChange:  func() { c.lb.dirty() },
 	})

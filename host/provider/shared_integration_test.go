@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
@@ -35,9 +36,9 @@ func (h *harness) sharedServiceWith(name, key string, legacy bool, annotations m
 		ann[k] = v
 	}
 	if legacy {
-		ann[eip.LegacySharingAnnotation] = key
+		ann[lbsnapshot.LegacySharingAnnotation] = key
 	} else {
-		ann[eip.SharingAnnotation] = key
+		ann[lbsnapshot.SharingAnnotation] = key
 	}
 	s := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: ann},
@@ -235,7 +236,7 @@ func TestSharedElasticIPKeyRemoved(t *testing.T) {
 		return a != "" && a == b, msg
 	})
 
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, eip.SharingAnnotation)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, lbsnapshot.SharingAnnotation)
 	if _, err := h.kube.CoreV1().Services("default").Patch(context.Background(), "b", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestSharedElasticIPKeyRemoved(t *testing.T) {
 	}
 
 	// a moves to key k2: the k reservation has no Service left and goes.
-	patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:"k2"}}}`, eip.SharingAnnotation)
+	patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:"k2"}}}`, lbsnapshot.SharingAnnotation)
 	if _, err := h.kube.CoreV1().Services("default").Patch(context.Background(), "a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -41,7 +40,7 @@ func TestSampleServices(t *testing.T) {
 				// The Elastic IP the CCM would reserve: the Service's own,
 				// or its sharing key's, one for all Services of the key.
 				ip := "145.40.1.5"
-				if eip.SharingKey(&svc) != "" {
+				if lbsnapshot.SharingKey(&svc) != "" {
 					ip = "145.40.1.6"
 				}
 				svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}}
