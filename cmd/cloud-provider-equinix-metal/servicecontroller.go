@@ -30,7 +30,7 @@ func initFuncConstructors() map[string]app.ControllerInitFuncConstructor {
 }
 
 // startServiceController is the framework's own start of the service
-// controller (k8s.io/cloud-provider/app), with lbhosts.Informer for nodes.
+// controller (k8s.io/cloud-provider/app), with lbhosts.NewInformer for nodes.
 func startServiceController(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, cc genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		sc, err := servicecontroller.New(cloud,

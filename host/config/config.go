@@ -72,7 +72,8 @@ type Config struct {
 	// BGPMaxPrefixes are announced: prefixesWarn or PrefixesRefuse.
 	BGPMaxPrefixesAction string `key:"bgpMaxPrefixesAction"`
 	// OrphanEIPs is what to do with this cluster's Service reservations
-	// whose Service is gone: OrphanReport or OrphanRelease.
+	// whose Service is gone: orphanReport ("report", the default) or
+	// OrphanRelease ("release").
 	OrphanEIPs     string        `key:"orphanEIPs"`
 	OrphanEIPGrace time.Duration `key:"orphanEIPGrace"`
 

@@ -97,7 +97,7 @@ func (v *flagValue) Set(s string) error {
 }
 
 // flagValueError is a flag value that does not parse, as one problem of a
-// ValidationError.
+// validationError.
 type flagValueError struct {
 	problem string
 }
@@ -106,7 +106,7 @@ func (e *flagValueError) Error() string { return e.problem }
 
 // FlagError returns, when err is the failure to parse a command line
 // because the value of a flag AddFlags registered does not parse, the
-// *ValidationError Load gives for a bad value in any other layer: one line
+// error Load gives for a bad value in any other layer: one line
 // naming the option, the flag and what a valid value looks like, instead of
 // pflag's `invalid argument "abc" for "--metal-api-qps" flag: ...`. It
 // returns nil for any other error.

@@ -47,7 +47,7 @@ func ReadCloudConfig(path string) ([]byte, error) {
 }
 
 // Load merges the four layers (flag > env > file > default) and validates
-// the result. The error, if any, is a *ValidationError naming every problem.
+// the result. The error, if any, names every problem, one per line.
 func Load(src Sources) (*Config, error) {
 	l := &loader{
 		k:        koanf.New("\x00"), // keys are flat; no delimiter may split "base-url"

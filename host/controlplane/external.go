@@ -43,7 +43,7 @@ const (
 	// failing.
 	classFieldManager = managedBy + "-class"
 
-	// metalLBAddressPoolAnnotation with MetalLBDisabledPool keeps MetalLB
+	// metalLBAddressPoolAnnotation with metalLBDisabledPool keeps MetalLB
 	// from allocating or announcing anything for the external Service
 	// (upstream's way, still what MetalLB 0.12 and older, which know no
 	// classes, go by).

@@ -37,7 +37,7 @@ func ClusterReservations(all []metalv1.IPReservation, clusterID string) []metalv
 }
 
 // ownerTagSet holds the owner tags a cluster's live Services account for
-// (OwnerTags of each: its own tag, and its sharing key's).
+// (ownerTags of each: its own tag, and its sharing key's).
 func ownerTagSet(services []*v1.Service) map[string]bool {
 	out := make(map[string]bool, len(services))
 	for _, s := range services {
@@ -48,7 +48,7 @@ func ownerTagSet(services []*v1.Service) map[string]bool {
 	return out
 }
 
-// ownedBy applies the one ownership rule (OwnerTag, OwnerTags): a cluster
+// ownedBy applies the one ownership rule (OwnerTag, ownerTags): a cluster
 // reservation is owned while its owner tag belongs to a live Service. One
 // with no owner tag was not made for a Service and is never an orphan.
 func ownedBy(r metalv1.IPReservation, live map[string]bool) (owner string, owned bool) {

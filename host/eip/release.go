@@ -87,7 +87,7 @@ func (m *Manager) leave(ctx context.Context, svc *v1.Service, handled ...string)
 
 // releaseShared deletes the reservation of the sharing key whose tag is tag
 // when no Service other than svc, and not being deleted, has the key
-// (OwnerTags). The informer answers first; before deleting, a live list
+// (ownerTags). The informer answers first; before deleting, a live list
 // from the API server confirms, so a Service created a moment ago that the
 // informer has not seen yet is never robbed of its address.
 //

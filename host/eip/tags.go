@@ -75,7 +75,7 @@ func OwnerTag(tags []string) string {
 // ownerTags are the owner tags an existing Service accounts for: the
 // Service's own tag, and its sharing key's tag when it has one. This is the
 // one rule of who owns a reservation: a reservation of the cluster (usage
-// and cluster tags) is owned while its OwnerTag is among the OwnerTags of a
+// and cluster tags) is owned while its OwnerTag is among the ownerTags of a
 // Service of the cluster. So a shared reservation is owned while any
 // Service of type LoadBalancer with its key exists; one that is refused
 // (ports clash, say) still counts, as it takes the address once the

@@ -64,7 +64,7 @@ type ReconcilerConfig struct {
 	// Service that no BGP node announces it (announce.go).
 	Announcements *announcements
 	// EventObject is what the failure Events are recorded on; nil is
-	// clusterevent.Object (the kube-system Namespace).
+	// clusterevent.Reporter's object (the kube-system Namespace).
 	EventObject *corev1.ObjectReference
 	// Mapper resolves kinds to resources; nil builds one from Kube's
 	// discovery, refreshed when a kind is not found (CRDs installed later).

@@ -21,7 +21,7 @@ import (
 // the cluster's.
 const byService = "service"
 
-// localEndpoints is where the NoAnnouncingNode check (lbmodule.Announcements)
+// localEndpoints is where the NoAnnouncingNode check (lbmodule.NewAnnouncements)
 // reads the nodes of a Service's ready endpoints: an informer of every
 // EndpointSlice, trimmed to node names and readiness
 // (informertrim.EndpointSlice), indexed by Service.
