@@ -300,3 +300,35 @@ func looksLocal(name string) bool {
 	}
 	return false
 }
+
+// TestHostPackagesPromiseNothing fails on a package under host/ whose doc
+// comment does not say that its API carries no compatibility promise
+// outside this repository: host/ is importable (it is not internal/, by
+// design, beside cmd, sdk, modules and policies), so the doc is where a
+// reader learns not to build on it, as with Kubernetes' pkg/.
+func TestHostPackagesPromiseNothing(t *testing.T) {
+	root := repoRootDir(t)
+	fset := token.NewFileSet()
+	dirs := rootModuleGoFiles(t, root)
+	for _, dir := range sortedKeys(dirs) {
+		if dir != "host" && !strings.HasPrefix(dir, "host/") {
+			continue
+		}
+		var doc strings.Builder
+		for _, name := range dirs[dir] {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, filepath.Join(root, dir, name), nil, parser.ParseComments|parser.PackageClauseOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Doc != nil {
+				doc.WriteString(f.Doc.Text())
+			}
+		}
+		if !strings.Contains(strings.Join(strings.Fields(doc.String()), " "), "carries no compatibility promise") {
+			t.Errorf("%s: the package doc does not say its API carries no compatibility promise outside this repository; end it with the sentence the other host/ packages have", dir)
+		}
+	}
+}

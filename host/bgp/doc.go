@@ -8,4 +8,7 @@
 // Per-node data is fetched once per node and refreshed on a period, never
 // per Service: upstream made two API calls per node for every Service on
 // every sync, which grew as Services × nodes.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package bgp

@@ -7,6 +7,9 @@
 // nothing. The directory is watched instead, and the content (not the
 // event) decides whether anything changed; a periodic re-read covers a lost
 // event.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package cloudconfig
 
 import (

@@ -7,6 +7,9 @@
 // A Reporter records it once per cause instead, on one cluster-level
 // object, and again only when the cause changes, after a success, or after
 // Repeat (so a lasting failure stays visible past the Events' TTL).
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package clusterevent
 
 import (

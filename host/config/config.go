@@ -8,6 +8,9 @@
 // case-insensitively (projectID and projectId are the same field) and an
 // empty environment variable counts as unset. Secrets have no flag: a key on
 // a command line ends up in shell history and `ps`.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package config
 
 import (

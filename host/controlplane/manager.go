@@ -12,6 +12,9 @@
 // (the provider's Initialize runs after leader election), so a replica on a
 // surviving node takes over when the holder's node dies with the leader on
 // it (upstream issue #304).
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package controlplane
 
 import (

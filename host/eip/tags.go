@@ -6,6 +6,9 @@
 // crash between reserving and writing the Service) finds the same
 // reservation again instead of reserving a second one. They are upstream's
 // tags, so reservations made by the upstream CCM are adopted as they are.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package eip
 
 import (

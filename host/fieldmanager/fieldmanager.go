@@ -6,6 +6,9 @@
 // It is a package of its own, importing only the API types, so every
 // writer (bgp, eip, controlplane, lbmodule, provider) can use the one name
 // without an import cycle.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package fieldmanager
 
 import (

@@ -9,6 +9,9 @@
 // k8s.io/cloud-provider builds for its controllers (SetTransform, from the
 // provider's SetInformers). EndpointSlice is the transform of the CCM's
 // informer of every EndpointSlice.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package informertrim
 
 import (

@@ -1,5 +1,8 @@
 // Package instances implements cloudprovider.InstancesV2 over Equinix Metal
 // devices: provider IDs, addresses, plan, metro and facility.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package instances
 
 import (

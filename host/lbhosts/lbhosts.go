@@ -15,6 +15,9 @@
 // warn (UnAvailableLoadBalancer) when no node can serve; one eligible node
 // keeps that exact. So the controller's node lister lists, of the nodes it
 // would keep, only the first by name.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package lbhosts
 
 import (

@@ -12,6 +12,9 @@
 // Running a module — loading, verifying, calling it in a sandbox with limits
 // and validating its output — is sdk/wasmhost's job, which a module author's
 // tests (sdktest) use as well; this package adds what needs Kubernetes.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package lbmodule
 
 import (

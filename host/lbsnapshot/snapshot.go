@@ -22,6 +22,9 @@
 // host skip a generate call whose input did not change. Reading the
 // informers and the BGP controller into an Input is the caller's (thin) job;
 // nothing here reads or writes anything.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package lbsnapshot
 
 import (

@@ -2,6 +2,9 @@
 // is the one type on the way from the placement policy (which decides it)
 // through the EIP lifecycle (which reports it in Events) to the reservation
 // request (which sends it to Equinix), so no layer translates it.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package location
 
 import "fmt"

@@ -11,6 +11,9 @@
 // near its limit) while the host holds the call's input and output, so the
 // module's limit is taken off the container's before the share is given
 // to the runtime.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package memlimit
 
 import (

@@ -89,4 +89,7 @@
 // request_project_bgp_config, create_bgp_session, list_bgp_sessions,
 // get_bgp_neighbors, list_ip_reservations, request_ip_reservation, get_ip,
 // delete_ip, create_ip_assignment).
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package metal

@@ -9,6 +9,9 @@
 // artifact" proposal: an OCI image manifest with the config media type
 // configMediaType and exactly one layer of media type wasmMediaType, the
 // module itself, uncompressed.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package ocimodule
 
 import (

@@ -7,6 +7,9 @@
 // exit code. The planner reads through the read-only clients it is given
 // and writes nothing; Cleanup, for a cluster that is gone, is the one part
 // that releases.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package plan
 
 import (

@@ -10,6 +10,9 @@
 // fails keeps the previous policies. Every decision that is undefined, of
 // the wrong type, fails or is denied is an error naming the rule and what
 // to change: the CCM never falls back to a default location or node set.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package policy
 
 import (

@@ -2,6 +2,9 @@
 // the thin seam between k8s.io/cloud-provider's controllers and the
 // packages that do the work (instances, Elastic IPs, BGP, the load-balancer
 // module, the control-plane EIP).
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package provider
 
 import (

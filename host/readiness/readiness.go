@@ -19,6 +19,9 @@
 // module makes the CCM unready, but restarting it would not help. The
 // Deployment's liveness probe stays the secure port's /healthz, which has
 // the leader-election watchdog this listener cannot see.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package readiness
 
 import (

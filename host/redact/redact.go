@@ -12,6 +12,9 @@
 // The set only grows: a rotated API key or a changed project password is
 // added, and the old value stays hidden, since older lines may be repeated
 // (retries, cached objects).
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package redact
 
 import (
