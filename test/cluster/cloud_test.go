@@ -239,16 +239,22 @@ func TestCloudTraffic(t *testing.T) {
 	drainWorker(t, c, "node-3")
 }
 
+// webPods runs the Deployment "web": two agnhost netexec pods, one per
+// worker, Available before it returns.
+func webPods(t *testing.T, c *Cluster) {
+	t.Helper()
+	if _, err := c.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(context.Background(), NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAvailable(t, c, "web", 2)
+}
+
 // clusterWeb creates the Cluster-policy Service "web" with a pod on each
 // worker and returns its Elastic IP and when the Service was created.
 func clusterWeb(t *testing.T, c *Cluster) (string, time.Time) {
 	t.Helper()
-	ctx := context.Background()
-	ns := metav1.NamespaceDefault
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAvailable(t, c, "web", 2)
+	ctx, ns := context.Background(), metav1.NamespaceDefault
+	webPods(t, c)
 	created := time.Now()
 	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -520,19 +526,8 @@ func TestCloudWrongModule(t *testing.T) {
 		"volumeMounts": []any{map[string]any{"name": "modules", "mountPath": "/etc/ccm/modules", "readOnly": true}},
 	}
 	c := startCloud(t, o)
-	ctx := context.Background()
-	if _, err := c.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAvailable(t, c, "web", 2)
-	if _, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ip, err := serviceIngress(c, "web")
-	if err != nil {
-		t.Fatalf("Service web got no ingress IP: %v", err)
-	}
-	_, err = untilAnswers(c, "http://"+net.JoinHostPort(ip, "80")+"/hostname", 45*time.Second)
+	ip, _ := clusterWeb(t, c)
+	_, err := untilAnswers(c, "http://"+net.JoinHostPort(ip, "80")+"/hostname", 45*time.Second)
 	if err == nil {
 		t.Fatalf("the client reached %s although the module's BGPPeers name the wrong peer ASN: the traffic check cannot fail", ip)
 	}

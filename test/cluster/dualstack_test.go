@@ -272,12 +272,8 @@ func noSessions(t *testing.T, c *Cluster, ips ...string) {
 // web and returns its IPv4 and IPv6 Elastic IPs.
 func dualStackWeb(t *testing.T, c *Cluster) (ip4, ip6 string) {
 	t.Helper()
-	ctx := context.Background()
-	ns := metav1.NamespaceDefault
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, NetexecDeployment("web", 2), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAvailable(t, c, "web", 2)
+	ctx, ns := context.Background(), metav1.NamespaceDefault
+	webPods(t, c)
 	svc := LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster)
 	policy := corev1.IPFamilyPolicyRequireDualStack
 	svc.Spec.IPFamilyPolicy = &policy
