@@ -20,14 +20,14 @@ type RouteState struct {
 }
 
 // Prefixes reads every router once: prefix -> router -> paths.
-func (c *Cluster) Prefixes(ctx context.Context) (map[string]map[string][]dataplane.Path, error) {
+func (c *World) Prefixes(ctx context.Context) (map[string]map[string][]dataplane.Path, error) {
 	return dataplane.Prefixes(ctx, c.Routers)
 }
 
 // RouteProblem says why prefix is not announced at every router with exactly
 // one path from each of the wanted next hops, each with AS path [asn]; ""
 // when it is. An empty want means the prefix must be withdrawn everywhere.
-func (c *Cluster) RouteProblem(ctx context.Context, prefix string, want []string, asn uint32) string {
+func (c *World) RouteProblem(ctx context.Context, prefix string, want []string, asn uint32) string {
 	all, err := c.Prefixes(ctx)
 	if err != nil {
 		return err.Error()
@@ -53,7 +53,7 @@ func (c *Cluster) RouteProblem(ctx context.Context, prefix string, want []string
 
 // WaitRoute polls the routers until RouteProblem is "" and returns how long
 // that took, or the last problem after timeout.
-func (c *Cluster) WaitRoute(ctx context.Context, prefix string, want []string, asn uint32, timeout time.Duration) (time.Duration, error) {
+func (c *World) WaitRoute(ctx context.Context, prefix string, want []string, asn uint32, timeout time.Duration) (time.Duration, error) {
 	began := time.Now()
 	var last string
 	for {

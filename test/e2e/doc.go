@@ -6,7 +6,7 @@
 // --map-root-user --net). Every address lives on that namespace's loopback,
 // so nothing leaves the machine and no root is needed. The processes and
 // the namespace come from test/dataplane, which the sandbox (`make
-// run`) uses too; this package adds the cluster of a test run, the policy
+// run`) uses too; this package adds the World of one test run (not to be confused with test/cluster's real cluster), the policy
 // mount and the router assertions.
 //
 // The scenarios are in e2e_test.go behind the build tag "e2e", so a plain

@@ -33,7 +33,7 @@ func TestDualStackRoutes(t *testing.T) {
 	}
 	dir := t.TempDir()
 	da, sv := []string{"worker-0", "worker-1"}, []string{"worker-2"}
-	h := start(t, ClusterOptions{
+	h := start(t, WorldOptions{
 		Dir: dir, Bins: bins, LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace + "?bgpType=frr", Password: password, Logf: t.Logf,
 		Devices:   []Device{{Name: da[0], Metro: "da"}, {Name: da[1], Metro: "da"}, {Name: sv[0], Metro: "sv"}},
 		DualStack: true, FRR: true,
@@ -73,7 +73,7 @@ func TestDualStackNativeMetalLB(t *testing.T) {
 	bins := binaries(t)
 	dir := t.TempDir()
 	nodes := []string{"worker-0", "worker-1"}
-	h := start(t, ClusterOptions{
+	h := start(t, WorldOptions{
 		Dir: dir, Bins: bins, LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace, Password: password, Logf: t.Logf,
 		Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "da"}}, DualStack: true,
 	})

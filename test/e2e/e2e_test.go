@@ -61,7 +61,7 @@ func TestDataPlane(t *testing.T) {
 	}
 	must(t, mount.Update(nil)) // the default policies, as a ConfigMap mounts them
 
-	h := start(t, ClusterOptions{
+	h := start(t, WorldOptions{
 		Dir: dir, Bins: bins, Devices: devices, LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace,
 		PolicyDir: policyDir, Password: password, Logf: t.Logf, ControlPlaneEIPTag: "e2e-control-plane",
 		CloudConfig: map[string]any{"cacheRefreshPeriod": "10m"},
@@ -188,7 +188,7 @@ func TestDataPlane(t *testing.T) {
 // e2e holds the helpers of one run.
 type e2e struct {
 	t   *testing.T
-	c   *Cluster
+	c   *World
 	ctx context.Context
 }
 
@@ -442,12 +442,12 @@ func binaries(t *testing.T) dataplane.Binaries {
 	return bins
 }
 
-// start brings up one test's cluster and stops it when the test ends,
+// start brings up one test's World and stops it when the test ends,
 // keeping its logs when the test failed.
-func start(t *testing.T, opts ClusterOptions) *e2e {
+func start(t *testing.T, opts WorldOptions) *e2e {
 	t.Helper()
 	ctx := context.Background()
-	c, err := StartCluster(ctx, opts)
+	c, err := StartWorld(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +516,7 @@ func TestWrongPeerASNFailsAtRouters(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	h := start(t, ClusterOptions{
+	h := start(t, WorldOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: "worker-0", Metro: "da"}, {Name: "worker-1", Metro: "da"}},
 		LoadBalancer: "wasm://" + module + "?namespace=" + dataplane.MetalLBNamespace, Password: password, Logf: t.Logf,
 	})
@@ -561,7 +561,7 @@ func TestKubeVIPStyle(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	nodes := []string{"worker-0", "worker-1"}
-	h := start(t, ClusterOptions{
+	h := start(t, WorldOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "da"}},
 		LoadBalancer: "kube-vip://", Password: password, Logf: t.Logf, NoMetalLB: true,
 	})
@@ -603,7 +603,7 @@ func TestLegacyConfigMap(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	nodes := []string{"worker-0", "worker-1"}
-	h := start(t, ClusterOptions{
+	h := start(t, WorldOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "sv"}},
 		LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace + "/config", Password: password, Logf: t.Logf, LegacyConfigMap: "config",
 	})

@@ -27,7 +27,7 @@ func TestSharedElasticIP(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	nodes := []string{"worker-0", "worker-1"}
-	h := start(t, ClusterOptions{
+	h := start(t, WorldOptions{
 		Dir: dir, Bins: bins, Devices: []Device{{Name: nodes[0], Metro: "da"}, {Name: nodes[1], Metro: "da"}},
 		LoadBalancer: "metallb:///" + dataplane.MetalLBNamespace, Password: password, Logf: t.Logf,
 	})

@@ -1,9 +1,9 @@
-// Command coredns is CoreDNS v1.15 with only the plugins a test cluster's
+// Command coredns is CoreDNS v1.15 with only the plugins the real cluster's
 // kube-dns needs. CoreDNS documents this way of building it: import coremain
 // and the chosen plugins; the directive order stays CoreDNS's own
 // (core/dnsserver's list), so the Corefile behaves as in the release. The
 // release binary's full plugin set pulls in every cloud SDK CoreDNS supports,
-// minutes of cold build for nothing a test cluster resolves.
+// minutes of cold build for nothing the real cluster resolves.
 package main
 
 import (

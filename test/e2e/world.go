@@ -33,8 +33,8 @@ type Device struct {
 	Later bool
 }
 
-// ClusterOptions configure StartCluster.
-type ClusterOptions struct {
+// WorldOptions configure StartWorld.
+type WorldOptions struct {
 	Dir          string
 	Bins         dataplane.Binaries
 	Devices      []Device
@@ -45,7 +45,7 @@ type ClusterOptions struct {
 	CloudConfig map[string]any
 	// ControlPlaneEIPTag, when set, seeds an Elastic IP with this tag
 	// assigned to the first control-plane device, serves /healthz on the
-	// control-plane nodes (Cluster.Health) and tells the CCM about it.
+	// control-plane nodes (World.Health) and tells the CCM about it.
 	ControlPlaneEIPTag string
 	// NoMetalLB runs neither MetalLB's controller nor its speakers (for a
 	// load-balancer mode MetalLB does not read, such as kube-vip).
@@ -64,9 +64,11 @@ type ClusterOptions struct {
 	Logf func(string, ...any)
 }
 
-// Cluster is everything of one data-plane run.
-type Cluster struct {
-	Opts       ClusterOptions
+// World is everything one data-plane test run stands up: a cluster without
+// kubelets (kube-apiserver, MetalLB, one speaker per node), the emulator
+// and the routers. It is not test/cluster's real cluster, hence the name.
+type World struct {
+	Opts       WorldOptions
 	Emu        *emulator.Emulator
 	Env        *testenv.Env
 	Kube       kubernetes.Interface
@@ -87,11 +89,11 @@ type Cluster struct {
 	stops           []func()
 }
 
-// StartCluster starts, in order: the emulator, loopback addresses, the two
+// StartWorld starts, in order: the emulator, loopback addresses, the two
 // routers, kube-apiserver, MetalLB's controller, the CCM; then registers
 // the nodes (as kubelets do) and starts a speaker for each. It must run
 // inside the private network namespace. Stop undoes it.
-func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error) {
+func StartWorld(ctx context.Context, o WorldOptions) (_ *World, err error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -101,7 +103,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 		}
 		o.Bins = o.Bins.ForFRR()
 	}
-	c := &Cluster{Opts: o, Speakers: map[string]*dataplane.Proc{}, NodeIP: map[string]string{},
+	c := &World{Opts: o, Speakers: map[string]*dataplane.Proc{}, NodeIP: map[string]string{},
 		NodeIPv6: map[string]string{}, FRR: map[string]*dataplane.FRR{}}
 	defer func() {
 		if err != nil {
@@ -173,7 +175,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	return c, nil
 }
 
-func (c *Cluster) startEmulator() error {
+func (c *World) startEmulator() error {
 	seed := emulator.DefaultSeed()
 	for i := range seed.Metros {
 		if b, ok := dataplane.MetroBlocks[seed.Metros[i].Code]; ok {
@@ -230,7 +232,7 @@ func (c *Cluster) startEmulator() error {
 
 // startHealthServers serves /healthz on each control-plane node's address
 // and the port default/kubernetes targets, where the CCM probes it.
-func (c *Cluster) startHealthServers(ctx context.Context) error {
+func (c *World) startHealthServers(ctx context.Context) error {
 	svc, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil || len(svc.Spec.Ports) == 0 {
 		return fmt.Errorf("reading default/kubernetes: %v", err)
@@ -252,7 +254,7 @@ func (c *Cluster) startHealthServers(ctx context.Context) error {
 
 // ControlPlaneHolder is the device hostname the control-plane EIP is
 // assigned to ("" when none).
-func (c *Cluster) ControlPlaneHolder() string {
+func (c *World) ControlPlaneHolder() string {
 	r, ok := c.Emu.Reservation(c.ControlPlaneEIP)
 	if !ok {
 		return ""
@@ -265,7 +267,7 @@ func (c *Cluster) ControlPlaneHolder() string {
 	return ""
 }
 
-func (c *Cluster) startRouters() error {
+func (c *World) startRouters() error {
 	var nodes, nodes6 []string
 	for _, ip := range c.NodeIP {
 		nodes = append(nodes, ip)
@@ -297,7 +299,7 @@ func (c *Cluster) startRouters() error {
 	return nil
 }
 
-func (c *Cluster) startCCM() error {
+func (c *World) startCCM() error {
 	cc := map[string]any{
 		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
 		"loadbalancer": c.Opts.LoadBalancer, "moduleCacheDir": filepath.Join(c.Opts.Dir, "module-cache"),
@@ -331,7 +333,7 @@ func (c *Cluster) startCCM() error {
 // JoinNode registers the device's Node as kubelet --cloud-provider=external
 // does (hostname label, uninitialized taint, then Ready), and starts the
 // node's speaker, as MetalLB's DaemonSet would.
-func (c *Cluster) JoinNode(ctx context.Context, name string) error {
+func (c *World) JoinNode(ctx context.Context, name string) error {
 	var dev *Device
 	for i := range c.Opts.Devices {
 		if c.Opts.Devices[i].Name == name {
@@ -389,7 +391,7 @@ func (c *Cluster) JoinNode(ctx context.Context, name string) error {
 
 // RemoveNode deletes the Node (as a drained, decommissioned machine's is)
 // and stops its speaker.
-func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
+func (c *World) RemoveNode(ctx context.Context, name string) error {
 	if err := c.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return err
 	}
@@ -408,7 +410,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
 }
 
 // Stop ends everything, newest first.
-func (c *Cluster) Stop() {
+func (c *World) Stop() {
 	for _, sp := range c.Speakers {
 		sp.Stop()
 	}
@@ -425,7 +427,7 @@ var bgpPeersGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1b
 
 // BGPObjects lists, sorted, the nodes with the CCM's BGP annotations and the
 // nodes MetalLB BGPPeers select.
-func (c *Cluster) BGPObjects(ctx context.Context) (annotated, peered []string, err error) {
+func (c *World) BGPObjects(ctx context.Context) (annotated, peered []string, err error) {
 	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
