@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/equinix/equinix-sdk-go v0.66.0
 	github.com/fsnotify/fsnotify v1.10.1
-	github.com/getkin/kin-openapi v0.152.0
 	github.com/go-json-experiment/json v0.0.0-20251027170946-4849db3c2f7e
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-containerregistry v0.22.1
@@ -20,15 +19,11 @@ require (
 	github.com/open-policy-agent/opa v1.22.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
-	go.universe.tf/metallb v0.16.2
 	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
-	golang.org/x/mod v0.41.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/time v0.16.0
-	helm.sh/helm/v4 v4.3.1
 	k8s.io/api v0.37.1
-	k8s.io/apiextensions-apiserver v0.37.1
 	k8s.io/apimachinery v0.37.1
 	k8s.io/apiserver v0.37.1
 	k8s.io/cli-runtime v0.37.1
@@ -38,11 +33,22 @@ require (
 	k8s.io/controller-manager v0.37.1
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3
-	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 	sigs.k8s.io/kustomize/api v0.21.2
 	sigs.k8s.io/kustomize/kyaml v0.21.2
 	sigs.k8s.io/yaml v1.6.0
+)
+
+// Tests and tooling only: no package the CCM binary links imports these
+// (TestGoModSeparatesTestDeps in cmd/cloud-provider-equinix-metal keeps
+// this block true).
+require (
+	github.com/getkin/kin-openapi v0.152.0
+	go.universe.tf/metallb v0.16.2
+	golang.org/x/mod v0.41.0
+	helm.sh/helm/v4 v4.3.1
+	k8s.io/apiextensions-apiserver v0.37.1
+	sigs.k8s.io/controller-runtime v0.25.2
 )
 
 require (
