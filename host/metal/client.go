@@ -100,14 +100,16 @@ type Client struct {
 	reservations *store
 	// gets collapses concurrent GETs of the same object.
 	gets singleflight.Group
-	// reserveLocks serialises RequestReservation per tag set, so two
-	// callers in this process never both see "none" and both create one.
+	// reserveLocks serialises RequestReservation per tag set and family,
+	// so two callers in this process never both see "none" and both create
+	// one.
 	reserveLocks keymutex.KeyMutex
 	// editMu serialises read-modify-write edits of cached reservations
 	// (an assignment added or removed), so that two do not lose one.
 	editMu sync.Mutex
-	// uncertainTags are tag sets (sorted, joined) whose last reservation
-	// request failed without knowing whether the API created it.
+	// uncertainTags are tag sets (sorted, joined; ";ipv6" appended for an
+	// IPv6 request) whose last reservation request failed without knowing
+	// whether the API created it.
 	uncertainMu   sync.Mutex
 	uncertainTags map[string]bool
 
@@ -203,6 +205,9 @@ func New(opts Options) (*Client, error) {
 	c.reservations = newReservationStore()
 	return c, nil
 }
+
+// ProjectID is the project this client works in, for messages.
+func (c *Client) ProjectID() string { return c.opts.ProjectID }
 
 // call bounds one API call (all its attempts) and labels it for metrics.
 func (c *Client) call(ctx context.Context, op operation) (context.Context, context.CancelFunc) {

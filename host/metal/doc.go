@@ -43,8 +43,9 @@
 //     DeviceByHostname answer from it; a miss costs one GET (by ID) or one
 //     hostname-filtered listing (by hostname), whose answer is added.
 //     DeviceFresh bypasses the cache; ForgetDevice drops an entry.
-//   - IP reservations: every public_ipv4 reservation of the project (all
-//     pages, with assignments), indexed by tag, assignment ID and address.
+//   - IP reservations: every public IPv4 reservation of the project, and
+//     every public IPv6 one but a device's management block (all pages,
+//     with assignments), indexed by tag, assignment ID and address.
 //     ReservationsWithTags answers from it; ReservationsWithTagsFresh and
 //     RefreshReservations re-read first.
 //

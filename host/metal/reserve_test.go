@@ -2,14 +2,155 @@ package metal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 )
+
+func TestRequestReservationFindsBeforeCreating(t *testing.T) {
+	tags := []string{"usage=cloud-provider-equinix-metal-auto", "service=abc", "cluster=c1"}
+	t.Run("existing one is returned, no POST", func(t *testing.T) {
+		f := newFakeAPI(t)
+		ra := &reservationAPI{items: []map[string]any{reservation("mine", "147.75.0.9", tags...)}}
+		ra.install(f)
+		c := f.client()
+		r, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
+		if err != nil || r.GetId() != "mine" {
+			t.Fatalf("RequestReservation = %v, %v", r, err)
+		}
+		if n := f.count("POST /projects/" + projectID + "/ips"); n != 0 {
+			t.Errorf("%d POSTs, want 0", n)
+		}
+	})
+	t.Run("created once, then found in the cache", func(t *testing.T) {
+		f := newFakeAPI(t)
+		ra := &reservationAPI{}
+		ra.install(f)
+		c := f.client()
+		ctx := context.Background()
+		r, err := c.RequestReservation(ctx, ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
+		if err != nil || r.GetId() != "new-1" {
+			t.Fatalf("RequestReservation = %v, %v", r, err)
+		}
+		f.resetCounts()
+		got, err := c.ReservationsWithTags(ctx, tags...)
+		if err != nil || len(got) != 1 || got[0].GetId() != "new-1" {
+			t.Fatalf("ReservationsWithTags after create = %v, %v", got, err)
+		}
+		if n := f.total(); n != 0 {
+			t.Errorf("lookup after our own create made %d calls, want 0", n)
+		}
+	})
+	t.Run("503 after the API created it: found, not created twice", func(t *testing.T) {
+		f := newFakeAPI(t)
+		ra := &reservationAPI{postStatus: 503, createOnErr: true}
+		ra.install(f)
+		c := f.client()
+		r, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
+		if err != nil || r.GetId() != "new-1" {
+			t.Fatalf("RequestReservation = %v, %v", r, err)
+		}
+		if n := f.count("POST /projects/" + projectID + "/ips"); n != 1 {
+			t.Errorf("%d POSTs, want exactly 1", n)
+		}
+		if len(ra.items) != 1 {
+			t.Errorf("%d reservations in the API, want 1", len(ra.items))
+		}
+	})
+	t.Run("503 without creating: retried after a fresh lookup, then gives up", func(t *testing.T) {
+		f := newFakeAPI(t)
+		ra := &reservationAPI{postStatus: 503}
+		ra.install(f)
+		c := f.client(func(o *Options) { o.Retries = 2 })
+		_, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
+		want := `request IP reservation: 503 Service Unavailable: "the API is having a bad day" (gave up after 3 attempts)`
+		if err == nil || err.Error() != want {
+			t.Fatalf("error = %v\nwant    %s", err, want)
+		}
+		posts, lists := f.count("POST /projects/"+projectID+"/ips"), f.count("GET /projects/"+projectID+"/ips")
+		if posts != 3 || lists != 3 {
+			t.Errorf("%d POSTs and %d listings, want 3 each (every POST preceded by a lookup)", posts, lists)
+		}
+	})
+	t.Run("unknown outcome is remembered across calls", func(t *testing.T) {
+		f := newFakeAPI(t)
+		ra := &reservationAPI{postStatus: 504, createOnErr: true}
+		ra.install(f)
+		c := f.client(func(o *Options) { o.Retries = 0 })
+		key := strings.Join(slices.Sorted(slices.Values(tags)), ",")
+		if _, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags}); err == nil {
+			t.Fatal("a 504 with no retries left succeeded")
+		}
+		if !c.uncertain(key) {
+			t.Error("a 504 on create is not remembered as an unknown outcome")
+		}
+		r, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags})
+		if err != nil || r.GetId() != "new-1" {
+			t.Fatalf("second call = %v, %v; want the reservation the 504 created", r, err)
+		}
+		if c.uncertain(key) {
+			t.Error("still uncertain after finding it")
+		}
+		if n := f.count("POST /projects/" + projectID + "/ips"); n != 1 {
+			t.Errorf("%d POSTs, want 1", n)
+		}
+	})
+	t.Run("422 is final", func(t *testing.T) {
+		f := newFakeAPI(t)
+		(&reservationAPI{}).install(f)
+		f.handle("POST /projects/"+projectID+"/ips", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, 422, map[string]any{"errors": []string{"metro sv has no public IPv4 available"}})
+		})
+		c := f.client()
+		_, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "sv"}, Tags: tags})
+		want := `request IP reservation: 422 Unprocessable Entity: "metro sv has no public IPv4 available"`
+		if err == nil || err.Error() != want {
+			t.Fatalf("error = %v\nwant    %s", err, want)
+		}
+		if n := f.count("POST /projects/" + projectID + "/ips"); n != 1 {
+			t.Errorf("%d POSTs, want 1", n)
+		}
+	})
+	t.Run("concurrent requests for the same tags create one", func(t *testing.T) {
+		f := newFakeAPI(t)
+		ra := &reservationAPI{}
+		ra.install(f)
+		c := f.client()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.RequestReservation(context.Background(), ReservationRequest{Location: location.Location{Metro: "da"}, Tags: tags}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := f.count("POST /projects/" + projectID + "/ips"); n != 1 {
+			t.Errorf("%d POSTs for 8 concurrent requests, want 1", n)
+		}
+	})
+	t.Run("bad requests", func(t *testing.T) {
+		f := newFakeAPI(t)
+		c := f.client()
+		for _, r := range []ReservationRequest{{Location: location.Location{Metro: "da"}}, {Tags: tags}, {Location: location.Location{Metro: "da", Facility: "da11"}, Tags: tags}} {
+			if _, err := c.RequestReservation(context.Background(), r); err == nil {
+				t.Errorf("RequestReservation(%+v) accepted", r)
+			}
+		}
+		if f.total() != 0 {
+			t.Error("a rejected request reached the API")
+		}
+	})
+}
 
 // When the reservation listing is younger than RefreshPeriod and nothing
 // is uncertain, a new reservation costs its POST and nothing else; when the
@@ -132,4 +273,28 @@ func TestRequestReservationRetryListsOnlyAfterUnknownOutcome(t *testing.T) {
 
 func reserveTags(i int) []string {
 	return []string{"usage=cloud-provider-equinix-metal-auto", fmt.Sprintf("service=svc-%03d", i), "cluster=c1"}
+}
+
+func TestCreateMayBeRetried(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"transport error", &callError{StatusCode: 0, err: errors.New("connection reset")}, true},
+		{"cancelled", &callError{StatusCode: 0, err: context.Canceled}, false},
+		{"500", &callError{StatusCode: 500}, true},
+		{"503 short Retry-After", &callError{StatusCode: 503, RetryAfter: time.Second}, true},
+		{"429 long Retry-After", &callError{StatusCode: 429, RetryAfter: time.Hour}, false},
+		{"501", &callError{StatusCode: 501}, false},
+		{"422 no IPs left", &callError{StatusCode: 422}, false},
+		{"not an API error", errors.New("no tags"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := createMayBeRetried(tt.err, 30*time.Second); got != tt.want {
+				t.Errorf("createMayBeRetried = %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

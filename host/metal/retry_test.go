@@ -119,27 +119,3 @@ func TestBackoff(t *testing.T) {
 		})
 	}
 }
-
-func TestCreateMayBeRetried(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"transport error", &callError{StatusCode: 0, err: errors.New("connection reset")}, true},
-		{"cancelled", &callError{StatusCode: 0, err: context.Canceled}, false},
-		{"500", &callError{StatusCode: 500}, true},
-		{"503 short Retry-After", &callError{StatusCode: 503, RetryAfter: time.Second}, true},
-		{"429 long Retry-After", &callError{StatusCode: 429, RetryAfter: time.Hour}, false},
-		{"501", &callError{StatusCode: 501}, false},
-		{"422 no IPs left", &callError{StatusCode: 422}, false},
-		{"not an API error", errors.New("no tags"), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := createMayBeRetried(tt.err, 30*time.Second); got != tt.want {
-				t.Errorf("createMayBeRetried = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
