@@ -32,6 +32,7 @@ func (h *harness) serviceEvents(name, reason string) []v1.Event {
 // fix; the Service is not retried in a loop; nothing is reserved; and
 // fixing the field is acted on at once.
 func TestInvalidLoadBalancerIP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
 	h.addNode("node-0", nil)
@@ -163,6 +164,7 @@ func TestLostReservation(t *testing.T) {
 // Service gets no status and no MetalLB pool; the retries cost no Equinix
 // call; and removing the field gives it a new Elastic IP.
 func TestRestoredServiceIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
 	h.addNode("node-0", nil)
@@ -274,6 +276,7 @@ func metricValue(t *testing.T, name string) float64 {
 // address held in da, on a Service created after it, gets its pool and
 // status: by then the module has seen both.
 func TestOwnAddressOfAnotherMetroIsNotAnnounced(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	there, err := h.emu.AddReservation(emulator.ReservationSeed{Metro: "sv"})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // peer annotations but not the password, and MetalLB still gets the password
 // through its Secret.
 func TestAnnotateBGPPassOff(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{settings: map[string]any{"annotateBGPPass": false, "bgpPass": "FakeBgpPass2026"}})
 	ctx := context.Background()
 	h.addNode("node-0", nil)

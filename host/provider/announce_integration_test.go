@@ -21,6 +21,7 @@ import (
 // moving to a BGP node gives AnnouncingNodeRestored. The EndpointSlice is
 // written as kube-controller-manager's would be.
 func TestNoAnnouncingNode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
 	h.addNode("node-0", nil)

@@ -34,6 +34,7 @@ func apiCalls(e *emulator.Emulator) (int64, string) {
 // are exact): a resync of 100 Services on 10 nodes makes none, and a node
 // joining a cluster with 100 Services makes at most 3.
 func TestAPICallBudget(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("100 Services; run without -short")
 	}

@@ -28,6 +28,7 @@ placement := {"metro": "sv"} if input.config
 // cluster (on the kube-system Namespace), not one per Service and retry;
 // a Service's own problem (a denial) stays on the Service.
 func TestClusterWidePolicyFailureIsOneEvent(t *testing.T) {
+	t.Parallel()
 	dir := mountPolicies(t)
 	if err := os.WriteFile(filepath.Join(dir, "eip.rego"), []byte(conflictingPlacement), 0o644); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ import (
 //     replaced;
 //   - deleting a dual-stack Service releases both.
 func TestIPFamiliesOnDualStackCluster(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{AuditLog: true, Users: testUsers,
 		APIServerFlags: []string{"--service-cluster-ip-range=10.0.0.0/24,fd00:10::/108"}})
 	seed := testSeed(2)
@@ -346,6 +347,7 @@ func reservationsString(rs []emulator.Reservation) string {
 // Event naming the fix, an IPv6-only Service a Warning; no IPv6
 // reservation or BGP session is made, and MetalLB's pools hold IPv4 only.
 func TestIPv6WithNativeMetalLB(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{Users: testUsers, APIServerFlags: []string{"--service-cluster-ip-range=10.0.0.0/24,fd00:10::/108"}})
 	h := newHarness(t, harnessOptions{env: env})
 	h.addNode("node-0", nil)

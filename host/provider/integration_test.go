@@ -23,6 +23,7 @@ var ipAddressPools = schema.GroupVersionResource{Group: "metallb.io", Version: "
 // spec.loadBalancerIP and a MetalLB pool; deleting it releases the
 // reservation and prunes the pool. Every call is allowed by deploy/'s RBAC.
 func TestNodeAndServiceLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
 	dev, _ := h.emu.DeviceByHostname(emulator.DefaultProjectID, "node-0")
@@ -111,6 +112,7 @@ func TestNodeAndServiceLifecycle(t *testing.T) {
 // TestBringYourOwnIPReservesNothing: a Service with spec.loadBalancerIP, an
 // Elastic IP the user reserved in the project.
 func TestBringYourOwnIPReservesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	mine, err := h.emu.AddReservation(emulator.ReservationSeed{Metro: "da"})
 	if err != nil {
@@ -132,6 +134,7 @@ func TestBringYourOwnIPReservesNothing(t *testing.T) {
 // tags instead of reserving a second one. Another cluster's reservation for
 // a Service of the same name is never touched.
 func TestRestartAdoptsReservation(t *testing.T) {
+	t.Parallel()
 	first := newHarness(t, harnessOptions{})
 	clusterID := first.clusterID()
 	first.Stop()
@@ -172,6 +175,7 @@ func TestRestartAdoptsReservation(t *testing.T) {
 // TestNoLocationIsAClearEvent: without a metro anywhere the Service gets a
 // Warning naming the annotations to set, and nothing is reserved.
 func TestNoLocationIsAClearEvent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.addService("nowhere", nil, "")
 	h.eventually("warning event", func() (bool, string) {
@@ -187,6 +191,7 @@ func TestNoLocationIsAClearEvent(t *testing.T) {
 // in a project of 2,000 devices and 1,500 reservations (upstream read only
 // the first 10 devices and the first 250 reservations).
 func TestLargeProject(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(0)
 	emu := emulator.StartForTest(t, seed, emulator.Options{})
 	if _, err := emu.AddDevices(2000, emulator.DeviceSeed{Hostname: "bulk-%d", Metro: "da"}); err != nil {
@@ -249,6 +254,7 @@ func (h *harness) waitForPool(what, ip string) {
 // watches of a kind would mean two caches of it: at 10,000 Services about
 // 20 MB more.
 func TestServicesAndNodesWatchedOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.addNode("node-0", nil)
 	h.addService("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")

@@ -124,6 +124,7 @@ func helmFor(t *testing.T, env *testenv.Env) *action.Configuration {
 // an address; helm rollback to the first revision brings upstream's objects
 // back.
 func TestMigrateWithHelm(t *testing.T) {
+	t.Parallel()
 	fx, env, emu := loadUpstream(t, "testdata/upstream-v3.8.1/crd", nil)
 	ctx := context.Background()
 	hc := helmFor(t, env)

@@ -40,6 +40,7 @@ func ownedMetalLB(t *testing.T, dyn dynamic.Interface) (map[string]int, int) {
 // objects through the persistent kinds record and prunes them; no list of
 // a namespaced kind ever leaves the declared namespace.
 func TestModeSwitchPrunes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	crd := newHarness(t, harnessOptions{})
 	dyn := dynamic.NewForConfigOrDie(crd.env.Config)

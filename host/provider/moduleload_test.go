@@ -80,6 +80,7 @@ func TestNothingWaitsForTheModule(t *testing.T) {
 // it, which is what the binary stops on; readiness says the same. A file
 // without the header is refused by New itself.
 func TestModuleThatDoesNotCompile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	broken := filepath.Join(dir, "broken.wasm")
 	if err := os.WriteFile(broken, []byte("\x00asm\x01\x00\x00\x00\x01\xff\xff"), 0o644); err != nil {

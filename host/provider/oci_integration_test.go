@@ -27,6 +27,7 @@ import (
 // registry and an artifact that is not Wasm each stop the CCM at start with
 // a clear error and leave the cluster as it was.
 func TestModuleByDigest(t *testing.T) {
+	t.Parallel()
 	wasm, err := os.ReadFile("../../examples/modules/bird/bird.wasm")
 	if err != nil {
 		t.Fatalf("%v (run make examples)", err)

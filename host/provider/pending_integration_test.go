@@ -27,6 +27,7 @@ const lbFinalizer = "service.kubernetes.io/load-balancer-cleanup"
 // reservation is left to turn "created" later for a Service that is gone,
 // which the default orphanEIPs=report would never release.
 func TestLeftWhilePendingIsReleased(t *testing.T) {
+	t.Parallel()
 	// The emulator's clock: every reservation requested through the API is
 	// pending for an hour, until the test moves the clock past it.
 	var ahead atomic.Int64

@@ -129,6 +129,7 @@ func objectActions(res *plan.Result) map[string]int {
 // TestPlanFreshCluster: nodes initialised (provider IDs), two Services,
 // and no Elastic IP, BGP or load-balancer object yet. Plan lists it all.
 func TestPlanFreshCluster(t *testing.T) {
+	t.Parallel()
 	env := testenv.New(t, testenv.Options{AuditLog: true, Users: testUsers})
 	emu := emulator.StartForTest(t, testSeed(3), emulator.Options{})
 	h := &harness{t: t, env: env, emu: emu, kube: kubernetes.NewForConfigOrDie(env.Config)}
@@ -202,6 +203,7 @@ func TestPlanFreshCluster(t *testing.T) {
 // nothing to change; a mounted policy that places Elastic IPs elsewhere
 // and gives BGP to one node only lists the moves; an orphan is listed.
 func TestPlanConvergedCluster(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	for i := range 3 {
 		h.addNode(fmt.Sprintf("node-%d", i), nil)
@@ -282,6 +284,7 @@ func TestPlanConvergedCluster(t *testing.T) {
 // upstream v3.8.1 left (both MetalLB modes), before this CCM ever ran, plan
 // reserves and releases nothing.
 func TestPlanAfterUpstream(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ dir, lb string }{
 		{"testdata/upstream-v3.8.1/crd", "metallb:///metallb-system?crdConfiguration=true"},
 		{"testdata/upstream-v3.8.1/configmap", "metallb:///metallb-system/config"},

@@ -53,6 +53,7 @@ func mountPolicies(t *testing.T, examples ...string) string {
 // no BGP, and an EIP without a location goes to the metro where most BGP
 // nodes are (the default would refuse it).
 func TestCustomPolicies(t *testing.T) {
+	t.Parallel()
 	seed := emulator.DefaultSeed()
 	seed.Devices = append(seed.Devices,
 		emulator.DeviceSeed{Hostname: "cp-0", Metro: "da"},
@@ -104,6 +105,7 @@ var bgpPeersGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1b
 // any other event. Before the fix a reload was logged and nothing changed
 // until some unrelated node update.
 func TestPolicyReloadReselects(t *testing.T) {
+	t.Parallel()
 	seed := emulator.DefaultSeed()
 	seed.Devices = append(seed.Devices,
 		emulator.DeviceSeed{Hostname: "cp-0", Metro: "da"},

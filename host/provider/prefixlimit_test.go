@@ -18,6 +18,7 @@ import (
 // naming the limit and the fixes), and reserved under the default, warn,
 // with the BGPPrefixLimitExceeded warning on the BGP node.
 func TestPrefixLimitAction(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		action string // "" leaves the default
 		refuse bool
@@ -89,6 +90,7 @@ func TestPrefixLimitAction(t *testing.T) {
 // (a third in sv is refused, naming the metro) and leave da's untouched (a
 // Service in da gets its address).
 func TestPrefixLimitPerMetro(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{settings: map[string]any{"bgpMaxPrefixes": 2, "bgpMaxPrefixesAction": "refuse"}})
 	h.addNode("node-0", nil)
 	sv := map[string]string{"metal.equinix.com/eip-metro": "sv"}

@@ -30,6 +30,7 @@ func check(checks []readiness.Check, name string) readiness.Check {
 // while the module's output cannot be applied (its namespace does not
 // exist), and passes again once it can; the other checks pass throughout.
 func TestReadinessFollowsTheModule(t *testing.T) {
+	t.Parallel()
 	wasm, err := filepath.Abs("../../examples/modules/bird/bird.wasm")
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +62,7 @@ func TestReadinessFollowsTheModule(t *testing.T) {
 // readiness names the failure; with the good file back, ready again; with
 // another valid module, that module is used without a restart.
 func TestModuleReloadKeepsTheLastGood(t *testing.T) {
+	t.Parallel()
 	old := moduleResync
 	moduleResync = time.Second // a missed change event costs a second, not a minute
 	defer func() { moduleResync = old }()
@@ -147,6 +149,7 @@ func TestModuleReloadKeepsTheLastGood(t *testing.T) {
 // answer (503s, then resets), readiness says the API does not answer, and
 // recovers on the next answered call once the faults stop.
 func TestReadinessUnreachableAPI(t *testing.T) {
+	t.Parallel()
 	old := metal.UnreachableAfter
 	metal.UnreachableAfter = time.Second
 	defer func() { metal.UnreachableAfter = old }()

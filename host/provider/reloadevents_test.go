@@ -37,6 +37,7 @@ func (h *harness) clusterEvents(reason string) []string {
 // good file is back, a Normal Event says so. Before, a failed reload was a
 // log line, a gauge and /readyz only, nowhere `kubectl get events` shows.
 func TestReloadFailuresAreEvents(t *testing.T) {
+	t.Parallel()
 	old := moduleResync
 	moduleResync = time.Second // several resyncs within the test, which must not repeat the Event
 	defer func() { moduleResync = old }()

@@ -98,6 +98,7 @@ var da = map[string]string{"metal.equinix.com/eip-metro": "da"}
 // get one reservation, tagged for the key, and one pool; all three have the
 // address. Deleting two keeps it; deleting the third releases it.
 func TestSharedElasticIP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.sharedService("dns-tcp", "dns", false, da, "TCP/53")
 	h.sharedService("dns-udp", "dns", true, da, "UDP/53")
@@ -171,6 +172,7 @@ func TestSharedElasticIP(t *testing.T) {
 // address; one that differs in externalTrafficPolicy too. Once the Service
 // in the way is gone, the refused one gets the address.
 func TestSharedElasticIPPortClash(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.sharedService("first", "k", false, da, "TCP/80")
 	var ip string
@@ -225,6 +227,7 @@ func TestSharedElasticIPPortClash(t *testing.T) {
 // no release). One that moves to another key gets that key's address, and
 // the old key's reservation goes when its last Service has left.
 func TestSharedElasticIPKeyRemoved(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.sharedService("a", "k", false, da, "TCP/80")
 	h.sharedService("b", "k", false, da, "TCP/443")
@@ -273,6 +276,7 @@ func TestSharedElasticIPKeyRemoved(t *testing.T) {
 // TestSharedElasticIPConcurrentCreate: Services of one key created at once,
 // synced by concurrent workers, make one reservation.
 func TestSharedElasticIPConcurrentCreate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{workers: 8})
 	const n = 8
 	var wg sync.WaitGroup
@@ -307,6 +311,7 @@ func TestSharedElasticIPConcurrentCreate(t *testing.T) {
 // Service of the key placed in another metro is refused, naming both
 // locations and the Service that has the address.
 func TestSharedElasticIPDifferentMetros(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.sharedService("east", "geo", false, da, "TCP/80")
 	h.eventually("east has the address", func() (bool, string) {

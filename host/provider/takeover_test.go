@@ -209,6 +209,7 @@ func unadvertised(pools map[string][]string, advertised map[string]bool) []strin
 // Service, and deleting one Service releases exactly its reservation and
 // pool. The pools keep upstream's labels, so upstream can take them back.
 func TestTakeOverFromUpstreamCRD(t *testing.T) {
+	t.Parallel()
 	to := startTakeover(t, "testdata/upstream-v3.8.1/crd", "metallb:///metallb-system?crdConfiguration=true")
 	ctx := context.Background()
 
@@ -403,6 +404,7 @@ func withoutAutoAssign(t *testing.T, fx *upstreamfixture.Fixture) {
 // which crashes upstream); a new Service gets a pool and deleting one
 // Service releases exactly its reservation and pool.
 func TestTakeOverFromUpstreamConfigMap(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		noAutoAssign bool
