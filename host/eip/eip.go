@@ -2,17 +2,15 @@ package eip
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/keymutex"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
@@ -58,6 +56,14 @@ const (
 	ReasonShareKept = "ElasticIPKept"
 )
 
+// Event reasons of the two address problems.
+const (
+	// ReasonInvalidIP: spec.loadBalancerIP is no address the CCM can serve.
+	ReasonInvalidIP = "InvalidLoadBalancerIP"
+	// ReasonLost: the Service's own reservation no longer exists.
+	ReasonLost = "ElasticIPLost"
+)
+
 // Manager runs the lifecycle.
 type Manager struct {
 	api       api
@@ -74,7 +80,7 @@ type Manager struct {
 	// step.
 	prefixCap *PrefixCap
 	capMu     *sync.Mutex
-	// family is the address family of a view (family.go): "" for the
+	// family is the address family of a view (view, in common.go): "" for the
 	// Manager itself, which Ensure, Release and Current use.
 	family v1.IPFamily
 	// noLBIPField: in a view, publish leaves spec.loadBalancerIP alone: it
@@ -116,82 +122,20 @@ func (m *Manager) SetServices(s Services) { m.services = s }
 // makes MetalLB refuse its whole configuration. "" allows IPv6.
 func (m *Manager) SetIPv6Unsupported(reason string) { m.noIPv6LB = reason }
 
-// The lookups and the failure report that Ensure (ensure.go), Release
-// (release.go) and Current (current.go) share.
+var (
+	lostTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "equinix_metal_eip_lost_total",
+		Help:           "Service Elastic IP reservations found deleted outside the CCM (the Service then got a new Elastic IP).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	invalidIPTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "equinix_metal_eip_invalid_load_balancer_ip_total",
+		Help:           "Syncs of a Service whose spec.loadBalancerIP is not an address the CCM can serve.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerOnce sync.Once
+)
 
-// pick chooses one reservation deterministically (the oldest) when several
-// carry the same tags (the Service's, or its sharing key's), which only
-// happens when something outside this CCM created one; they are reported,
-// not deleted.
-func (m *Manager) pick(svc *v1.Service, own []metalv1.IPReservation, whose string) *metalv1.IPReservation {
-	if len(own) == 0 {
-		return nil
-	}
-	sorted := slices.Clone(own)
-	metal.SortReservations(sorted)
-	if len(sorted) > 1 && svc != nil {
-		m.recorder.Eventf(svc, v1.EventTypeWarning, reasonDuplicate, "%d Elastic IP reservations carry %s; using %s, the oldest; release the others in the Equinix Metal console", len(sorted), whose, sorted[0].GetAddress())
-	}
-	return &sorted[0]
-}
-
-// reservationAt is the cluster's Service reservation with address addr, if
-// any (from the cache).
-func (m *Manager) reservationAt(ctx context.Context, addr string) (*metalv1.IPReservation, error) {
-	if addr == "" {
-		return nil, nil
-	}
-	all, err := m.api.ReservationsWithTags(ctx, UsageTag, ClusterTag(m.clusterID))
-	if err != nil {
-		return nil, err
-	}
-	for i := range all {
-		if all[i].GetAddress() == addr {
-			return &all[i], nil
-		}
-	}
-	return nil, nil
-}
-
-// listServices are the cluster's Services from the informer, or from the
-// API server without one.
-func (m *Manager) listServices(ctx context.Context) ([]*v1.Service, error) {
-	if m.services.List == nil {
-		return m.liveServices(ctx)
-	}
-	if m.services.Synced != nil && !m.services.Synced() {
-		return nil, fmt.Errorf("the CCM is still reading the cluster's Services (needed to share an Elastic IP); the Service is retried")
-	}
-	return m.services.List()
-}
-
-// liveServices lists every Service from the API server, a page at a time.
-func (m *Manager) liveServices(ctx context.Context) ([]*v1.Service, error) {
-	var out []*v1.Service
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		list, err := m.kube.CoreV1().Services("").List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
-		}
-		if list.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = list.Continue
-	}
-}
-
-func (m *Manager) fail(svc *v1.Service, err error) error {
-	var v6 *noIPv6
-	if !isClusterWide(err) && !errors.As(err, &v6) { // Ensure reports noIPv6 itself
-		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFailed, "%v", err)
-	}
-	return err
-}
-
-func pending(r *metalv1.IPReservation) bool {
-	return r.GetState() == "pending" || r.GetAddress() == ""
+func registerMetrics() {
+	registerOnce.Do(func() { legacyregistry.MustRegister(lostTotal, invalidIPTotal) })
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
-	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,23 +16,255 @@ import (
 	cloudapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
+	"github.com/equinix/equinix-sdk-go/services/metalv1"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/location"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 )
 
+// A Service's trip through Ensure, top-down in one file: Ensure and the
+// steps it takes for the whole Service (its families, a family it no
+// longer has, publishing every address), then ensureOne (one family) and
+// ensureOwn (a Service's own Elastic IP) with, in the order they are
+// taken, the steps every address takes: the user's own address, a new
+// reservation, its approval, a lost one, publishing it, and the one write
+// of a Service (patchService). A reader follows the Service down this
+// file and leaves it only for what has a file of its own: the sharing key
+// (ensureShared and its pure rules, sharing.go), leaving an address
+// (release.go, which Release shares), the prefix cap (prefixcap.go), the
+// tags (tags.go), and the helpers Release and Current use too
+// (common.go).
+
 // Ensure returns the Service's addresses, one per family of
-// spec.ipFamilies in that order (families), reserving what is missing
-// (ensureFamilies); each family's address comes from ensureOne.
+// spec.ipFamilies in that order (families), reserving what is missing;
+// each family's address comes from ensureOne, run on the view of m for
+// that family. A PreferDualStack Service the project cannot give IPv6
+// gets its IPv4 address and a ReasonIPv4Only Event; any other Service
+// that needs IPv6 then fails with a ReasonFamilyUnsupported Event.
+// Reservations of a family the Service no longer has
+// (spec.ipFamilyPolicy back to SingleStack) are released (dropFamily).
 func (m *Manager) Ensure(ctx context.Context, svc *v1.Service) ([]string, error) {
-	return m.ensureFamilies(ctx, svc)
+	fams := families(svc)
+	if err := checkLoadBalancerIPFamily(svc, fams); err != nil {
+		invalidIPTotal.Inc()
+		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonInvalidIP, "%v", err)
+		return nil, err
+	}
+	got := map[v1.IPFamily]string{}
+	// The first failure of a family, returned once the other family has
+	// had its turn: an IPv4 reservation awaiting approval does not hold
+	// up the IPv6 request (both are made in one sync, and plan lists both).
+	var failed error
+	// IPv4 first: it is the path every Service had before IPv6, and the
+	// address a dual-stack Service keeps when IPv6 cannot be had.
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		v := m.view(fam)
+		if f := familyOf(svc.Spec.LoadBalancerIP); f != "" && f != fam || hasIPv6(fams) {
+			v.noLBIPField = true
+		}
+		if !slices.Contains(fams, fam) {
+			if err := v.dropFamily(ctx, svc, fam); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var ip string
+		var err error
+		if fam == v1.IPv6Protocol && m.noIPv6LB != "" {
+			err = &noIPv6{err: errors.New(m.noIPv6LB), lb: true}
+		} else {
+			ip, err = v.ensureOne(ctx, forFamily(svc, fam))
+		}
+		var refused *noIPv6
+		switch {
+		case errors.As(err, &refused) && fallsBackToIPv4(svc, fams):
+			m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonIPv4Only, "the Service prefers dual-stack (spec.ipFamilyPolicy PreferDualStack) and gets its IPv4 Elastic IP only: %v", refused.err)
+			continue
+		case errors.As(err, &refused):
+			m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFamilyUnsupported, "%v", err)
+			return nil, err
+		case err != nil && failed == nil:
+			failed = err
+			continue
+		case err != nil:
+			continue
+		}
+		got[fam] = ip
+	}
+	if failed != nil {
+		return nil, failed
+	}
+	var out []string
+	for _, fam := range fams {
+		if ip := got[fam]; ip != "" {
+			out = append(out, ip)
+		}
+	}
+	if hasIPv6(fams) {
+		if err := m.publishAll(ctx, svc, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// families are the address families svc gets an Elastic IP of, in the
+// order of spec.ipFamilies: the families the cluster gave the Service, so
+// that every address in its status reaches a family its endpoints have
+// (IPv4 when the apiserver says none). A PreferDualStack Service in an
+// IPv4-only cluster has [IPv4] and gets IPv4.
+func families(svc *v1.Service) []v1.IPFamily {
+	var out []v1.IPFamily
+	for _, f := range svc.Spec.IPFamilies {
+		if (f == v1.IPv4Protocol || f == v1.IPv6Protocol) && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		out = []v1.IPFamily{v1.IPv4Protocol}
+	}
+	return out
+}
+
+// checkLoadBalancerIPFamily refuses a spec.loadBalancerIP the user set to
+// an address of a family the Service does not have: the address would be
+// served to no endpoint.
+func checkLoadBalancerIPFamily(svc *v1.Service, fams []v1.IPFamily) error {
+	ip := svc.Spec.LoadBalancerIP
+	if ip == "" || writtenByCCM(svc) {
+		return nil
+	}
+	if f := familyOf(ip); f != "" && !slices.Contains(fams, f) {
+		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %s is %s, but the Service's spec.ipFamilies is %v: set an address of the Service's family, give the Service that family (spec.ipFamilyPolicy PreferDualStack or RequireDualStack in a dual-stack cluster), or remove the field and the CCM reserves one", ip, f, fams), invalidIPRetry)
+	}
+	return nil
+}
+
+// writtenByCCM reports whether spec.loadBalancerIP was last written by the
+// CCM, that is whether it is the address of a reservation the CCM made for
+// this Service.
+func writtenByCCM(svc *v1.Service) bool {
+	return fieldmanager.WroteLoadBalancerIP(svc.ManagedFields)
+}
+
+// familyOf is the family of address ip ("" when it is none).
+func familyOf(ip string) v1.IPFamily {
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case err != nil:
+		return ""
+	case a.Unmap().Is4():
+		return v1.IPv4Protocol
+	}
+	return v1.IPv6Protocol
+}
+
+func hasIPv6(fams []v1.IPFamily) bool { return slices.Contains(fams, v1.IPv6Protocol) }
+
+// dropFamily releases the Service's own reservation of family fam, which
+// it no longer has (a dual-stack Service made single-stack). Its IPv4
+// reservation is never dropped this way: every Service had one before
+// IPv6, and a Service whose spec.ipFamilies lacks IPv4 never got one from
+// this CCM. A sharing key's reservation stays for the key's other
+// Services (Release and leave free it with the key).
+func (m *Manager) dropFamily(ctx context.Context, svc *v1.Service, fam v1.IPFamily) error {
+	if fam == v1.IPv4Protocol {
+		return nil
+	}
+	own, err := m.api.ReservationsWithTags(ctx, Tags(m.clusterID, svc.Namespace, svc.Name)...)
+	if err != nil || len(own) == 0 {
+		return err
+	}
+	if err := m.releaseOwn(ctx, svc, fmt.Sprintf("; the Service no longer has the %s family", fam)); err != nil {
+		return err
+	}
+	// The addresses the CCM wrote for it are spec.loadBalancerIP's again
+	// (publish, in this sync's IPv4 step).
+	if _, ok := svc.Annotations[AnnotationLoadBalancerIPs]; !ok {
+		return nil
+	}
+	body := map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationLoadBalancerIPs: nil}}}
+	return m.patchService(ctx, svc, body, "removing the annotation "+AnnotationLoadBalancerIPs)
+}
+
+// noIPv6 is the error of a Service that needs an IPv6 Elastic IP it cannot
+// have: the project refused the reservation (no IPv6 for Elastic IPs in
+// the metro, or not for this project).
+type noIPv6 struct {
+	err error
+	lb  bool // the load balancer cannot announce IPv6 (err names the fix)
+}
+
+func (e *noIPv6) Error() string {
+	check := "check that the project may reserve public IPv6 in the Service's metro (see docs/explanation/dual-stack.md), or "
+	if e.lb {
+		check = "or "
+	}
+	return fmt.Sprintf("no IPv6 Elastic IP for the Service: %v; %sset spec.ipFamilyPolicy to PreferDualStack (it then gets its IPv4 address) or spec.ipFamilies to [IPv4]", e.err, check)
+}
+
+func (e *noIPv6) Unwrap() error { return e.err }
+
+// forFamily is svc as the lifecycle of family fam sees it: a
+// spec.loadBalancerIP of the other family is not this family's to bring
+// (a dual-stack Service brings its own address for one family and gets
+// an Elastic IP for the other). svc itself is not changed.
+func forFamily(svc *v1.Service, fam v1.IPFamily) *v1.Service {
+	ip := svc.Spec.LoadBalancerIP
+	if ip == "" || familyOf(ip) == fam || familyOf(ip) == "" {
+		return svc
+	}
+	c := *svc
+	c.Spec.LoadBalancerIP = ""
+	return &c
+}
+
+// fallsBackToIPv4 says whether a PreferDualStack Service that cannot have
+// its IPv6 address is served its IPv4 one instead.
+func fallsBackToIPv4(svc *v1.Service, fams []v1.IPFamily) bool {
+	p := svc.Spec.IPFamilyPolicy
+	return p != nil && *p == v1.IPFamilyPolicyPreferDualStack && slices.Contains(fams, v1.IPv4Protocol)
+}
+
+// publishAll writes ips into AnnotationLoadBalancerIPs (as the CCM's field
+// manager), and takes out the spec.loadBalancerIP the CCM wrote before the
+// Service had IPv6 (spec.ipFamilyPolicy changed to PreferDualStack). A
+// Service whose spec.loadBalancerIP is the user's keeps it, and gets no
+// annotation: MetalLB takes one or the other.
+func (m *Manager) publishAll(ctx context.Context, svc *v1.Service, ips []string) error {
+	if svc.Spec.LoadBalancerIP != "" && !writtenByCCM(svc) || len(ips) == 0 {
+		return nil
+	}
+	want := strings.Join(ips, ",")
+	if svc.Annotations[AnnotationLoadBalancerIPs] == want && svc.Spec.LoadBalancerIP == "" {
+		return nil
+	}
+	body := map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationLoadBalancerIPs: want}}}
+	if svc.Spec.LoadBalancerIP != "" {
+		body["spec"] = map[string]any{"loadBalancerIP": nil}
+	}
+	return m.patchService(ctx, svc, body, fmt.Sprintf("setting the annotation %s to %s", AnnotationLoadBalancerIPs, want))
+}
+
+// patchService writes body into the Service as a JSON merge patch, as the
+// CCM's field manager (fieldmanager.CCM): the managedFields of that manager
+// are how a later sync tells the CCM's addresses from the user's
+// (writtenByCCM). Every write of a Service goes through it. what names the
+// change in the error, which the Service gets as an Event (fail).
+func (m *Manager) patchService(ctx context.Context, svc *v1.Service, body map[string]any, what string) error {
+	patch, _ := json.Marshal(body)
+	if _, err := m.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldmanager.CCM}); err != nil {
+		return m.fail(svc, fmt.Errorf("%s: %w", what, err))
+	}
+	return nil
 }
 
 // ensureOne returns the Service's address of m's family, reserving one
 // if needed.
 //
-// A Service with a sharing key gets its key's Elastic IP (see ensureShared).
+// A Service without a sharing key gets an Elastic IP of its own
+// (ensureOwn), one with a key its key's (ensureShared).
 // A Service with spec.loadBalancerIP set by the user to an address that is
 // not its own reservation brings its own IP: nothing is reserved, and the
 // address is served if an Elastic IP reservation of the project holds it
@@ -49,10 +281,10 @@ func (m *Manager) ensureOne(ctx context.Context, svc *v1.Service) (string, error
 		ip  string
 		err error
 	)
-	if key := lbsnapshot.SharingKey(svc); key != "" {
-		ip, err = m.ensureShared(ctx, svc, key)
-	} else {
+	if key := lbsnapshot.SharingKey(svc); key == "" {
 		ip, err = m.ensureOwn(ctx, svc)
+	} else {
+		ip, err = m.ensureShared(ctx, svc, key)
 	}
 	if err != nil {
 		return "", err
@@ -118,82 +350,20 @@ func (m *Manager) ensureOwn(ctx context.Context, svc *v1.Service) (string, error
 	return ip, err
 }
 
-// ensureShared is Ensure for a Service with a sharing key: the key's one
-// reservation (tags SharedTags), reserved by the first Service of the key
-// where placement puts it.
-//
-// Everything for one key runs under the key's lock, in this process (the
-// leader): two Services of one key synced at once make one reservation
-// (RequestReservation would also find the first one by its tags), and a
-// release never races a newcomer. A Service that does not hold the address
-// yet is admitted only if it does not clash with the Services that do
-// (group: MetalLB's rule), and if placement puts it where the reservation
-// is; otherwise it gets an ElasticIPShareRefused Event naming the other
-// Service and an error, and the service controller retries it with backoff
-// (so it gets the address once the Service in its way is gone or changed).
-//
-// A spec.loadBalancerIP the user set wins over the key: the Service brings
-// its own address and the key only tells MetalLB which Services may share
-// it, as before this CCM shared anything.
-func (m *Manager) ensureShared(ctx context.Context, svc *v1.Service, key string) (string, error) {
-	if lbIP := svc.Spec.LoadBalancerIP; lbIP != "" && !writtenByCCM(svc) {
-		return m.ownAddress(ctx, svc, lbIP)
+// pick chooses one reservation deterministically (the oldest) when several
+// carry the same tags (the Service's, or its sharing key's), which only
+// happens when something outside this CCM created one; they are reported,
+// not deleted.
+func (m *Manager) pick(svc *v1.Service, own []metalv1.IPReservation, whose string) *metalv1.IPReservation {
+	if len(own) == 0 {
+		return nil
 	}
-	tags := SharedTags(m.clusterID, key)
-	m.keys.LockKey(tags[1])
-	defer func() { _ = m.keys.UnlockKey(tags[1]) }()
-
-	found, err := m.api.ReservationsWithTags(ctx, tags...)
-	if err != nil {
-		return "", m.fail(svc, fmt.Errorf("looking up the Elastic IP of sharing key %q: %w", key, err))
+	sorted := slices.Clone(own)
+	metal.SortReservations(sorted)
+	if len(sorted) > 1 && svc != nil {
+		m.recorder.Eventf(svc, v1.EventTypeWarning, reasonDuplicate, "%d Elastic IP reservations carry %s; using %s, the oldest; release the others in the Equinix Metal console", len(sorted), whose, sorted[0].GetAddress())
 	}
-	res := m.pick(svc, found, fmt.Sprintf("the tags of sharing key %q", key))
-	addr := ""
-	if res != nil {
-		addr = res.GetAddress()
-	}
-	all, err := m.listServices(ctx)
-	if err != nil {
-		return "", m.fail(svc, err)
-	}
-	admitted, refused := group(keyGroup(all, svc, key, addr), addr)
-	for _, r := range refused {
-		if r.Service == id(svc) {
-			return "", m.refuse(svc, r.Error()+"; the Service gets the address once that changes")
-		}
-	}
-	if !holds(svc, addr) {
-		loc, err := m.placer.Place(ctx, svc, m.placeFamily())
-		if err != nil {
-			return "", m.fail(svc, err)
-		}
-		if res == nil {
-			if res, err = m.reserve(ctx, svc, loc, tags, key); err != nil {
-				return "", err
-			}
-		} else if where, ok := reservedIn(res, loc); !ok {
-			return "", m.refuse(svc, fmt.Sprintf("placement puts Service %s in %s, but the Elastic IP %s of sharing key %q%s is in %s; one key has one address in one place: give the Services of the key the same metro or facility, or this Service another key",
-				id(svc), loc, res.GetAddress(), key, others(admitted, svc), where))
-		}
-	}
-	if res, err = m.awaitApproval(ctx, svc, res); err != nil {
-		return "", err
-	}
-	ip := res.GetAddress()
-	if lbIP := m.ccmAddress(svc); lbIP != "" && lbIP != ip {
-		// The address the CCM gave the Service is no reservation of the
-		// cluster any more (not its own, nor another key's it just left):
-		// the key's reservation was released outside the CCM.
-		if prev, err := m.reservationAt(ctx, lbIP); err == nil && prev == nil {
-			m.reportLost(svc, lbIP, ip)
-		}
-	}
-	if err := m.publish(ctx, svc, ip); err != nil {
-		return "", err
-	}
-	// A Service that had an Elastic IP of its own before it took a key
-	// needs it no longer.
-	return ip, m.releaseOwn(ctx, svc, fmt.Sprintf("; the Service now shares %s (sharing key %q)", ip, key))
+	return &sorted[0]
 }
 
 // ownAddress is the user's own address (spec.loadBalancerIP), if usable: an
@@ -240,6 +410,22 @@ func (m *Manager) ServesOwnAddress(ctx context.Context, svc *v1.Service, lbIP st
 	return err == nil && refusal == nil
 }
 
+// checkRequestedIP returns nil when ip (spec.loadBalancerIP set by the user)
+// is an address the CCM can serve, and otherwise an error that names the
+// field and the fix, and that tells the service controller to retry only
+// after invalidIPRetry. Whether its family is one of the Service's is
+// checkLoadBalancerIPFamily's.
+func checkRequestedIP(ip string) error {
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case err != nil:
+		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %q is not an IP address; set it to an Elastic IP address reserved in the project (bring your own IP), or remove the field and the CCM reserves one", ip), invalidIPRetry)
+	case a.Unmap().IsUnspecified() || a.Unmap().IsLoopback() || a.Unmap().IsMulticast():
+		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %s cannot be a Service address; set an Elastic IP address reserved in the project, or remove the field and the CCM reserves one", ip), invalidIPRetry)
+	}
+	return nil
+}
+
 // ownAddressVerdict is why the user's own address lbIP is refused (nil if
 // it is served), or the error of looking its reservation up.
 func (m *Manager) ownAddressVerdict(ctx context.Context, svc *v1.Service, lbIP string) (refusal, err error) {
@@ -284,6 +470,43 @@ func ownAddressRefusal(addr string, res *metalv1.IPReservation, loc *location.Lo
 	return nil
 }
 
+// ccmAddress is the address of m's family the CCM last wrote for the
+// Service: spec.loadBalancerIP where the CCM wrote it (forFamily has
+// emptied it for the other family), else the Service's address of the
+// family in AnnotationLoadBalancerIPs where the CCM wrote that (a Service
+// with IPv6). "" when the CCM wrote none, or the user wrote the field.
+func (m *Manager) ccmAddress(svc *v1.Service) string {
+	if ip := svc.Spec.LoadBalancerIP; ip != "" {
+		if writtenByCCM(svc) {
+			return ip
+		}
+		return ""
+	}
+	if !fieldmanager.WroteAnnotation(svc.ManagedFields, AnnotationLoadBalancerIPs) {
+		return ""
+	}
+	fam := m.family
+	if fam == "" {
+		fam = v1.IPv4Protocol
+	}
+	for _, ip := range strings.Split(svc.Annotations[AnnotationLoadBalancerIPs], ",") {
+		if ip = strings.TrimSpace(ip); familyOf(ip) == fam {
+			return ip
+		}
+	}
+	return ""
+}
+
+// reservedIn says where res is, and whether that is loc.
+func reservedIn(res *metalv1.IPReservation, loc location.Location) (string, bool) {
+	if loc.Facility != "" {
+		f := res.GetFacility()
+		return "facility " + f.GetCode(), f.GetCode() == "" || strings.EqualFold(f.GetCode(), loc.Facility)
+	}
+	mt := res.GetMetro()
+	return "metro " + mt.GetCode(), mt.GetCode() == "" || strings.EqualFold(mt.GetCode(), loc.Metro)
+}
+
 // reserve requests a reservation with tags in loc; key, if any, is named in
 // the Events. Past the BGP prefix limit, with the cap on, it reserves
 // nothing (underPrefixCap).
@@ -320,6 +543,15 @@ func (m *Manager) reserve(ctx context.Context, svc *v1.Service, loc location.Loc
 	return res, nil
 }
 
+// apiRefusal is how the Equinix client's errors say that the API refused a
+// request for what it asked (metal's callError), as opposed to failing.
+type apiRefusal interface{ Refused() bool }
+
+func isRefused(err error) bool {
+	var r apiRefusal
+	return errors.As(err, &r) && r.Refused()
+}
+
 // awaitApproval returns res once Equinix has approved it, else a RetryError.
 func (m *Manager) awaitApproval(ctx context.Context, svc *v1.Service, res *metalv1.IPReservation) (*metalv1.IPReservation, error) {
 	if !pending(res) {
@@ -351,6 +583,24 @@ func (m *Manager) reportLost(svc *v1.Service, lost, ip string) {
 	m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonLost, "Elastic IP %s, reserved by the CCM for this Service, no longer exists in the project (released outside the CCM, for example in the console); reserved %s instead and moved the Service to it; update DNS records and firewall rules that name %s", lost, ip, lost)
 }
 
+// reservationAt is the cluster's Service reservation with address addr, if
+// any (from the cache).
+func (m *Manager) reservationAt(ctx context.Context, addr string) (*metalv1.IPReservation, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	all, err := m.api.ReservationsWithTags(ctx, UsageTag, ClusterTag(m.clusterID))
+	if err != nil {
+		return nil, err
+	}
+	for i := range all {
+		if all[i].GetAddress() == addr {
+			return &all[i], nil
+		}
+	}
+	return nil, nil
+}
+
 // publish writes ip into spec.loadBalancerIP (as the CCM's field manager)
 // unless it is there already.
 func (m *Manager) publish(ctx context.Context, svc *v1.Service, ip string) error {
@@ -371,40 +621,53 @@ func (m *Manager) publish(ctx context.Context, svc *v1.Service, ip string) error
 	}
 	// spec.loadBalancerIP is deprecated, but load balancers written for
 	// upstream (kube-vip, older MetalLB setups) read it.
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"loadBalancerIP": ip}})
-	if _, err := m.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldmanager.CCM}); err != nil {
-		return m.fail(svc, fmt.Errorf("setting spec.loadBalancerIP to %s: %w", ip, err))
+	body := map[string]any{"spec": map[string]any{"loadBalancerIP": ip}}
+	if err := m.patchService(ctx, svc, body, fmt.Sprintf("setting spec.loadBalancerIP to %s", ip)); err != nil {
+		return err
 	}
 	m.recorder.Eventf(svc, v1.EventTypeNormal, ReasonAssigned, "Assigned Elastic IP %s to the Service", ip)
 	return nil
 }
 
-// refuse reports that the Service may not share its key's address.
-func (m *Manager) refuse(svc *v1.Service, msg string) error {
-	m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonShareRefused, "%s", msg)
-	return fmt.Errorf("%s", msg)
-}
-
-// reservedIn says where res is, and whether that is loc.
-func reservedIn(res *metalv1.IPReservation, loc location.Location) (string, bool) {
-	if loc.Facility != "" {
-		f := res.GetFacility()
-		return "facility " + f.GetCode(), f.GetCode() == "" || strings.EqualFold(f.GetCode(), loc.Facility)
-	}
-	mt := res.GetMetro()
-	return "metro " + mt.GetCode(), mt.GetCode() == "" || strings.EqualFold(mt.GetCode(), loc.Metro)
-}
-
-// others names the admitted Services other than svc, for a message.
-func others(admitted []*v1.Service, svc *v1.Service) string {
-	var names []string
-	for _, s := range admitted {
-		if s.UID != svc.UID {
-			names = append(names, id(s))
+// previous are the addresses the Service has: its status, and
+// spec.loadBalancerIP where the CCM wrote it.
+func previous(svc *v1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" && !slices.Contains(out, in.IP) {
+			out = append(out, in.IP)
 		}
 	}
-	if len(names) == 0 {
-		return ""
+	if ip := svc.Spec.LoadBalancerIP; ip != "" && writtenByCCM(svc) && !slices.Contains(out, ip) {
+		out = append(out, ip)
 	}
-	return " (used by " + strings.Join(names, ", ") + ")"
+	return out
 }
+
+// fail reports err on the Service as an ElasticIPFailed Warning, unless it
+// is reported elsewhere: once for the cluster (ClusterWideError), or by
+// Ensure (noIPv6); and returns it.
+func (m *Manager) fail(svc *v1.Service, err error) error {
+	var v6 *noIPv6
+	if !isClusterWide(err) && !errors.As(err, &v6) { // Ensure reports noIPv6 itself
+		m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonFailed, "%v", err)
+	}
+	return err
+}
+
+// Event reasons of a Service's IP families.
+const (
+	// ReasonFamilyUnsupported: the Service needs an IPv6 Elastic IP that the
+	// project cannot give where the Service is placed; it gets no address.
+	ReasonFamilyUnsupported = "IPFamilyUnsupported"
+	// ReasonIPv4Only: the Service prefers dual-stack, the project cannot
+	// give it an IPv6 Elastic IP, and it gets its IPv4 address only.
+	ReasonIPv4Only = "IPv4OnlyElasticIP"
+)
+
+// AnnotationLoadBalancerIPs is MetalLB's annotation of the addresses a
+// Service asks for. A Service with IPv6 (IPv6-only, or dual-stack) gets its
+// Elastic IPs there, comma-separated in the order of spec.ipFamilies:
+// spec.loadBalancerIP holds one address of one family, and MetalLB
+// refuses it for a dual-stack Service, and together with this annotation.
+const AnnotationLoadBalancerIPs = fieldmanager.AnnotationLoadBalancerIPs

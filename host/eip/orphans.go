@@ -36,18 +36,6 @@ func ClusterReservations(all []metalv1.IPReservation, clusterID string) []metalv
 	return out
 }
 
-// ownerTagSet holds the owner tags a cluster's live Services account for
-// (ownerTags of each: its own tag, and its sharing key's).
-func ownerTagSet(services []*v1.Service) map[string]bool {
-	out := make(map[string]bool, len(services))
-	for _, s := range services {
-		for _, t := range ownerTags(s) {
-			out[t] = true
-		}
-	}
-	return out
-}
-
 // ownedBy applies the one ownership rule (OwnerTag, ownerTags): a cluster
 // reservation is owned while its owner tag belongs to a live Service. One
 // with no owner tag was not made for a Service and is never an orphan.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
@@ -127,4 +128,17 @@ func (m *Manager) releaseShared(ctx context.Context, svc *v1.Service, tag string
 		m.recorder.Eventf(svc, v1.EventTypeNormal, reasonReleased, "Released shared Elastic IP %s: no other Service has its sharing key", r.GetAddress())
 	}
 	return addrs, nil
+}
+
+// keepersOf are the Services, other than the one with UID self and those
+// being deleted, that own the reservations with the owner tag tag, sorted.
+func keepersOf(services []*v1.Service, tag string, self types.UID) []string {
+	var out []string
+	for _, s := range services {
+		if s.UID != self && s.DeletionTimestamp == nil && slices.Contains(ownerTags(s), tag) {
+			out = append(out, id(s))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

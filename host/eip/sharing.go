@@ -1,21 +1,126 @@
 package eip
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
+// ensureShared, one family's address of a Service with a sharing key, sits
+// beside the pure rules it applies (keyGroup, group, Clash), so that a
+// reader of the step has its rules at hand; the steps it shares with
+// ensureOwn are in ensure.go, the release of a key's reservation
+// (releaseShared) in release.go.
+
+// ensureShared is Ensure for a Service with a sharing key: the key's one
+// reservation (tags SharedTags), reserved by the first Service of the key
+// where placement puts it.
+//
+// Everything for one key runs under the key's lock, in this process (the
+// leader): two Services of one key synced at once make one reservation
+// (RequestReservation would also find the first one by its tags), and a
+// release never races a newcomer. A Service that does not hold the address
+// yet is admitted only if it does not clash with the Services that do
+// (group: MetalLB's rule), and if placement puts it where the reservation
+// is; otherwise it gets an ElasticIPShareRefused Event naming the other
+// Service and an error, and the service controller retries it with backoff
+// (so it gets the address once the Service in its way is gone or changed).
+//
+// A spec.loadBalancerIP the user set wins over the key: the Service brings
+// its own address and the key only tells MetalLB which Services may share
+// it, as before this CCM shared anything.
+func (m *Manager) ensureShared(ctx context.Context, svc *v1.Service, key string) (string, error) {
+	if lbIP := svc.Spec.LoadBalancerIP; lbIP != "" && !writtenByCCM(svc) {
+		return m.ownAddress(ctx, svc, lbIP)
+	}
+	tags := SharedTags(m.clusterID, key)
+	m.keys.LockKey(tags[1])
+	defer func() { _ = m.keys.UnlockKey(tags[1]) }()
+
+	found, err := m.api.ReservationsWithTags(ctx, tags...)
+	if err != nil {
+		return "", m.fail(svc, fmt.Errorf("looking up the Elastic IP of sharing key %q: %w", key, err))
+	}
+	res := m.pick(svc, found, fmt.Sprintf("the tags of sharing key %q", key))
+	addr := ""
+	if res != nil {
+		addr = res.GetAddress()
+	}
+	all, err := m.listServices(ctx)
+	if err != nil {
+		return "", m.fail(svc, err)
+	}
+	admitted, refused := group(keyGroup(all, svc, key, addr), addr)
+	for _, r := range refused {
+		if r.Service == id(svc) {
+			return "", m.refuse(svc, r.Error()+"; the Service gets the address once that changes")
+		}
+	}
+	if !holds(svc, addr) {
+		loc, err := m.placer.Place(ctx, svc, m.placeFamily())
+		if err != nil {
+			return "", m.fail(svc, err)
+		}
+		if res == nil {
+			if res, err = m.reserve(ctx, svc, loc, tags, key); err != nil {
+				return "", err
+			}
+		} else if where, ok := reservedIn(res, loc); !ok {
+			return "", m.refuse(svc, fmt.Sprintf("placement puts Service %s in %s, but the Elastic IP %s of sharing key %q%s is in %s; one key has one address in one place: give the Services of the key the same metro or facility, or this Service another key",
+				id(svc), loc, res.GetAddress(), key, others(admitted, svc), where))
+		}
+	}
+	if res, err = m.awaitApproval(ctx, svc, res); err != nil {
+		return "", err
+	}
+	ip := res.GetAddress()
+	if lbIP := m.ccmAddress(svc); lbIP != "" && lbIP != ip {
+		// The address the CCM gave the Service is no reservation of the
+		// cluster any more (not its own, nor another key's it just left):
+		// the key's reservation was released outside the CCM.
+		if prev, err := m.reservationAt(ctx, lbIP); err == nil && prev == nil {
+			m.reportLost(svc, lbIP, ip)
+		}
+	}
+	if err := m.publish(ctx, svc, ip); err != nil {
+		return "", err
+	}
+	// A Service that had an Elastic IP of its own before it took a key
+	// needs it no longer.
+	return ip, m.releaseOwn(ctx, svc, fmt.Sprintf("; the Service now shares %s (sharing key %q)", ip, key))
+}
+
+// refuse reports that the Service may not share its key's address.
+func (m *Manager) refuse(svc *v1.Service, msg string) error {
+	m.recorder.Eventf(svc, v1.EventTypeWarning, ReasonShareRefused, "%s", msg)
+	return fmt.Errorf("%s", msg)
+}
+
+// others names the admitted Services other than svc, for a message.
+func others(admitted []*v1.Service, svc *v1.Service) string {
+	var names []string
+	for _, s := range admitted {
+		if s.UID != svc.UID {
+			names = append(names, id(s))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return " (used by " + strings.Join(names, ", ") + ")"
+}
+
 // The rules of a shared Elastic IP, pure: which Services of a sharing key
-// compete for the address (keyGroup), which of them may have it (group),
-// and which keep the key's reservation when one lets go (keepersOf). Who
-// may have it is MetalLB's own rule (its allocator's, which is
+// compete for the address (keyGroup) and which of them may have it
+// (group); which keep the key's reservation when one lets go is keepersOf,
+// beside releaseShared, its one user (release.go). Who may have it is
+// MetalLB's own rule (its allocator's, which is
 // stricter than its documentation): Services may share an address when they
 // have the same sharing key, no port+protocol in common, and the same
 // "backend key" — empty for externalTrafficPolicy Cluster, the pod selector
@@ -105,19 +210,6 @@ next:
 		admitted = append(admitted, s)
 	}
 	return admitted, refused
-}
-
-// keepersOf are the Services, other than the one with UID self and those
-// being deleted, that own the reservations with the owner tag tag, sorted.
-func keepersOf(services []*v1.Service, tag string, self types.UID) []string {
-	var out []string
-	for _, s := range services {
-		if s.UID != self && s.DeletionTimestamp == nil && slices.Contains(ownerTags(s), tag) {
-			out = append(out, id(s))
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // holds reports whether the Service's status already has address.

@@ -101,3 +101,15 @@ func ownerTags(svc *v1.Service) []string {
 	}
 	return tags
 }
+
+// ownerTagSet holds the owner tags a cluster's live Services account for
+// (ownerTags of each: its own tag, and its sharing key's).
+func ownerTagSet(services []*v1.Service) map[string]bool {
+	out := make(map[string]bool, len(services))
+	for _, s := range services {
+		for _, t := range ownerTags(s) {
+			out[t] = true
+		}
+	}
+	return out
+}
