@@ -14,9 +14,13 @@ import (
 
 const checkPoliciesLong = `Checks a policy directory as the CCM loads it from --metal-policy-dir, without a cluster or an
 Equinix Metal project: every .rego, .json and .yaml file (not _test.rego) is read and compiled with
-the builtins the CCM allows, and the rules the CCM queries must be there. What it refuses, the CCM
-refuses at start or on reload (keeping the policies it had). It does not run your _test.rego files:
-opa test does (policies/README.md). Exit code: 0 the CCM would load them, 1 it would not.`
+the builtins the CCM allows, and the rules the CCM queries must be there. What it refuses there, the
+CCM refuses at start or on reload (keeping the policies it had). Then it asks each decision on a few
+sample inputs (a Service with the metro configured, one with the metro annotation, an IPv6 address;
+the BGP selection of three nodes in two metros) and checks each answer against the contract
+(policies/README.md): an undefined decision, a value of the wrong type or an evaluation error fails
+the check, as it would fail every such Service in the CCM; a denial does not. It does not run your
+_test.rego files: opa test does. Exit code: 0 the policies load and answer the samples, 1 not.`
 
 // newCheckPoliciesCommand is a linter for policy authors that needs
 // nothing but the files: plan knows the same contract but wants a cluster
@@ -43,6 +47,13 @@ func runCheckPolicies(ctx context.Context, dir string, stdout, stderr io.Writer)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	fmt.Fprintf(stdout, "policies %s: the CCM would load them (digest %s)\n", e.Source(), e.Digest())
+	if problems := sampleProblems(ctx, e); len(problems) > 0 {
+		fmt.Fprintf(stderr, "error: policies %s load, but their decisions break the contract (policies/README.md) on sample inputs; the CCM would fail such Services:\n", e.Source())
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "  - %s\n", p)
+		}
+		return 1
+	}
+	fmt.Fprintf(stdout, "policies %s: the CCM would load them (digest %s), and their decisions on the sample inputs keep the contract\n", e.Source(), e.Digest())
 	return 0
 }

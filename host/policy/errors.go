@@ -53,6 +53,12 @@ func (e *denyError) Error() string {
 // Is makes errors.Is(err, errDenied) true for a *denyError.
 func (e *denyError) Is(target error) bool { return target == errDenied }
 
+// Denied reports whether err is a policy's own refusal (its deny set)
+// rather than a broken decision: check-policies accepts a policy that
+// denies a sample input, as a policy may, and refuses one whose decision
+// is undefined, of the wrong type or fails to evaluate.
+func Denied(err error) bool { return errors.Is(err, errDenied) }
+
 // decisionError is every other failed decision: its kind is one of the
 // sentinels above, its cause (if any) the OPA error.
 type decisionError struct {
