@@ -35,9 +35,15 @@ import (
 // _test.go files. A use is a selector expression pkg.Name whose pkg is an
 // import of the host package (under its declared package name or the name
 // it is imported as), or, after a dot import, a bare Name; the check
-// parses files only (go/parser, no type checking), so a type that other
-// packages only receive from a function and never name counts as unused
-// — which it is, as a name.
+// parses files only (go/parser, no type checking).
+//
+// One use is not a name in another package: a type returned by an
+// exported function that is itself used (its results name the type, as
+// itself or behind a pointer, slice, map...) counts as used. A caller may
+// only ever receive the type from the function and never spell it, but a
+// reader of `go doc` sees the function's signature and needs the name to
+// look the type up; TestExportedFuncsReturnExportedTypes requires it to be
+// exported. Only package-level functions lend their use, not methods.
 func TestHostExportsUsed(t *testing.T) {
 	root := repoRootDir(t)
 	module := rootModulePath(t, root)
@@ -52,6 +58,7 @@ func TestHostExportsUsed(t *testing.T) {
 			continue
 		}
 		p := &hostPackage{dir: dir, importPath: module + "/" + dir, exports: map[string]hostExport{}}
+		var funcs []*ast.FuncDecl
 		for _, name := range files {
 			if strings.HasSuffix(name, "_test.go") {
 				continue
@@ -65,7 +72,9 @@ func TestHostExportsUsed(t *testing.T) {
 				e.where = path.Join(dir, name) + ":" + strconv.Itoa(fset.Position(e.pos).Line)
 				p.exports[e.name] = e
 			}
+			funcs = append(funcs, exportedFuncs(f)...)
 		}
+		p.returns = returnedTypes(funcs, p.exports)
 		if p.name != "" {
 			host[p.importPath] = p
 		}
@@ -93,6 +102,7 @@ func TestHostExportsUsed(t *testing.T) {
 			recordHostUses(f, dir, host, used)
 		}
 	}
+	markReturnedTypes(host, used)
 
 	total, unused := 0, 0
 	for _, importPath := range sortedKeys(host) {
@@ -114,6 +124,9 @@ func TestHostExportsUsed(t *testing.T) {
 type hostPackage struct {
 	dir, importPath, name string
 	exports               map[string]hostExport
+	// returns maps an exported function to the exported types of the
+	// package its results name.
+	returns map[string][]string
 }
 
 type hostExport struct {
@@ -150,6 +163,51 @@ func exportedDecls(f *ast.File) []hostExport {
 		}
 	}
 	return out
+}
+
+// exportedFuncs lists the exported package-level functions of f.
+func exportedFuncs(f *ast.File) []*ast.FuncDecl {
+	var out []*ast.FuncDecl
+	for _, d := range f.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && fn.Name.IsExported() {
+			out = append(out, fn)
+		}
+	}
+	return out
+}
+
+// returnedTypes maps each of funcs to the exported types among exports
+// that its results name.
+func returnedTypes(funcs []*ast.FuncDecl, exports map[string]hostExport) map[string][]string {
+	types := map[string]bool{}
+	for name, e := range exports {
+		if e.kind == "type" {
+			types[name] = true
+		}
+	}
+	out := map[string][]string{}
+	for _, fn := range funcs {
+		for _, id := range resultTypes(fn, types) {
+			out[fn.Name.Name] = append(out[fn.Name.Name], id.Name)
+		}
+	}
+	return out
+}
+
+// markReturnedTypes marks in used the types that used functions return
+// (see TestHostExportsUsed). A type counted so lends nothing further:
+// only functions' uses are followed, and they are all marked already.
+func markReturnedTypes(host map[string]*hostPackage, used map[string]map[string]bool) {
+	for importPath, p := range host {
+		for fn, types := range p.returns {
+			if !used[importPath][fn] {
+				continue
+			}
+			for _, typ := range types {
+				used[importPath][typ] = true
+			}
+		}
+	}
 }
 
 // recordHostUses marks in used every exported name of a host package that

@@ -332,3 +332,186 @@ func TestHostPackagesPromiseNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestExportedFuncsReturnExportedTypes fails on an exported function of a
+// package under host/, or an exported method of one of its exported types,
+// whose results name a type the package declares but does not export — as
+// the type itself, or what a pointer points to, or the element of a slice,
+// array, map or channel. `go doc` shows the function, and the reader cannot
+// look up what it returns: `go doc provider.cloud` finds nothing. Export the
+// type (with a doc comment saying why it exists), or return an exported
+// interface. Methods of unexported types are not in `go doc` and are left out,
+// as are parameters and test files.
+func TestExportedFuncsReturnExportedTypes(t *testing.T) {
+	root := repoRootDir(t)
+	fset := token.NewFileSet()
+	dirs := rootModuleGoFiles(t, root)
+	checked := 0
+	for _, dir := range sortedKeys(dirs) {
+		if dir != "host" && !strings.HasPrefix(dir, "host/") {
+			continue
+		}
+		files := map[string]*ast.File{}
+		types := map[string]bool{} // every type the package declares
+		for _, name := range dirs[dir] {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, filepath.Join(root, dir, name), nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[name] = f
+			for name := range declaredTypes(f) {
+				types[name] = true
+			}
+		}
+		for _, name := range sortedKeys(files) {
+			f := files[name]
+			for _, decl := range f.Decls {
+				fn, ok := decl.(*ast.FuncDecl)
+				if !ok || !fn.Name.IsExported() || !exportedReceiver(fn) {
+					continue
+				}
+				checked++
+				for _, typ := range resultTypes(fn, types) {
+					if ast.IsExported(typ.Name) {
+						continue
+					}
+					t.Errorf("%s:%d: %s.%s returns %s, which package %s does not export, so `go doc` shows the reader a type they cannot look up: export %s (with a doc comment saying why it exists), or return an exported interface",
+						path.Join(dir, name), fset.Position(typ.Pos()).Line, f.Name.Name, funcName(fn), typ.Name, f.Name.Name, typ.Name)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("found no exported function under host/")
+	}
+}
+
+// declaredTypes is the package-level types f declares.
+func declaredTypes(f *ast.File) map[string]bool {
+	out := map[string]bool{}
+	for _, decl := range f.Decls {
+		if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.TYPE {
+			for _, s := range g.Specs {
+				out[s.(*ast.TypeSpec).Name.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// exportedReceiver: fn is a function, or a method of an exported type.
+func exportedReceiver(fn *ast.FuncDecl) bool {
+	return fn.Recv == nil || ast.IsExported(receiverType(fn.Recv.List[0].Type))
+}
+
+// funcName is F for a function and T.M for a method.
+func funcName(fn *ast.FuncDecl) string {
+	if fn.Recv == nil {
+		return fn.Name.Name
+	}
+	return receiverType(fn.Recv.List[0].Type) + "." + fn.Name.Name
+}
+
+// resultTypes lists where fn's results name one of types, the package's
+// own types (exported or not): a result's type itself, or the type a
+// pointer, slice, array, map, channel, function type or type argument in
+// it holds. Other packages' types (pkg.T), builtins and fn's type
+// parameters are not the package's and are left out.
+func resultTypes(fn *ast.FuncDecl, types map[string]bool) []*ast.Ident {
+	if fn.Type.Results == nil {
+		return nil
+	}
+	params := map[string]bool{}
+	for _, list := range []*ast.FieldList{fn.Type.TypeParams, receiverTypeParams(fn)} {
+		if list != nil {
+			for _, f := range list.List {
+				for _, id := range f.Names {
+					params[id.Name] = true
+				}
+			}
+		}
+	}
+	var out []*ast.Ident
+	for _, r := range fn.Type.Results.List {
+		typeIdents(r.Type, func(id *ast.Ident) {
+			if types[id.Name] && !params[id.Name] {
+				out = append(out, id)
+			}
+		})
+	}
+	return out
+}
+
+// receiverTypeParams is the type parameters a generic method's receiver
+// names (the P of func (x *T[P]) M()), as a field list; nil otherwise.
+func receiverTypeParams(fn *ast.FuncDecl) *ast.FieldList {
+	if fn.Recv == nil {
+		return nil
+	}
+	recv := fn.Recv.List[0].Type
+	if star, ok := recv.(*ast.StarExpr); ok {
+		recv = star.X
+	}
+	var idents []ast.Expr
+	switch r := recv.(type) {
+	case *ast.IndexExpr:
+		idents = []ast.Expr{r.Index}
+	case *ast.IndexListExpr:
+		idents = r.Indices
+	}
+	list := &ast.FieldList{}
+	for _, e := range idents {
+		if id, ok := e.(*ast.Ident); ok {
+			list.List = append(list.List, &ast.Field{Names: []*ast.Ident{id}})
+		}
+	}
+	return list
+}
+
+// typeIdents calls yield for each unqualified type name in the type
+// expression e (not the field names of a func or struct type in it, nor
+// anything of another package).
+func typeIdents(e ast.Expr, yield func(*ast.Ident)) {
+	fields := func(l *ast.FieldList) {
+		if l != nil {
+			for _, f := range l.List {
+				typeIdents(f.Type, yield)
+			}
+		}
+	}
+	switch e := e.(type) {
+	case *ast.Ident:
+		yield(e)
+	case *ast.ParenExpr:
+		typeIdents(e.X, yield)
+	case *ast.StarExpr:
+		typeIdents(e.X, yield)
+	case *ast.Ellipsis:
+		typeIdents(e.Elt, yield)
+	case *ast.ArrayType:
+		typeIdents(e.Elt, yield)
+	case *ast.MapType:
+		typeIdents(e.Key, yield)
+		typeIdents(e.Value, yield)
+	case *ast.ChanType:
+		typeIdents(e.Value, yield)
+	case *ast.IndexExpr:
+		typeIdents(e.X, yield)
+		typeIdents(e.Index, yield)
+	case *ast.IndexListExpr:
+		typeIdents(e.X, yield)
+		for _, x := range e.Indices {
+			typeIdents(x, yield)
+		}
+	case *ast.FuncType:
+		fields(e.Params)
+		fields(e.Results)
+	case *ast.StructType:
+		fields(e.Fields)
+	case *ast.InterfaceType:
+		fields(e.Methods)
+	}
+}

@@ -26,7 +26,7 @@ var applyOptions = metav1.ApplyOptions{FieldManager: fieldmanager.CCM, Force: tr
 // EndpointSlices when default/kubernetes changed, the EIP or the port
 // changed, or Resync has passed (someone may have edited or deleted them).
 // Server-side apply makes an unchanged object a no-op on the server.
-func (m *manager) syncExternal(ctx context.Context, now time.Time, src *v1.Service, srcSlices []*discoveryv1.EndpointSlice, targetPort int) error {
+func (m *Manager) syncExternal(ctx context.Context, now time.Time, src *v1.Service, srcSlices []*discoveryv1.EndpointSlice, targetPort int) error {
 	dirty := m.takeExternalDirty()
 	if !dirty && m.externEIP == m.res.address && m.externPort == targetPort && now.Sub(m.externAt) < m.opts.Resync {
 		return nil
@@ -40,13 +40,13 @@ func (m *manager) syncExternal(ctx context.Context, now time.Time, src *v1.Servi
 	return nil
 }
 
-func (m *manager) markExternalDirtyQuiet() {
+func (m *Manager) markExternalDirtyQuiet() {
 	m.dirtyMu.Lock()
 	m.dirtyExtern = true
 	m.dirtyMu.Unlock()
 }
 
-func (m *manager) applyExternal(ctx context.Context, src *v1.Service, srcSlices []*discoveryv1.EndpointSlice, targetPort int) error {
+func (m *Manager) applyExternal(ctx context.Context, src *v1.Service, srcSlices []*discoveryv1.EndpointSlice, targetPort int) error {
 	svcs := m.kube.CoreV1().Services(externalServiceNamespace)
 	recreated, err := m.recreateIfNeeded(ctx)
 	if err != nil {
@@ -113,7 +113,7 @@ const lbCleanupFinalizer = "service.kubernetes.io/load-balancer-cleanup"
 // creates it anew; it returns why it did, "" when it did not. The delete
 // is bound to the UID it inspected, so a Service someone else just
 // recreated is not deleted.
-func (m *manager) recreateIfNeeded(ctx context.Context) (string, error) {
+func (m *Manager) recreateIfNeeded(ctx context.Context) (string, error) {
 	svcs := m.kube.CoreV1().Services(externalServiceNamespace)
 	old, err := svcs.Get(ctx, externalServiceName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

@@ -30,7 +30,7 @@ const (
 // made on (someone else moved the EIP, or an earlier call went through
 // though its answer was lost), it does nothing and the next round decides
 // again on the new facts.
-func (m *manager) execute(ctx context.Context, d decision, now time.Time, fromNode string) error {
+func (m *Manager) execute(ctx context.Context, d decision, now time.Time, fromNode string) error {
 	logger := klog.FromContext(ctx)
 	decidedOn := m.res.assignments
 	r, err := m.metal.Reservation(ctx, m.res.id)
@@ -97,7 +97,7 @@ func (m *manager) execute(ctx context.Context, d decision, now time.Time, fromNo
 // checkTarget reads the target device fresh from Equinix and refuses a
 // device that is gone or outside the EIP's metro: Equinix would answer the
 // assignment with 422 after the holder had already been unassigned.
-func (m *manager) checkTarget(ctx context.Context, t nodeState) error {
+func (m *Manager) checkTarget(ctx context.Context, t nodeState) error {
 	dev, err := m.metal.DeviceFresh(ctx, t.DeviceID)
 	if err != nil {
 		return fmt.Errorf("checking node %s (device %s) before moving the EIP there, so the EIP stays where it is: %w", t.Name, t.DeviceID, err)
@@ -119,7 +119,7 @@ func (m *manager) checkTarget(ctx context.Context, t nodeState) error {
 // new assignment failed after the old one was removed: a holder that
 // failed its health checks still beats no holder at all. The next round
 // decides again either way.
-func (m *manager) restore(ctx context.Context, d decision, cause error) error {
+func (m *Manager) restore(ctx context.Context, d decision, cause error) error {
 	if d.Kind != move || len(d.Unassign) != 1 {
 		return cause
 	}
@@ -133,7 +133,7 @@ func (m *manager) restore(ctx context.Context, d decision, cause error) error {
 }
 
 // eventOnce records a Warning unless the previous lookup recorded the same.
-func (m *manager) eventOnce(reason, format string, args ...any) {
+func (m *Manager) eventOnce(reason, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if msg == m.lastFindEvent {
 		return
@@ -145,7 +145,7 @@ func (m *manager) eventOnce(reason, format string, args ...any) {
 // event records an Event on the external Service; before that exists
 // (the EIP was not found yet) on default/kubernetes, where someone looking
 // for why the control plane has no EIP would look next.
-func (m *manager) event(typ, reason, format string, args ...any) {
+func (m *Manager) event(typ, reason, format string, args ...any) {
 	if m.recorder == nil {
 		return
 	}

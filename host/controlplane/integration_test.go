@@ -161,7 +161,7 @@ func startClusterIn(tb testing.TB, metros map[string]string) *cluster {
 }
 
 // startManager runs a Manager until the test ends.
-func (c *cluster) startManager(opts options) *manager {
+func (c *cluster) startManager(opts Options) *Manager {
 	opts.EIPTag = integrationTag
 	m := New(opts, c.metal, c.kube, nil, c.recorder)
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -204,11 +204,11 @@ func (c *cluster) holders() []string {
 // settle waits until the EIP is on want and the manager has kept it there
 // for three rounds in a row, then checks that it has exactly one
 // assignment.
-func (c *cluster) settle(m *manager, want string) {
+func (c *cluster) settle(m *Manager, want string) {
 	c.tb.Helper()
 	var since, streak int
 	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		st := m.Status()
+		st := m.snapshot()
 		if st.HolderNode != want || st.Last.Kind != keep || !slices.Equal(c.holders(), []string{want}) {
 			streak = 0
 			return false, nil
@@ -219,7 +219,7 @@ func (c *cluster) settle(m *manager, want string) {
 		return st.Rounds-since >= 3, nil
 	})
 	if err != nil {
-		c.tb.Fatalf("the EIP did not settle on %s: Equinix says %v, manager status %+v", want, c.holders(), m.Status())
+		c.tb.Fatalf("the EIP did not settle on %s: Equinix says %v, manager status %+v", want, c.holders(), m.snapshot())
 	}
 	if got := c.holders(); !slices.Equal(got, []string{want}) {
 		c.tb.Fatalf("after settling: assignments %v, want exactly one, on %s", got, want)
@@ -227,14 +227,14 @@ func (c *cluster) settle(m *manager, want string) {
 }
 
 // waitRounds waits until the manager has run n more rounds.
-func (c *cluster) waitRounds(m *manager, n int) {
+func (c *cluster) waitRounds(m *Manager, n int) {
 	c.tb.Helper()
-	start := m.Status().Rounds
+	start := m.snapshot().Rounds
 	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		return m.Status().Rounds-start >= n, nil
+		return m.snapshot().Rounds-start >= n, nil
 	})
 	if err != nil {
-		c.tb.Fatalf("the manager did not run %d rounds: %+v", n, m.Status())
+		c.tb.Fatalf("the manager did not run %d rounds: %+v", n, m.snapshot())
 	}
 }
 
@@ -268,7 +268,7 @@ func (c *cluster) events(reason string) []string {
 func TestIntegrationFailover(t *testing.T) {
 	c := startCluster(t)
 	assigns := func() int64 { return c.emu.Count(emulator.RouteAssignIP) + c.emu.Count(emulator.RouteDeleteIP) }
-	m := c.startManager(options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
+	m := c.startManager(Options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
 
 	c.settle(m, "a")
 	t.Run("routing objects", func(t *testing.T) {
@@ -385,7 +385,7 @@ func TestIntegrationFailover(t *testing.T) {
 // that cannot be made — with an Event naming the metros.
 func TestIntegrationFailoverStaysInMetro(t *testing.T) {
 	c := startClusterIn(t, map[string]string{"b": "sv"})
-	m := c.startManager(options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
+	m := c.startManager(Options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
 	c.settle(m, "a")
 
 	c.servers["a"].Stop()
@@ -407,7 +407,7 @@ func TestIntegrationFailoverStaysInMetro(t *testing.T) {
 	if n := c.emu.Count(emulator.RouteDeleteIP) - unassigns; n != 0 {
 		t.Fatalf("%d unassign calls with no healthy node in the EIP's metro; want none", n)
 	}
-	if st := m.Status(); st.Last.Kind != stuck || !strings.Contains(st.Last.Reason, "healthy nodes in other metros (b in sv)") {
+	if st := m.snapshot(); st.Last.Kind != stuck || !strings.Contains(st.Last.Reason, "healthy nodes in other metros (b in sv)") {
 		t.Fatalf("last decision %+v; want stuck, naming b in sv", st.Last)
 	}
 	err = wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
@@ -426,7 +426,7 @@ func TestIntegrationFailoverStaysInMetro(t *testing.T) {
 
 func TestIntegrationLeaderOnFailedNode(t *testing.T) {
 	c := startCluster(t)
-	opts := options{UseHostIP: true} // the defaults: 2s, 1s, 3 failures
+	opts := Options{UseHostIP: true} // the defaults: 2s, 1s, 3 failures
 	type replica struct {
 		leading atomic.Bool
 		cancel  context.CancelFunc
@@ -505,7 +505,7 @@ func TestIntegrationLeaderOnFailedNode(t *testing.T) {
 //	go test -run '^$' -bench BenchmarkFailover -benchtime 8x ./host/controlplane/
 func BenchmarkFailover(b *testing.B) {
 	c := startCluster(b)
-	m := c.startManager(options{UseHostIP: true})
+	m := c.startManager(Options{UseHostIP: true})
 	c.settle(m, "a")
 	for _, mode := range []string{"refused", "hung"} {
 		b.Run(mode, func(b *testing.B) {
@@ -514,10 +514,10 @@ func BenchmarkFailover(b *testing.B) {
 			for range b.N {
 				// Everything healthy and past its rise before the kill.
 				if err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-					st := m.Status()
+					st := m.snapshot()
 					return st.HealthyNodes == 3 && st.Last.Kind == keep && len(c.holders()) == 1, nil
 				}); err != nil {
-					b.Fatalf("never settled: %+v", m.Status())
+					b.Fatalf("never settled: %+v", m.snapshot())
 				}
 				c.waitRounds(m, 2)
 				holder := c.holders()[0]

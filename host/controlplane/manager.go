@@ -81,9 +81,14 @@ type status struct {
 	Err string
 }
 
-// manager runs the control-plane EIP loop.
-type manager struct {
-	opts     options
+// Manager runs the control-plane EIP loop: it keeps the EIP on a
+// control-plane node whose kube-apiserver answers, and the Service that
+// routes it inside the cluster in step with default/kubernetes. New
+// builds one and Run runs it until its context ends; it holds the
+// informers and what one round leaves for the next (the holder, each
+// node's probe history). The provider starts one, on the leader only.
+type Manager struct {
+	opts     Options
 	metal    metalAPI
 	kube     kubernetes.Interface
 	recorder record.EventRecorder
@@ -122,14 +127,14 @@ type manager struct {
 // whoever owns it (nil: the manager makes and starts its own); the default/kubernetes Service and its
 // EndpointSlices come from a small informer factory of the manager's own,
 // limited to those objects. recorder may be nil.
-func New(opts options, metal metalAPI, kube kubernetes.Interface, shared informers.SharedInformerFactory, recorder record.EventRecorder) *manager {
+func New(opts Options, metal metalAPI, kube kubernetes.Interface, shared informers.SharedInformerFactory, recorder record.EventRecorder) *Manager {
 	opts = opts.withDefaults()
 	var own []informers.SharedInformerFactory
 	if shared == nil {
 		shared = informers.NewSharedInformerFactory(kube, 0)
 		own = append(own, shared)
 	}
-	m := &manager{
+	m := &Manager{
 		opts: opts, metal: metal, kube: kube, recorder: recorder,
 		prober:      newProber(opts.Timeout, opts.Dial),
 		wake:        make(chan struct{}, 1),
@@ -184,21 +189,21 @@ func New(opts options, metal metalAPI, kube kubernetes.Interface, shared informe
 	return m
 }
 
-func (m *manager) poke() {
+func (m *Manager) poke() {
 	select {
 	case m.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (m *manager) markExternalDirty() {
+func (m *Manager) markExternalDirty() {
 	m.dirtyMu.Lock()
 	m.dirtyExtern = true
 	m.dirtyMu.Unlock()
 	m.poke()
 }
 
-func (m *manager) takeExternalDirty() bool {
+func (m *Manager) takeExternalDirty() bool {
 	m.dirtyMu.Lock()
 	defer m.dirtyMu.Unlock()
 	d := m.dirtyExtern
@@ -206,14 +211,14 @@ func (m *manager) takeExternalDirty() bool {
 	return d
 }
 
-// Status returns a snapshot of the manager's view.
-func (m *manager) Status() status {
+// snapshot returns a copy of the manager's view.
+func (m *Manager) snapshot() status {
 	m.statusMu.Lock()
 	defer m.statusMu.Unlock()
 	return m.status
 }
 
-func (m *manager) setStatus(f func(*status)) {
+func (m *Manager) setStatus(f func(*status)) {
 	m.statusMu.Lock()
 	f(&m.status)
 	m.statusMu.Unlock()
@@ -221,7 +226,7 @@ func (m *manager) setStatus(f func(*status)) {
 
 // Run probes and acts until ctx ends. It returns at once, with an error,
 // when the options are unusable or the informers cannot sync.
-func (m *manager) Run(ctx context.Context) error {
+func (m *Manager) Run(ctx context.Context) error {
 	if strings.TrimSpace(m.opts.EIPTag) == "" {
 		return fmt.Errorf("control-plane EIP: eipTag is empty; set eipTag (METAL_EIP_TAG) to the tag of the control-plane Elastic IP, or do not start the control-plane manager")
 	}
@@ -260,7 +265,7 @@ func (m *manager) Run(ctx context.Context) error {
 // start runs its own informers (until ctx ends) and waits for every cache.
 // A shared factory is started by its owner: the framework starts its own
 // once its controllers have asked for their resync periods.
-func (m *manager) start(ctx context.Context) error {
+func (m *Manager) start(ctx context.Context) error {
 	registerMetrics()
 	for _, f := range m.own {
 		f.Start(ctx.Done())

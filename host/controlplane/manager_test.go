@@ -43,14 +43,14 @@ type harness struct {
 	ctx     context.Context
 	kube    kubernetes.Interface
 	metal   *fakeMetal
-	m       *manager
+	m       *Manager
 	rec     *record.FakeRecorder
 	servers map[string]*fakeAPIServer
 	port    int
 	now     time.Time
 }
 
-func newHarness(t *testing.T, opts options, metal *fakeMetal) *harness {
+func newHarness(t *testing.T, opts Options, metal *fakeMetal) *harness {
 	t.Helper()
 	_, tctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(tctx)
@@ -103,7 +103,7 @@ func (h *harness) round() decision {
 	h.t.Helper()
 	h.now = h.now.Add(h.m.opts.Interval)
 	h.m.round(h.ctx, h.now)
-	return h.m.Status().Last
+	return h.m.snapshot().Last
 }
 
 // rounds runs n rounds and returns their decisions' kinds.
@@ -166,12 +166,12 @@ func containsAll(t *testing.T, what string, got []string, want ...string) {
 
 func TestManagerMovesAwayFromDeadHolder(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, options{UseHostIP: true}, metal)
+	h := newHarness(t, Options{UseHostIP: true}, metal)
 
 	if got := h.rounds(3); !slices.Equal(got, []actionKind{keep, keep, keep}) {
 		t.Fatalf("healthy cluster: decisions %v, want keep", got)
 	}
-	if st := h.m.Status(); st.HolderNode != "a" || st.EIP != testEIP || st.HealthyNodes != 3 || st.Err != "" {
+	if st := h.m.snapshot(); st.HolderNode != "a" || st.EIP != testEIP || st.HealthyNodes != 3 || st.Err != "" {
 		t.Fatalf("status = %+v", st)
 	}
 	h.servers["a"].Stop()
@@ -189,7 +189,7 @@ func TestManagerMovesAwayFromDeadHolder(t *testing.T) {
 	if got := h.rounds(5); slices.ContainsFunc(got, func(k actionKind) bool { return k != keep }) {
 		t.Fatalf("after the move: decisions %v, want keep", got)
 	}
-	if st := h.m.Status(); st.HolderNode != "b" || st.Assignments != 1 {
+	if st := h.m.snapshot(); st.HolderNode != "b" || st.Assignments != 1 {
 		t.Fatalf("status after the move = %+v", st)
 	}
 	containsAll(t, "events", h.events(),
@@ -198,7 +198,7 @@ func TestManagerMovesAwayFromDeadHolder(t *testing.T) {
 
 func TestManagerFlappingHolderStays(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, options{UseHostIP: true}, metal)
+	h := newHarness(t, Options{UseHostIP: true}, metal)
 	// a fails one probe in three: every third request answers 500.
 	h.servers["a"].setFail(func(n int64) bool { return n%3 == 0 })
 	kinds := h.rounds(30)
@@ -212,7 +212,7 @@ func TestManagerFlappingHolderStays(t *testing.T) {
 
 func TestManagerCordonedHolderMoves(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, options{UseHostIP: true}, metal)
+	h := newHarness(t, Options{UseHostIP: true}, metal)
 	h.rounds(2)
 	h.updateNode("a", func(n *v1.Node) { n.Spec.Unschedulable = true })
 	// The node event wakes a round 10ms after the last one: it acts on the
@@ -223,7 +223,7 @@ func TestManagerCordonedHolderMoves(t *testing.T) {
 	}
 	h.now = h.now.Add(10 * time.Millisecond)
 	h.m.round(h.ctx, h.now)
-	if d := h.m.Status().Last; d.Kind != move || d.Target.Name != "b" || d.Cause != causeCordoned {
+	if d := h.m.snapshot().Last; d.Kind != move || d.Target.Name != "b" || d.Cause != causeCordoned {
 		t.Fatalf("decision = %+v, want move to b because a is cordoned", d)
 	}
 	var after int64
@@ -240,7 +240,7 @@ func TestManagerCordonedHolderMoves(t *testing.T) {
 
 func TestManagerDeletedHolderMoves(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, options{UseHostIP: true}, metal)
+	h := newHarness(t, Options{UseHostIP: true}, metal)
 	h.rounds(2)
 	if err := h.kube.CoreV1().Nodes().Delete(h.ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func TestManagerDeletedHolderMoves(t *testing.T) {
 
 func TestManagerRepairsInterruptedMove(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, options{UseHostIP: true}, metal)
+	h := newHarness(t, Options{UseHostIP: true}, metal)
 	h.rounds(1)
 	h.servers["a"].Stop()
 	metal.failNext["AssignIP"] = 2 // the move's assign, then putting it back
@@ -261,7 +261,7 @@ func TestManagerRepairsInterruptedMove(t *testing.T) {
 	if got := metal.holders(); len(got) != 0 {
 		t.Fatalf("holders after the failed assign = %v, want none (the test needs the half-done move)", got)
 	}
-	if st := h.m.Status(); !strings.Contains(st.Err, "assigning 147.75.0.10 to node b (device dev-b)") {
+	if st := h.m.snapshot(); !strings.Contains(st.Err, "assigning 147.75.0.10 to node b (device dev-b)") {
 		t.Fatalf("status error = %q", st.Err)
 	}
 	if d := h.round(); d.Kind != assign || d.Target.Name != "b" {
@@ -278,7 +278,7 @@ func TestManagerRepairsInterruptedMove(t *testing.T) {
 // rather than staying on nobody, and the next round moves it.
 func TestManagerFailedAssignPutsTheEIPBack(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, options{UseHostIP: true}, metal)
+	h := newHarness(t, Options{UseHostIP: true}, metal)
 	h.rounds(1)
 	h.servers["a"].Stop()
 	metal.failNext["AssignIP"] = 1
@@ -286,7 +286,7 @@ func TestManagerFailedAssignPutsTheEIPBack(t *testing.T) {
 	if got := metal.holders(); !slices.Equal(got, []string{"dev-a"}) {
 		t.Fatalf("holders after the failed assign = %v, want [dev-a] (put back)", got)
 	}
-	if st := h.m.Status(); !strings.Contains(st.Err, "AssignIP: 503 Service Unavailable; it is back on device dev-a") {
+	if st := h.m.snapshot(); !strings.Contains(st.Err, "AssignIP: 503 Service Unavailable; it is back on device dev-a") {
 		t.Fatalf("status error = %q", st.Err)
 	}
 	if d := h.round(); d.Kind != move || d.Target.Name != "b" {
@@ -305,7 +305,7 @@ func TestManagerStaysInTheEIPMetro(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
 	metal.res[0].Metro = &metalv1.IPReservationMetro{Code: metalv1.PtrString("da")}
 	metal.metros = map[string]string{"dev-a": "da", "dev-b": "sv", "dev-c": "da"}
-	h := newHarness(t, options{UseHostIP: true}, metal)
+	h := newHarness(t, Options{UseHostIP: true}, metal)
 	h.rounds(1)
 	h.servers["a"].Stop()
 	h.rounds(3)
@@ -327,7 +327,7 @@ func TestManagerStaysInTheEIPMetro(t *testing.T) {
 
 func TestManagerNoHealthyNodeLeavesEIP(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, options{UseHostIP: true}, metal)
+	h := newHarness(t, Options{UseHostIP: true}, metal)
 	h.rounds(1)
 	for _, n := range []string{"a", "b", "c"} {
 		h.servers[n].Stop()
@@ -357,7 +357,7 @@ func TestManagerNoHealthyNodeLeavesEIP(t *testing.T) {
 
 func TestManagerTrimsDuplicateAssignments(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-c", "dev-a")
-	h := newHarness(t, options{UseHostIP: true}, metal)
+	h := newHarness(t, Options{UseHostIP: true}, metal)
 	if d := h.round(); d.Kind != trim {
 		t.Fatalf("decision = %+v, want trim", d)
 	}
@@ -387,12 +387,12 @@ func TestManagerTagErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			metal := tc.metal()
-			h := newHarness(t, options{UseHostIP: true}, metal)
+			h := newHarness(t, Options{UseHostIP: true}, metal)
 			h.rounds(3)
-			if st := h.m.Status(); st.Err != tc.wantErr {
+			if st := h.m.snapshot(); st.Err != tc.wantErr {
 				t.Fatalf("error = %q\nwant    %q", st.Err, tc.wantErr)
 			}
-			if strings.Contains(h.m.Status().Err, "\n") {
+			if strings.Contains(h.m.snapshot().Err, "\n") {
 				t.Error("the error is more than one line")
 			}
 			if w := metal.writes(); len(w) != 0 {
@@ -428,7 +428,7 @@ func TestManagerProbesTheEIP(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, net.JoinHostPort(host, port))
 	}
-	h := newHarness(t, options{Dial: route}, metal) // Interval 2s, Grace 10s
+	h := newHarness(t, Options{Dial: route}, metal) // Interval 2s, Grace 10s
 	h.rounds(2)
 	a := h.servers["a"]
 	before := a.requests.Load()
@@ -465,7 +465,7 @@ const errNoRoute = routeError("no route to host")
 
 func TestManagerExternalService(t *testing.T) {
 	metal := newFakeMetal(testTag, testEIP, "dev-a")
-	h := newHarness(t, options{UseHostIP: true, APIServerPort: 443}, metal)
+	h := newHarness(t, Options{UseHostIP: true, APIServerPort: 443}, metal)
 	h.round()
 	// The fake clientset's tracker does not keep the status subresource
 	// apart (its apply of the status drops the spec), so the spec is read

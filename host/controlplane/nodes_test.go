@@ -130,14 +130,14 @@ func TestOptions(t *testing.T) {
 	cfg := &config.Config{EIPTag: "t", APIServerPort: 443, EIPHealthCheckUseHostIP: true,
 		HealthCheckInterval: 4 * time.Second, HealthCheckTimeout: 500 * time.Millisecond, HealthCheckFailures: 5}
 	got := OptionsFromConfig(cfg).withDefaults()
-	want := options{EIPTag: "t", APIServerPort: 443, UseHostIP: true, Interval: 4 * time.Second,
+	want := Options{EIPTag: "t", APIServerPort: 443, UseHostIP: true, Interval: 4 * time.Second,
 		FastInterval: time.Second, Timeout: 500 * time.Millisecond, Failures: 5, Rise: 2, Resync: 30 * time.Second}
 	if got.Dial != nil || got.EIPTag != want.EIPTag || got.APIServerPort != want.APIServerPort || got.UseHostIP != want.UseHostIP ||
 		got.Interval != want.Interval || got.FastInterval != want.FastInterval || got.Timeout != want.Timeout ||
 		got.Failures != want.Failures || got.Rise != want.Rise || got.Grace != 0 || got.Resync != want.Resync {
 		t.Fatalf("options = %+v\nwant      %+v", got, want)
 	}
-	d := options{}.withDefaults()
+	d := Options{}.withDefaults()
 	if d.Interval != 2*time.Second || d.FastInterval != 500*time.Millisecond || d.Timeout != time.Second ||
 		d.Failures != 3 || d.Rise != 2 || d.Grace != 10*time.Second {
 		t.Fatalf("defaults = %+v", d)

@@ -6,8 +6,10 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/config"
 )
 
-// options configure a Manager. Zero values take the defaults named below.
-type options struct {
+// Options configure a Manager: OptionsFromConfig makes them from the
+// validated configuration, and tests set the fields the configuration has
+// no key for. Zero values take the defaults named below.
+type Options struct {
 	// EIPTag is the tag of the control-plane EIP reservation. Required.
 	EIPTag string
 	// APIServerPort is the port of the EIP; 0 uses the kube-apiserver's
@@ -43,8 +45,8 @@ type options struct {
 }
 
 // OptionsFromConfig maps the validated configuration onto Options.
-func OptionsFromConfig(cfg *config.Config) options {
-	return options{
+func OptionsFromConfig(cfg *config.Config) Options {
+	return Options{
 		EIPTag:        cfg.EIPTag,
 		APIServerPort: cfg.APIServerPort,
 		UseHostIP:     cfg.EIPHealthCheckUseHostIP,
@@ -54,7 +56,7 @@ func OptionsFromConfig(cfg *config.Config) options {
 	}
 }
 
-func (o options) withDefaults() options {
+func (o Options) withDefaults() Options {
 	if o.Interval <= 0 {
 		o.Interval = 2 * time.Second
 	}

@@ -37,7 +37,7 @@ func TestIntegrationRecreatesUpstreamService(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := c.startManager(options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
+	m := c.startManager(Options{UseHostIP: true, Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3})
 	c.settle(m, "a")
 	var svc *v1.Service
 	err = wait.PollUntilContextTimeout(c.ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

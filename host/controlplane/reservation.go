@@ -23,7 +23,7 @@ type reservation struct {
 
 // refresh reads the reservation: its ID by tag (possibly cached), then the
 // reservation itself, fresh.
-func (m *manager) refresh(ctx context.Context, now time.Time) error {
+func (m *Manager) refresh(ctx context.Context, now time.Time) error {
 	if m.res.id == "" {
 		found, err := m.find(ctx)
 		if err != nil {
@@ -43,7 +43,7 @@ func (m *manager) refresh(ctx context.Context, now time.Time) error {
 }
 
 // find returns the ID of the one reservation carrying the tag.
-func (m *manager) find(ctx context.Context) (string, error) {
+func (m *Manager) find(ctx context.Context) (string, error) {
 	match, err := m.lookup(ctx, m.metal.ReservationsWithTags)
 	if err == nil && len(match) != 1 {
 		// The cache may predate the tag: ask the API before complaining.
@@ -75,7 +75,7 @@ type tagError struct{ error }
 
 func (e tagError) Unwrap() error { return e.error }
 
-func (m *manager) lookup(ctx context.Context, list func(context.Context, ...string) ([]metalv1.IPReservation, error)) ([]metalv1.IPReservation, error) {
+func (m *Manager) lookup(ctx context.Context, list func(context.Context, ...string) ([]metalv1.IPReservation, error)) ([]metalv1.IPReservation, error) {
 	rs, err := list(ctx, m.opts.EIPTag)
 	if err != nil {
 		return nil, fmt.Errorf("looking up the control-plane EIP by tag %q: %w", m.opts.EIPTag, err)
@@ -90,7 +90,7 @@ func (m *manager) lookup(ctx context.Context, list func(context.Context, ...stri
 }
 
 // observe records a freshly read reservation.
-func (m *manager) observe(r *metalv1.IPReservation, now time.Time) {
+func (m *Manager) observe(r *metalv1.IPReservation, now time.Time) {
 	m.res.address = r.GetAddress()
 	m.res.metro = reservationMetro(r)
 	m.res.assignments = assignmentsOf(r)
@@ -100,7 +100,7 @@ func (m *manager) observe(r *metalv1.IPReservation, now time.Time) {
 
 // setHolder notes a change of holder: the EIP's probe history belongs to
 // the device it was routed to, so it starts again, and so does the grace.
-func (m *manager) setHolder(now time.Time) {
+func (m *Manager) setHolder(now time.Time) {
 	var ids []string
 	for _, a := range m.res.assignments {
 		ids = append(ids, a.DeviceID)

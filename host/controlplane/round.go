@@ -15,14 +15,14 @@ import (
 
 // round is one pass: read what changed, probe, decide, act. It returns the
 // delay until the next round.
-func (m *manager) round(ctx context.Context, now time.Time) time.Duration {
+func (m *Manager) round(ctx context.Context, now time.Time) time.Duration {
 	logger := klog.FromContext(ctx)
 	next, err := m.roundErr(ctx, now)
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 		// The same error every round is logged once, then quietly.
-		if msg != m.Status().Err {
+		if msg != m.snapshot().Err {
 			logger.Error(err, "Control-plane EIP round failed")
 		} else {
 			logger.V(4).Info("Control-plane EIP round failed again", "err", msg)
@@ -35,7 +35,7 @@ func (m *manager) round(ctx context.Context, now time.Time) time.Duration {
 // roundErr is a round in four steps: gather the facts (the reservation,
 // the nodes, the kube-apiserver's port), probe, decide (the pure Decide),
 // act on the decision. It returns the delay until the next round.
-func (m *manager) roundErr(ctx context.Context, now time.Time) (time.Duration, error) {
+func (m *Manager) roundErr(ctx context.Context, now time.Time) (time.Duration, error) {
 	facts, delay, err := m.gather(ctx, now)
 	if err != nil {
 		return delay, err
@@ -65,7 +65,7 @@ type roundFacts struct {
 // gather reads the kube-apiserver's port, the reservation (from Equinix
 // when it is due), and the control-plane nodes, and keeps the external
 // Service in step. On error, the delay is when to try again.
-func (m *manager) gather(ctx context.Context, now time.Time) (roundFacts, time.Duration, error) {
+func (m *Manager) gather(ctx context.Context, now time.Time) (roundFacts, time.Duration, error) {
 	src, err := m.services.Services(kubernetesNamespace).Get(kubernetesName)
 	if err != nil {
 		src = nil
@@ -133,7 +133,7 @@ type roundHealth struct {
 // probe probes the EIP (unless UseHostIP) and every other control-plane
 // node, all at once, and records the results in the health histories. It
 // returns false when ctx ended meanwhile.
-func (m *manager) probe(ctx context.Context, now time.Time, f roundFacts) (roundHealth, bool) {
+func (m *Manager) probe(ctx context.Context, now time.Time, f roundFacts) (roundHealth, bool) {
 	probeEIP := !m.opts.UseHostIP && len(m.res.assignments) == 1
 	var targets []target
 	if probeEIP {
@@ -187,7 +187,7 @@ func (m *manager) probe(ctx context.Context, now time.Time, f roundFacts) (round
 
 // recordNodeProbes adds the nodes' probe results to their histories and
 // forgets the nodes that are gone.
-func (m *manager) recordNodeProbes(ctx context.Context, nodes []*v1.Node, results map[string]error, probed bool) roundHealth {
+func (m *Manager) recordNodeProbes(ctx context.Context, nodes []*v1.Node, results map[string]error, probed bool) roundHealth {
 	var h roundHealth
 	present := map[string]bool{}
 	for _, n := range nodes {
@@ -219,7 +219,7 @@ func (m *manager) recordNodeProbes(ctx context.Context, nodes []*v1.Node, result
 
 // decide runs the pure Decide on the round's facts and publishes what the
 // manager sees.
-func (m *manager) decide(now time.Time, f roundFacts, h roundHealth) decision {
+func (m *Manager) decide(now time.Time, f roundFacts, h roundHealth) decision {
 	d := decide(input{
 		Now: now, Assignments: m.res.assignments, HolderHealth: h.holder,
 		HolderSince: m.holderSince, Nodes: h.nodes, EIPMetro: m.res.metro,
@@ -239,7 +239,7 @@ func (m *manager) decide(now time.Time, f roundFacts, h roundHealth) decision {
 // act carries out the decision (a move, assign or trim through Equinix;
 // an Event when the EIP is stuck or recovered) and returns the delay until
 // the next round: short while something changes or the holder is failing.
-func (m *manager) act(ctx context.Context, now time.Time, d decision, holderNode string, holder health) (time.Duration, error) {
+func (m *Manager) act(ctx context.Context, now time.Time, d decision, holderNode string, holder health) (time.Duration, error) {
 	switch d.Kind {
 	case keep:
 		metricStuck.Set(0)
@@ -284,7 +284,7 @@ func recordProbe(target string, err error) {
 }
 
 // publishHolder keeps exactly one eip_holder series at 1.
-func (m *manager) publishHolder(node string) {
+func (m *Manager) publishHolder(node string) {
 	metricHolder.Reset()
 	if len(m.res.assignments) == 1 {
 		metricHolder.WithLabelValues(node).Set(1)
@@ -296,7 +296,7 @@ func (m *manager) publishHolder(node string) {
 // the device cache), or the node's region label (which the CCM sets to the
 // metro) when the device cannot be read; "" when neither is known, and
 // such a node is no candidate for the EIP.
-func (m *manager) nodeMetro(ctx context.Context, n *v1.Node) string {
+func (m *Manager) nodeMetro(ctx context.Context, n *v1.Node) string {
 	if id := stateOf(n, health{}).DeviceID; id != "" {
 		d, err := m.metal.Device(ctx, id)
 		if err == nil && d.Metro != nil && d.Metro.GetCode() != "" {

@@ -38,9 +38,11 @@ import (
 // event: it is recomputed after any node change, and at least this often.
 const maxAge = time.Second
 
-// informer wraps the shared Node informer: its event handlers and sync
-// state are the real informer's, its Lister lists one representative node.
-type informer struct {
+// Informer is the Node informer to give the service controller in place
+// of the shared one: it wraps the shared Node informer, whose event
+// handlers and sync state it keeps, and its Lister lists one
+// representative node. NewInformer makes one.
+type Informer struct {
 	coreinformers.NodeInformer
 	lister *representative
 }
@@ -48,21 +50,21 @@ type informer struct {
 // NewInformer wraps inf. The representative is computed once per node
 // change (or maxAge), not once per Service: listing 1,000 nodes for each
 // of 10,000 Services would cost what this package avoids.
-func NewInformer(inf coreinformers.NodeInformer) *informer {
+func NewInformer(inf coreinformers.NodeInformer) *Informer {
 	r := newRepresentative(inf.Lister(), clock.RealClock{})
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { r.invalidate() },
 		UpdateFunc: func(any, any) { r.invalidate() },
 		DeleteFunc: func(any) { r.invalidate() },
 	})
-	return &informer{NodeInformer: inf, lister: r}
+	return &Informer{NodeInformer: inf, lister: r}
 }
 
 // Lister lists, of the nodes the service controller would consider for a
 // load balancer, the first by name.
-func (i *informer) Lister() corelisters.NodeLister { return i.lister }
+func (i *Informer) Lister() corelisters.NodeLister { return i.lister }
 
-var _ coreinformers.NodeInformer = (*informer)(nil)
+var _ coreinformers.NodeInformer = (*Informer)(nil)
 
 type representative struct {
 	corelisters.NodeLister

@@ -42,7 +42,7 @@ type AnnouncementsConfig struct {
 	Logger   *klog.Logger
 }
 
-// announcements says on a Service when its address becomes a black hole:
+// Announcements says on a Service when its address becomes a black hole:
 // externalTrafficPolicy Local, an address in its status, ready endpoints,
 // and none of them on a node the BGP selection keeps (lbsnapshot.Announce).
 // Such an address is announced by no node, so Equinix's routers have no
@@ -57,7 +57,11 @@ type AnnouncementsConfig struct {
 // Service's own endpoints for each Local Service of the snapshot; at each
 // change of an EndpointSlice (EndpointsChanged), the one Service's. Never a
 // scan of the cluster's endpoints.
-type announcements struct {
+//
+// NewAnnouncements makes one; the provider hands it to the Reconciler
+// (ReconcilerConfig.Announcements) and calls EndpointsChanged from its
+// EndpointSlice informer.
+type Announcements struct {
 	cfg AnnouncementsConfig
 	log klog.Logger
 
@@ -79,8 +83,8 @@ type announcements struct {
 // NewAnnouncements returns the check; the Reconciler runs it after each
 // snapshot (ReconcilerConfig.Announcements), the EndpointSlice informer
 // calls EndpointsChanged.
-func NewAnnouncements(cfg AnnouncementsConfig) *announcements {
-	a := &announcements{cfg: cfg, dark: map[types.UID]bool{}}
+func NewAnnouncements(cfg AnnouncementsConfig) *Announcements {
+	a := &Announcements{cfg: cfg, dark: map[types.UID]bool{}}
 	if cfg.Logger != nil {
 		a.log = *cfg.Logger
 	} else {
@@ -91,7 +95,7 @@ func NewAnnouncements(cfg AnnouncementsConfig) *announcements {
 
 // Observe checks every Service of a snapshot against its BGP nodes, and
 // forgets the Services that left it.
-func (a *announcements) Observe(req sdk.GenerateRequest) {
+func (a *Announcements) Observe(req sdk.GenerateRequest) {
 	bgp := make(map[string]bool, len(req.Nodes))
 	nodeMetro := make(map[string]string, len(req.Nodes))
 	for _, n := range req.Nodes {
@@ -124,7 +128,7 @@ func (a *announcements) Observe(req sdk.GenerateRequest) {
 // EndpointsChanged checks one Service after a change of its EndpointSlices
 // (a pod became ready or went, possibly on another node). It decides
 // nothing before the first snapshot.
-func (a *announcements) EndpointsChanged(namespace, name string) {
+func (a *Announcements) EndpointsChanged(namespace, name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.bgp == nil {
@@ -133,7 +137,7 @@ func (a *announcements) EndpointsChanged(namespace, name string) {
 	a.checkLocked(namespace, name)
 }
 
-func (a *announcements) checkLocked(namespace, name string) {
+func (a *Announcements) checkLocked(namespace, name string) {
 	svc, err := a.cfg.Service(namespace, name)
 	if err != nil || svc == nil {
 		return
@@ -177,7 +181,7 @@ func (a *announcements) checkLocked(namespace, name string) {
 	}
 }
 
-func (a *announcements) event(svc *corev1.Service, typ, reason, format string, args ...any) {
+func (a *Announcements) event(svc *corev1.Service, typ, reason, format string, args ...any) {
 	if a.cfg.Recorder != nil {
 		a.cfg.Recorder.Eventf(svc, typ, reason, format, args...)
 	}

@@ -62,7 +62,7 @@ type ReconcilerConfig struct {
 	Recorder eventRecorder
 	// Announcements, if set, is told every snapshot, to say on a Local
 	// Service that no BGP node announces it (announce.go).
-	Announcements *announcements
+	Announcements *Announcements
 	// EventObject is what the failure Events are recorded on; nil is
 	// clusterevent.Reporter's object (the kube-system Namespace).
 	EventObject *corev1.ObjectReference

@@ -7,14 +7,15 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// announcement is whether a Service's address has a BGP node to announce
+// Announcement is whether a Service's address has a BGP node to announce
 // it, for a Service with externalTrafficPolicy Local: such a Service is
 // announced (MetalLB's speakers, kube-vip) only from nodes that have one of
 // its ready endpoints, and only BGP nodes have a session with Equinix's
 // routers. The CCM's module input says nothing about endpoints (the
 // module's announcers read them themselves); this is the CCM's own check
-// that the two sets meet.
-type announcement struct {
+// that the two sets meet. Announce computes it, and host/lbmodule's
+// NoAnnouncingNode Events report what it finds (Unannounced).
+type Announcement struct {
 	// Applies: a Local Service this provider load-balances, with an
 	// address in the module's view, and at least one BGP node in the
 	// cluster (with none, every Service is unannounced, Cluster ones too:
@@ -28,22 +29,22 @@ type announcement struct {
 
 // Unannounced: a black hole. The Service has an address in its status and
 // ready endpoints, yet no router has a path for it.
-func (a announcement) Unannounced() bool {
+func (a Announcement) Unannounced() bool {
 	return a.Applies && len(a.Ready) > 0 && len(a.Announcers) == 0
 }
 
-// Announce is the announcement of svc, whose ready endpoints are on the
+// Announce is the Announcement of svc, whose ready endpoints are on the
 // nodes ready (any order, duplicates allowed), with bgp the BGP nodes the
 // module's input has. Its cost is that of the Service's own endpoints,
 // whatever the size of the cluster.
-func Announce(svc *v1.Service, ready []string, bgp map[string]bool) announcement {
+func Announce(svc *v1.Service, ready []string, bgp map[string]bool) Announcement {
 	if svc.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyLocal || !ourLoadBalancer(svc) || len(bgp) == 0 {
-		return announcement{}
+		return Announcement{}
 	}
 	if _, ok := ServiceFromK8s(svc); !ok {
-		return announcement{}
+		return Announcement{}
 	}
-	a := announcement{Applies: true}
+	a := Announcement{Applies: true}
 	if len(ready) == 0 {
 		return a
 	}

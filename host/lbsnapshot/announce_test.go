@@ -22,14 +22,14 @@ func TestAnnouncement(t *testing.T) {
 		svc   *v1.Service
 		ready []string
 		bgp   map[string]bool
-		want  announcement
+		want  Announcement
 	}{
 		{name: "local, endpoints on BGP nodes", svc: with(service("default", "web", "145.40.1.5"), local), ready: []string{"worker-1", "cp-0"}, bgp: bgpNodes,
-			want: announcement{Applies: true, Ready: []string{"cp-0", "worker-1"}, Announcers: []string{"worker-1"}}},
+			want: Announcement{Applies: true, Ready: []string{"cp-0", "worker-1"}, Announcers: []string{"worker-1"}}},
 		{name: "local, endpoints only off BGP nodes", svc: with(service("default", "web", "145.40.1.5"), local), ready: []string{"cp-1", "cp-0", "cp-0"}, bgp: bgpNodes,
-			want: announcement{Applies: true, Ready: []string{"cp-0", "cp-1"}}},
+			want: Announcement{Applies: true, Ready: []string{"cp-0", "cp-1"}}},
 		{name: "local, no ready endpoint", svc: with(service("default", "web", "145.40.1.5"), local), bgp: bgpNodes,
-			want: announcement{Applies: true}},
+			want: Announcement{Applies: true}},
 		{name: "cluster policy", svc: service("default", "web", "145.40.1.5"), ready: []string{"cp-0"}, bgp: bgpNodes},
 		{name: "no address yet", svc: with(service("default", "web"), local), ready: []string{"cp-0"}, bgp: bgpNodes},
 		{name: "another load balancer's", svc: with(service("default", "web", "145.40.1.5"), func(s *v1.Service) { local(s); s.Spec.LoadBalancerClass = &class }), ready: []string{"cp-0"}, bgp: bgpNodes},

@@ -17,7 +17,7 @@ func BenchmarkPlacement(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			e := mustLoad(b, "", Options{})
 			in := PlacementInput{
-				Service: service{Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
+				Service: Service{Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
 					Annotations: map[string]string{"metal.equinix.com/eip-metro": "da", "other": "x"}},
 				Config: defaultConfig,
 				Nodes:  benchNodes(n),

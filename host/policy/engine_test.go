@@ -27,7 +27,7 @@ func TestBuiltinPlacement(t *testing.T) {
 	tests := []struct {
 		name     string
 		config   PlacementConfig
-		service  service
+		service  Service
 		want     location.Location
 		wantDeny []string // substrings of the one deny message
 	}{
@@ -36,7 +36,7 @@ func TestBuiltinPlacement(t *testing.T) {
 		{"facility annotation third", PlacementConfig{}, serviceWith(both), location.Location{Facility: "ny5"}, nil},
 		{"metro annotation fourth", PlacementConfig{}, serviceWith(map[string]string{"metal.equinix.com/eip-metro": "sv"}), location.Location{Metro: "sv"}, nil},
 		{"empty annotation ignored", PlacementConfig{}, serviceWith(map[string]string{"metal.equinix.com/eip-facility": "", "metal.equinix.com/eip-metro": "sv"}), location.Location{Metro: "sv"}, nil},
-		{"nothing set", PlacementConfig{}, service{Namespace: "shop", Name: "web"}, location.Location{},
+		{"nothing set", PlacementConfig{}, Service{Namespace: "shop", Name: "web"}, location.Location{},
 			[]string{"Service shop/web", "METAL_METRO_NAME", "--metal-facility", "metal.equinix.com/eip-metro=<metro>", "metal.equinix.com/eip-facility=<facility>"}},
 	}
 	for _, tt := range tests {
@@ -428,7 +428,7 @@ func TestExamples(t *testing.T) {
 		e := load(t, "eip-refuse-namespaces")
 		cfg := defaultConfig
 		cfg.Metro = "da"
-		_, err := e.Placement(context.Background(), PlacementInput{Service: service{Namespace: "sandbox", Name: "x"}, Config: cfg})
+		_, err := e.Placement(context.Background(), PlacementInput{Service: Service{Namespace: "sandbox", Name: "x"}, Config: cfg})
 		if !errors.Is(err, errDenied) || !strings.Contains(err.Error(), `namespace "sandbox"`) {
 			t.Errorf("Placement in sandbox = %v; want denied", err)
 		}

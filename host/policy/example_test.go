@@ -23,13 +23,13 @@ func Example() {
 		AnnotationEIPFacility: "metal.equinix.com/eip-facility",
 	}
 	where, err := engine.Placement(ctx, PlacementInput{
-		Service: service{Namespace: "shop", Name: "web",
+		Service: Service{Namespace: "shop", Name: "web",
 			Annotations: map[string]string{"metal.equinix.com/eip-metro": "da"}},
 		Config: cfg,
 	})
 	fmt.Println(where, err)
 
-	_, err = engine.Placement(ctx, PlacementInput{Service: service{Namespace: "shop", Name: "api"}, Config: cfg})
+	_, err = engine.Placement(ctx, PlacementInput{Service: Service{Namespace: "shop", Name: "api"}, Config: cfg})
 	var deny *denyError
 	fmt.Println(errors.As(err, &deny), len(deny.Messages))
 

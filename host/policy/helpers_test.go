@@ -154,8 +154,8 @@ var defaultConfig = PlacementConfig{
 	AnnotationEIPFacility: "metal.equinix.com/eip-facility",
 }
 
-func serviceWith(annotations map[string]string) service {
-	return service{Namespace: "shop", Name: "web", Annotations: annotations}
+func serviceWith(annotations map[string]string) Service {
+	return Service{Namespace: "shop", Name: "web", Annotations: annotations}
 }
 
 // checkOneLine fails when an error message a user may see spans lines.

@@ -14,8 +14,10 @@ import (
 // names are what a policy reads (input.service.namespace, ...), and
 // policies/README.md shows them. Changing a name breaks users' policies.
 
-// service is the part of a Kubernetes Service a placement policy sees.
-type service struct {
+// Service is the part of a Kubernetes Service a placement policy sees
+// (input.service): PlacementInput.Service, made from a Kubernetes Service
+// by ServiceFromKubernetes. Its JSON names are the policy contract.
+type Service struct {
 	Namespace   string            `json:"namespace"`
 	Name        string            `json:"name"`
 	Labels      map[string]string `json:"labels"`
@@ -55,7 +57,7 @@ type Requirement struct {
 // BGPNodeSelector are there so that a policy can place an EIP near the
 // nodes that announce it (see examples/policies/eip-majority-metro).
 type PlacementInput struct {
-	Service service `json:"service"`
+	Service Service `json:"service"`
 	// Family is the address family of the Elastic IP being placed, "IPv4"
 	// or "IPv6": a dual-stack Service is placed once per family.
 	Family          string          `json:"family"`
@@ -93,8 +95,8 @@ func NodeFromKubernetes(n *corev1.Node) Node {
 }
 
 // ServiceFromKubernetes is the policy view of a Kubernetes Service.
-func ServiceFromKubernetes(s *corev1.Service) service {
-	return service{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations}
+func ServiceFromKubernetes(s *corev1.Service) Service {
+	return Service{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations}
 }
 
 // SelectorRequirements lists the requirements of an already parsed selector
@@ -136,7 +138,7 @@ func (in SelectionInput) value(nc *nodeCache) (ast.Value, map[string]cachedNode)
 	), names
 }
 
-func (s service) term() *ast.Term {
+func (s Service) term() *ast.Term {
 	return ast.ObjectTerm(
 		ast.Item(ast.InternedTerm("namespace"), ast.StringTerm(s.Namespace)),
 		ast.Item(ast.InternedTerm("name"), ast.StringTerm(s.Name)),

@@ -12,7 +12,7 @@ import (
 // setupControlPlane registers the control-plane EIP loop when eipTag is set.
 // It runs from Initialize, so only the leader moves the EIP; when the
 // leader's node dies, the replica that wins the next election takes over.
-func (c *cloud) setupControlPlane(cfg *config.Config) error {
+func (c *Cloud) setupControlPlane(cfg *config.Config) error {
 	if cfg.EIPTag == "" {
 		return nil
 	}

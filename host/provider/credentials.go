@@ -16,7 +16,7 @@ import (
 // invalid file is reported and the running configuration kept. Only the
 // key is applied live: it is what rotates; any other changed setting takes
 // effect at the next restart, and the log says so.
-func (c *cloud) WatchCredentials(ctx context.Context, path string, load func([]byte) (*config.Config, error)) {
+func (c *Cloud) WatchCredentials(ctx context.Context, path string, load func([]byte) (*config.Config, error)) {
 	err := cloudconfig.Watch(ctx, path, cloudconfig.Options{}, func(b []byte) {
 		next, err := load(b)
 		if err != nil {

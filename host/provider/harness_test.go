@@ -45,7 +45,7 @@ type harness struct {
 	env   *testenv.Env
 	emu   *emulator.Emulator
 	kube  kubernetes.Interface // admin, for the test's own reads and writes
-	cloud *cloud
+	cloud *Cloud
 	cfg   *config.Config
 	// settings are the cloud-config fields cfg was loaded from.
 	settings map[string]any

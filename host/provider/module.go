@@ -40,7 +40,7 @@ import (
 // later is reloaded by moduleWatch, which keeps the module in use when the
 // new file fails to load. For plan (wait), the module is loaded before New
 // returns.
-func (c *cloud) setupModule(cfg *config.Config, wait bool) error {
+func (c *Cloud) setupModule(cfg *config.Config, wait bool) error {
 	if choice := config.ModeChoice(cfg.LoadBalancer); choice != "" {
 		klog.InfoS("MetalLB mode chosen: "+choice, "loadbalancer", cfg.LB.String())
 	}
@@ -131,7 +131,7 @@ func (p *pendingModule) state() (mod *wasmhost.Module, err error, loading bool) 
 // verified, and returns why it failed; nil also without load balancing.
 // The binary stops on an error: a module that cannot load is a mistake in
 // the configuration, as a bad path is.
-func (c *cloud) ModuleLoaded(ctx context.Context) error {
+func (c *Cloud) ModuleLoaded(ctx context.Context) error {
 	if c.module == nil {
 		return nil
 	}
@@ -140,7 +140,7 @@ func (c *cloud) ModuleLoaded(ctx context.Context) error {
 }
 
 // runModuleLoop starts the loop that keeps the cluster at mod's output.
-func (c *cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Config, mod *wasmhost.Module) {
+func (c *Cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Config, mod *wasmhost.Module) {
 	dyn, err := dynamic.NewForConfig(env.restConfig)
 	if err != nil {
 		klog.ErrorS(err, "Load-balancer module loop not started")
@@ -208,7 +208,7 @@ func (c *cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Conf
 // every Service read, and every BGP node synced once. A sync from a partial
 // snapshot would prune the pools and peers of the Services and nodes not
 // seen yet — after every restart, and when taking over from upstream.
-func (c *cloud) waitForInputs(ctx context.Context, servicesSynced cache.InformerSynced) bool {
+func (c *Cloud) waitForInputs(ctx context.Context, servicesSynced cache.InformerSynced) bool {
 	if !cache.WaitForCacheSync(ctx.Done(), servicesSynced) {
 		return false
 	}

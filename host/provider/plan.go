@@ -20,14 +20,14 @@ import (
 // CCM's own code over its capturing layers, with the parts of this
 // provider, against the cluster at restConfig and Equinix, both read-only.
 // c must come from NewForPlan and is never started.
-func (c *cloud) Plan(ctx context.Context, restConfig *rest.Config) (*plan.Result, error) {
+func (c *Cloud) Plan(ctx context.Context, restConfig *rest.Config) (*plan.Result, error) {
 	return c.planner().Run(ctx, restConfig)
 }
 
 // planner hands the planner the provider's read-only client, its
 // configuration and, with load balancing, the policies and the module as
 // the running CCM uses them.
-func (c *cloud) planner() *plan.Planner {
+func (c *Cloud) planner() *plan.Planner {
 	p := &plan.Planner{Metal: c.metal, Config: c.cfg, UserAgent: PlanUserAgent}
 	if c.lb == nil {
 		return p
@@ -47,7 +47,7 @@ func (c *cloud) planner() *plan.Planner {
 // planSnapshot is the module's input from the snapshotter the module loop
 // uses, over the Services and BGP nodes the plan found; the prefix
 // budget's Events are captured and dropped.
-func (c *cloud) planSnapshot(svcs []*v1.Service, nodes []lbsnapshot.Node) lbmodule.SnapshotFunc {
+func (c *Cloud) planSnapshot(svcs []*v1.Service, nodes []lbsnapshot.Node) lbmodule.SnapshotFunc {
 	snap := &snapshotter{
 		lb: c.cfg.LB, templates: lbsnapshot.TemplatesFrom(c.cfg),
 		services: func(labels.Selector) ([]*v1.Service, error) { return svcs, nil },

@@ -78,8 +78,13 @@ func init() {
 	})
 }
 
-// cloud implements cloudprovider.Interface.
-type cloud struct {
+// Cloud is the Equinix Metal provider: it implements cloudprovider.Interface
+// (and cloudprovider.InformerUser) for k8s.io/cloud-provider's controllers,
+// and adds what the binary needs beyond that interface: ModuleLoaded and
+// Readiness for the readiness endpoint, WatchCredentials for a rotated
+// cloud-config, and Plan for the plan subcommand. New and NewForPlan build
+// it; its zero value is not usable.
+type Cloud struct {
 	cfg       *config.Config
 	metal     *metal.Client
 	instances *instances.Instances
@@ -113,19 +118,19 @@ type runEnv struct {
 	recorder   record.EventRecorder
 }
 
-var _ cloudprovider.Interface = (*cloud)(nil)
+var _ cloudprovider.Interface = (*Cloud)(nil)
 
 // New builds the provider from a validated configuration. Everything that
 // can be checked without the cluster is checked here (the policies compile,
 // the module loads), so a mistake stops the CCM at start with one message.
-func New(cfg *config.Config) (*cloud, error) { return newCloud(cfg, false) }
+func New(cfg *config.Config) (*Cloud, error) { return newCloud(cfg, false) }
 
 // NewForPlan is New with a read-only Equinix Metal client, for Plan: the
 // provider is built exactly as for running (policies, module), and is
 // never started.
-func NewForPlan(cfg *config.Config) (*cloud, error) { return newCloud(cfg, true) }
+func NewForPlan(cfg *config.Config) (*Cloud, error) { return newCloud(cfg, true) }
 
-func newCloud(cfg *config.Config, readOnly bool) (*cloud, error) {
+func newCloud(cfg *config.Config, readOnly bool) (*Cloud, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("provider: no configuration")
 	}
@@ -137,7 +142,7 @@ func newCloud(cfg *config.Config, readOnly bool) (*cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cloud{cfg: cfg, metal: mc, instances: instances.New(mc, metal.IsNotFound)}
+	c := &Cloud{cfg: cfg, metal: mc, instances: instances.New(mc, metal.IsNotFound)}
 	if cfg.LB.Kind != config.LBNone {
 		engine, err := policy.Load(context.Background(), cfg.PolicyDir, policy.Options{OnReload: c.policiesReloaded})
 		if err != nil {
@@ -160,11 +165,11 @@ func newCloud(cfg *config.Config, readOnly bool) (*cloud, error) {
 // start in SetInformers, which the framework calls right after, so that they
 // share the framework's Service and Node informers instead of caching every
 // Service and Node a second time (about 20 MB at 10,000 Services).
-func (c *cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.initialize(wait.ContextForChannel(stop), clientBuilder.ConfigOrDie(fieldmanager.CCM))
 }
 
-func (c *cloud) initialize(ctx context.Context, restConfig *rest.Config) {
+func (c *Cloud) initialize(ctx context.Context, restConfig *rest.Config) {
 	c.pending = &pendingStart{ctx: ctx, restConfig: restConfig}
 }
 
@@ -181,7 +186,7 @@ type pendingStart struct {
 // keeps its objects whole. The factory's handlers resync every 12–24 h
 // (the framework's period): the loops' own timers (module resync, BGP
 // refresh, reservation refresh) do the periodic work.
-func (c *cloud) SetInformers(f informers.SharedInformerFactory) {
+func (c *Cloud) SetInformers(f informers.SharedInformerFactory) {
 	for _, inf := range []cache.SharedIndexInformer{f.Core().V1().Services().Informer(), f.Core().V1().Nodes().Informer()} {
 		if err := inf.SetTransform(informertrim.Transform); err != nil {
 			klog.InfoS("Informer objects kept whole", "reason", err)
@@ -193,14 +198,14 @@ func (c *cloud) SetInformers(f informers.SharedInformerFactory) {
 	}
 }
 
-var _ cloudprovider.InformerUser = (*cloud)(nil)
+var _ cloudprovider.InformerUser = (*Cloud)(nil)
 
 // start runs the provider's loops with a client config, on the framework's
 // informer factory f. It does not start f: the framework starts its factory
 // once its controllers have added their handlers (started here, the Service
 // informer would run before the service controller asks for its 30 s
 // resync, which a running informer cannot give).
-func (c *cloud) start(ctx context.Context, restConfig *rest.Config, f informers.SharedInformerFactory) {
+func (c *Cloud) start(ctx context.Context, restConfig *rest.Config, f informers.SharedInformerFactory) {
 	kube := kubernetes.NewForConfigOrDie(restConfig)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
@@ -234,7 +239,7 @@ func (c *cloud) start(ctx context.Context, restConfig *rest.Config, f informers.
 // startLoadBalancing wires Elastic IPs and BGP. The parts that need the API
 // (the cluster ID, project BGP) retry in the background: the API being down
 // at start must not crash-loop the CCM.
-func (c *cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
+func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 	nodes := env.informers.Core().V1().Nodes()
 	var selector bgp.Selector = policySelector{engine: c.policies, reqs: policy.SelectorRequirements(c.cfg.NodeSelector)}
 	controller := bgp.NewController(c.metal, env.kube, nodes, selector, env.recorder, bgp.Options{
@@ -286,7 +291,7 @@ func (c *cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 // watchOrphans reports (and with orphanEIPs=release, releases) this
 // cluster's Service reservations whose Service is gone, after every full
 // refresh of the reservation cache.
-func (c *cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer, clusterID string) {
+func (c *Cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer, clusterID string) {
 	if clusterID == "" {
 		return // stopped before the cluster ID was read
 	}
@@ -321,7 +326,7 @@ func (c *cloud) watchOrphans(env *runEnv, services coreinformers.ServiceInformer
 // A failed reload changes nothing; it is recorded once per cause as a
 // PolicyReloadFailed Event (reloadevents.go), the next good one as
 // PolicyReloadRecovered.
-func (c *cloud) policiesReloaded(err error) {
+func (c *Cloud) policiesReloaded(err error) {
 	if err != nil {
 		// The previous policies stay in use; nothing changed. The error
 		// names the file and line, and that the previous policies decide.
@@ -359,7 +364,7 @@ func retry[T any](ctx context.Context, what string, f func() (T, error)) T {
 }
 
 // LoadBalancer is enabled when the loadbalancer setting is.
-func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	if c.lb == nil {
 		return nil, false
 	}
@@ -367,22 +372,22 @@ func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 }
 
 // Instances is the deprecated interface; InstancesV2 replaces it.
-func (c *cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
 
 // InstancesV2 serves node metadata from Equinix Metal devices.
-func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
 
 // Zones is superseded by InstancesV2's metadata.
-func (c *cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
 
 // Clusters is not used by external cloud providers.
-func (c *cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
 // Routes is not offered: Equinix Metal has no route table to program.
-func (c *cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
 
 // ProviderName returns "equinixmetal".
-func (c *cloud) ProviderName() string { return ProviderName }
+func (c *Cloud) ProviderName() string { return ProviderName }
 
 // HasClusterID is true: EIPs are tagged with the kube-system namespace UID.
-func (c *cloud) HasClusterID() bool { return true }
+func (c *Cloud) HasClusterID() bool { return true }

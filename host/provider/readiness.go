@@ -16,7 +16,7 @@ import (
 // depend on the configuration
 // only, never on the state: /readyz serves a path per name (/readyz/module)
 // from the names of its first call.
-func (c *cloud) Readiness() []readiness.Check {
+func (c *Cloud) Readiness() []readiness.Check {
 	var checks []readiness.Check
 	ok, why := c.metal.KeyAccepted()
 	if ok {
