@@ -313,7 +313,7 @@ func (b *bench) fill(ctx context.Context, rep *report) error {
 	if err != nil {
 		return err
 	}
-	b.logf("CCM started (pid %d); its log: %s", b.ccm.cmd.Process.Pid, b.ccm.logPath)
+	b.logf("CCM started (pid %d); its log: %s", b.ccm.proc.Pid(), b.ccm.logPath)
 	b.startSampling(ctx)
 	var nodesAt, svcsAt time.Duration
 	lastLog := time.Now()
@@ -570,7 +570,8 @@ func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("gave up waiting (%w); the CCM's log: %s", ctx.Err(), b.ccm.logPath)
-		case err := <-b.ccm.exited:
+		case <-b.ccm.proc.Done():
+			err := b.ccm.proc.Err()
 			if b.cgroup != nil {
 				if n, _ := b.cgroup.oomKills(); n > 0 {
 					return fmt.Errorf("the CCM exited at %s (%v): the kernel killed it over the %d MiB memory cgroup limit; its log: %s", time.Now().Format("15:04:05"), err, b.o.memoryLimit>>20, b.ccm.logPath)

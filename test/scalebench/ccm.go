@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -31,16 +30,15 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/memlimit"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/proc"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
 // ccmProcess is the CCM binary running against the bench's cluster.
 type ccmProcess struct {
-	cmd      *exec.Cmd
-	logPath  string
-	port     int
-	exited   chan error
-	stopOnce sync.Once
+	proc    *proc.Proc
+	logPath string
+	port    int
 }
 
 // startCCM runs the binary with the flags a deployment uses, its own user
@@ -75,49 +73,39 @@ func startCCM(bin, loadbalancer, dir string, env *testenv.Env, metalURL string, 
 	if err != nil {
 		return nil, err
 	}
-	p := &ccmProcess{logPath: filepath.Join(dir, "ccm.log"), port: port, exited: make(chan error, 1)}
+	p := &ccmProcess{logPath: filepath.Join(dir, "ccm.log"), port: port}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(bin,
+	cmd := exec.Command(bin,
 		"--kubeconfig="+kubeconfig, "--cloud-config="+cc,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--authentication-skip-lookup", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*",
 		"--v=1")
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	// KUBECONFIG too: upstream v3.8.1's MetalLB CRD client (controller-
 	// runtime's) reads only the environment, and exits without a word.
-	p.cmd.Env = append(os.Environ(), "METAL_API_KEY=", "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(os.Environ(), "METAL_API_KEY=", "KUBECONFIG="+kubeconfig)
 	if memoryLimit > 0 {
 		// What host/memlimit sets from the container's cgroup limit in a
 		// pod; here there is no cgroup, so the environment says it.
-		p.cmd.Env = append(p.cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", goMemoryLimit(memoryLimit)))
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", goMemoryLimit(memoryLimit)))
 	}
-	if err := p.cmd.Start(); err != nil {
+	if p.proc, err = proc.Start(cmd, logFile); err != nil {
 		return nil, err
 	}
-	go func() { p.exited <- p.cmd.Wait(); logFile.Close() }()
 	if cg != nil {
-		if err := cg.add(p.cmd.Process.Pid); err != nil {
-			_ = p.cmd.Process.Kill()
+		if err := cg.add(p.proc.Pid()); err != nil {
+			p.proc.Stop(0)
 			return nil, fmt.Errorf("moving the CCM into its memory cgroup: %w", err)
 		}
 	}
 	return p, nil
 }
 
-func (p *ccmProcess) stop() {
-	p.stopOnce.Do(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.exited: // asked to stop: how it ended says nothing
-			_ = err
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-		}
-	})
-}
+// stop asks the CCM to end and kills it after 20 s; how a CCM asked to stop
+// ended says nothing, so it is not reported.
+func (p *ccmProcess) stop() { p.proc.Stop(20 * time.Second) }
 
 // peakRSS is VmHWM, the process's peak resident set, in KiB.
 func (p *ccmProcess) peakRSS() (int64, error) { return p.status("VmHWM:") }
@@ -126,7 +114,7 @@ func (p *ccmProcess) peakRSS() (int64, error) { return p.status("VmHWM:") }
 func (p *ccmProcess) rss() (int64, error) { return p.status("VmRSS:") }
 
 func (p *ccmProcess) status(field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.proc.Pid()))
 	if err != nil {
 		return 0, err
 	}
@@ -135,7 +123,7 @@ func (p *ccmProcess) status(field string) (int64, error) {
 			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.proc.Pid())
 }
 
 // ccmMetrics is what the bench reads from the CCM's /metrics.

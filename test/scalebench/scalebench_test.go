@@ -1,3 +1,5 @@
+//go:build system
+
 package main
 
 import (
@@ -12,8 +14,8 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
 )
 
-// TestSmoke runs the scale bench at a tiny size, so that `make test` keeps
-// the command working, and checks what it counts (counts, not times).
+// TestSmoke runs the scale bench at a tiny size, so that `make ci` (build tag
+// system, through `make system`) keeps the command working, and checks what it counts (counts, not times).
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CCM and starts a cluster; run without -short")
