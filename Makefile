@@ -53,7 +53,7 @@ SDK_DIR := sdk
 .DEFAULT_GOAL := all
 include mk/tools.mk
 
-.PHONY: all build test ci unit run modules examples policy-test promtool-test clean help version sync-policies
+.PHONY: all build test system ci unit run modules examples policy-test promtool-test clean help version sync-policies
 
 all: build
 
@@ -74,20 +74,31 @@ build: modules ## the CCM binary in bin/cloud-provider-equinix-metal
 	$(GO_BUILD_CCM) -o $(CCM_BIN) ./cmd/cloud-provider-equinix-metal
 
 # The contributor's run: rootless, no apt-get, minutes with warm caches.
-# -timeout 20m: host/provider alone takes about 6 minutes on 2 cores, and
-# go test runs two packages at once. image-check builds the two images
-# hack/image's TestMakeImage compares, before go test starts (see image.mk).
-# Without bird (Debian's bird2; make ci installs it) the example module's
-# TestBIRDParses skips, saying so.
-test: lint k8s-bins modules examples policy-test promtool-test image-check ## lint and every Go test, rootless (builds kube-apiserver and etcd once)
-	METAL_CCM_IMAGE_BUILDS=$(CURDIR)/$(IMAGE_CHECK_DIR)/1:$(CURDIR)/$(IMAGE_CHECK_DIR)/2 $(GO) test -timeout 20m ./...
+# -timeout 20m: host/provider alone takes about 4 minutes on 2 cores, and
+# go test runs two packages at once. The tests with the build tag system
+# (each builds the CCM and runs it for minutes) are make system's, and
+# govulncheck (a minute and a half, and about go.mod, not the change at
+# hand) is make vulncheck's; make ci runs both. Without bird (Debian's
+# bird2; make ci installs it) the example module's TestBIRDParses skips,
+# saying so.
+test: lint k8s-bins modules examples policy-test promtool-test ## lint and the Go tests of both modules, rootless (builds kube-apiserver and etcd once)
+	$(GO) test -timeout 20m ./...
 	cd $(SDK_DIR) && $(GO) test ./...
 
+# The Go tests behind the build tag system: the image built twice and
+# compared (hack/image), the scale bench at 20 Services (test/scalebench),
+# the short fault-injection run (test/faults) and make run's sandbox
+# (test/cmd/sandbox). image-check builds the two images first: on an empty
+# build cache cross-compiling them takes longer than go test's limit.
+SYSTEM_PKGS := ./hack/image ./test/scalebench ./test/faults ./test/cmd/sandbox
+system: k8s-bins modules image-check ## the Go tests that build the CCM and run it for minutes (build tag system)
+	METAL_CCM_IMAGE_BUILDS=$(CURDIR)/$(IMAGE_CHECK_DIR)/1:$(CURDIR)/$(IMAGE_CHECK_DIR)/2 $(GO) test -tags system -timeout 20m $(SYSTEM_PKGS)
+
 # Everything, as CI runs it (.ci/run): the Debian packages first (root,
-# apt-get; bird2 for TestBIRDParses), make test, then the data plane in a
-# private netns and the real cluster's short check on the image that
-# image-check built.
-ci: cluster-debs e2e-debs test ## everything CI runs: make test, make e2e and the real cluster's check (root, apt-get)
+# apt-get; bird2 for TestBIRDParses), make test, govulncheck, the system
+# tests, then the data plane in a private netns and the real cluster's
+# short check on the image that image-check built.
+ci: cluster-debs e2e-debs test vulncheck system ## everything CI runs: make test, vulncheck, system, e2e and the real cluster's check (root, apt-get)
 	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory cluster-check CLUSTER_CCM_IMAGE=$(IMAGE_CHECK_DIR)/1/image
 

@@ -1,11 +1,11 @@
-# lint.mk: static analysis (make lint, so make test and CI): go vet, gofmt,
-# golangci-lint and govulncheck, over the main module and the SDK (its own
-# module).
+# lint.mk: static analysis over the main module and the SDK (its own
+# module): make lint (go vet, gofmt, golangci-lint; part of make test) and
+# make vulncheck (govulncheck offline; part of make ci).
 
-lint: vet fmt-check golangci vulncheck ## go vet, gofmt, golangci-lint and govulncheck offline (builds both once)
+lint: vet fmt-check golangci ## go vet, gofmt and golangci-lint (built once)
 
 # golangci-lint v2 with the linters and reasons in .golangci.yml, over the
-# main module and the SDK (its own module), with the e2e and cluster tags.
+# main module and the SDK (its own module), with the e2e, cluster and system tags.
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI := $(CACHE_HOME)/cloud-provider-equinix-metal/golangci-lint/$(GOLANGCI_VERSION)/golangci-lint
 $(GOLANGCI):
@@ -32,7 +32,7 @@ $(INDEXDB):
 $(VULNDB)/index/db.json: $(INDEXDB)
 	@dir=$$($(GO) mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	rm -rf $(VULNDB).tmp && $(INDEXDB) -vulns "$$dir/data/osv" -out $(VULNDB).tmp && rm -rf $(VULNDB) && mv $(VULNDB).tmp $(VULNDB)
-vulncheck: $(GOVULNCHECK) $(VULNDB)/index/db.json
+vulncheck: $(GOVULNCHECK) $(VULNDB)/index/db.json ## govulncheck offline over both modules (make ci runs it)
 	@$(GO) build -o $(BIN_DIR)/vulncheck ./hack/vulncheck
 	$(BIN_DIR)/vulncheck -govulncheck $(GOVULNCHECK) -db $(VULNDB) ./...
 	cd $(SDK_DIR) && $(CURDIR)/$(BIN_DIR)/vulncheck -govulncheck $(GOVULNCHECK) -db $(VULNDB) ./...

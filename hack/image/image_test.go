@@ -1,3 +1,5 @@
+//go:build system
+
 package main
 
 import (
@@ -24,16 +26,6 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
-// repoRoot is where the Makefile is.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 func makeTarget(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("make", append([]string{"-s", "-C", repoRoot(t)}, args...)...)
@@ -54,12 +46,15 @@ func makeTarget(t *testing.T, args ...string) string {
 // the image again from them; with -trimpath, -buildvcs=false and the commit
 // time as the only timestamp, the same commit gives the same bytes.
 //
-// make test builds the two images before `go test` starts (target
-// image-check) and names their bin directories in $METAL_CCM_IMAGE_BUILDS:
+// It carries the build tag system, so `make test` and a plain `go test
+// ./...` leave it out; `make system` (part of make ci) builds the two
+// images first (target image-check) and names their bin directories in
+// $METAL_CCM_IMAGE_BUILDS:
 // cross-compiling two platforms on an empty build cache takes longer on two
 // cores than go test's default 10-minute limit per package, and a limit
 // that depends on how warm the cache is would fail only on fresh machines.
-// Run alone (`go test ./hack/image`), the test builds them itself.
+// Run alone (`go test -tags system ./hack/image`), the test builds them
+// itself.
 func TestMakeImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CCM for two platforms; run without -short")
@@ -118,7 +113,7 @@ func TestMakeImage(t *testing.T) {
 }
 
 // imageBuilds returns the bin directories of two `make image` runs with the
-// README's REGISTRY: the ones make test built ($METAL_CCM_IMAGE_BUILDS,
+// README's REGISTRY: the ones make system built ($METAL_CCM_IMAGE_BUILDS,
 // two paths separated by the list separator), or two built here.
 func imageBuilds(t *testing.T) (string, string) {
 	t.Helper()

@@ -16,6 +16,16 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
+// repoRoot is where the Makefile is.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // readmeRegistry is the REGISTRY of the README's install commands;
 // TestReadmeInstallCommands keeps the two equal.
 const readmeRegistry = "registry.example/team"

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && system
 
 package faults
 
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestFaultsShort is the short fault-injection run of `make test`: a few
+// TestFaultsShort is the short fault-injection run of `make ci` (build tag system): a few
 // dozen Service cycles under 10% Equinix API faults and two kill -9 (the
 // leader, then the follower). `make soak` is the long run.
 func TestFaultsShort(t *testing.T) {
