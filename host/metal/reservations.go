@@ -81,15 +81,22 @@ func (c *Client) ReservationsWithTags(ctx context.Context, tags ...string) ([]me
 	if len(tags) == 0 {
 		return nil, errors.New("find IP reservations by tags: no tags given")
 	}
-	if !c.reservations.isLoaded() {
-		cacheMiss(cacheReservations)
-		if err := c.reservations.refresh(ctx, 0, refreshTimeout, c.listAllReservations); err != nil {
-			return nil, err
-		}
-	} else {
-		cacheHit(cacheReservations)
+	if err := c.loadReservations(ctx); err != nil {
+		return nil, err
 	}
 	return c.reservationsWithTags(tags), nil
+}
+
+// loadReservations fills the reservation cache with a full listing on its
+// first use and counts the lookup: a miss when it had to list, a hit when
+// the cache answers (as equinix_metal_cache_requests_total documents).
+func (c *Client) loadReservations(ctx context.Context) error {
+	if c.reservations.isLoaded() {
+		cacheHit(cacheReservations)
+		return nil
+	}
+	cacheMiss(cacheReservations)
+	return c.reservations.refresh(ctx, 0, refreshTimeout, c.listAllReservations)
 }
 
 // ReservationsWithTagsFresh is ReservationsWithTags from a listing that
@@ -145,11 +152,8 @@ func hasAllTags(have, want []string) bool {
 // Reservations returns every reservation in the cache (public IPv4 and
 // IPv6), oldest first, filling it with a full listing on first use.
 func (c *Client) Reservations(ctx context.Context) ([]metalv1.IPReservation, error) {
-	if !c.reservations.isLoaded() {
-		cacheMiss(cacheReservations)
-		if err := c.reservations.refresh(ctx, 0, refreshTimeout, c.listAllReservations); err != nil {
-			return nil, err
-		}
+	if err := c.loadReservations(ctx); err != nil {
+		return nil, err
 	}
 	objs := c.reservations.idx.List()
 	out := make([]metalv1.IPReservation, 0, len(objs))
@@ -173,13 +177,8 @@ func (c *Client) ReservationHolding(ctx context.Context, addr string) (*metalv1.
 		return nil, nil
 	}
 	a = a.Unmap()
-	if !c.reservations.isLoaded() {
-		cacheMiss(cacheReservations)
-		if err := c.reservations.refresh(ctx, 0, refreshTimeout, c.listAllReservations); err != nil {
-			return nil, err
-		}
-	} else {
-		cacheHit(cacheReservations)
+	if err := c.loadReservations(ctx); err != nil {
+		return nil, err
 	}
 	r := c.holding(a)
 	if r == nil {
