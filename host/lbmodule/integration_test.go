@@ -520,7 +520,14 @@ func TestIntegration(t *testing.T) {
 			t.Fatal(err)
 		}
 		rv := get(t, c, cmGVR, "hostile", "fine", nil).GetResourceVersion()
-		for _, mode := range []string{"trap", "loop", "membomb", "badjson", "undeclared", "othernamespace", "error"} {
+		// The Event names where a crashed module was, from the guest's
+		// traceback (or the wasm stack when the deadline stopped it).
+		for mode, where := range map[string]string{
+			"trap": "fatal error: stack overflow, at main.recurse (main.go:", "loop": "(stopped in main.spin)",
+			"membomb": ", at main.generate (main.go:", "badjson": "", "undeclared": "", "othernamespace": "", "error": "",
+			"gopanic":  "panic: boom in a goroutine, at main.crash (main.go:",
+			"deadlock": "fatal error: all goroutines are asleep - deadlock!, at main.deadlock (main.go:",
+		} {
 			t.Run(mode, func(t *testing.T) {
 				rec := record.NewFakeRecorder(10)
 				r := reconciler(t, c, hostile(t), sdk.Options{Params: map[string]string{"mode": mode}}, snap, rec)
@@ -544,8 +551,12 @@ func TestIntegration(t *testing.T) {
 					t.Errorf("%d events, want 1 (one for the cluster, not one per Service)", len(rec.Events))
 				}
 				for len(rec.Events) > 0 {
-					if e := <-rec.Events; strings.Contains(e, fakePassword) {
+					e := <-rec.Events
+					if strings.Contains(e, fakePassword) {
 						t.Errorf("event leaks the password: %s", e)
+					}
+					if !strings.Contains(e, where) {
+						t.Errorf("event %q does not say %q", e, where)
 					}
 				}
 			})

@@ -550,23 +550,42 @@ func (m *Module) instantiate(ctx context.Context, st *callState) (api.Module, er
 }
 
 // classify turns a wazero failure into an *Error with the right Reason.
+// A crash names where the module was (crash.go): the error, in sdktest,
+// the CCM's Event or plan, is all an author sees of it.
 func (m *Module) classify(ctx context.Context, err error, st *callState) error {
 	var exit *sys.ExitError
+	c := readCrash(st.stderr.String(), err.Error())
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || (errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded):
-		return m.errorf(ReasonDeadline, "did not finish within %s; make it faster or raise moduleTimeout", m.opts.Timeout)
+		return m.errorf(ReasonDeadline, "did not finish within %s%s; make it faster or raise moduleTimeout", m.opts.Timeout, where(" (stopped in %s)", c.site))
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case st.fault != nil:
 		return m.errorf(ReasonInvalidOutput, "%v", st.fault)
 	case strings.Contains(st.stderr.String(), "out of memory"):
-		return m.errorf(ReasonMemory, "ran out of memory (limit %d MiB); raise moduleMemoryLimitMiB or make the module use less", m.opts.MemoryLimitMiB)
+		return m.errorf(ReasonMemory, "ran out of memory (limit %d MiB)%s; raise moduleMemoryLimitMiB or make the module use less", m.opts.MemoryLimitMiB, where(", at %s", c.site))
 	}
-	detail := OneLine(err.Error())
-	if line := firstLine(st.stderr.String()); line != "" {
-		detail = line + " (" + detail + ")"
+	var detail string
+	switch {
+	case c.headline != "" && c.site != "":
+		detail = OneLine(c.headline) + ", at " + c.site
+	case c.headline != "":
+		detail = OneLine(c.headline)
+	default:
+		detail = OneLine(err.Error())
+		if line := firstLine(st.stderr.String()); line != "" {
+			detail = line + " (" + detail + ")"
+		}
 	}
 	return m.errorf(ReasonTrap, "trapped: %s; the module has a bug, fix it or report it to its author", st.red.clean(detail))
+}
+
+// where formats site into format, or is empty when the site is unknown.
+func where(format, site string) string {
+	if site == "" {
+		return ""
+	}
+	return fmt.Sprintf(format, site)
 }
 
 func (m *Module) errorf(r Reason, format string, args ...any) *Error {

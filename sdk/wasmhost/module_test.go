@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,23 @@ func request() sdk.GenerateRequest {
 	}
 }
 
+// hostileLine is the line of the hostile module's source that contains s,
+// for the file:line a crash there must be reported at.
+func hostileLine(t *testing.T, s string) string {
+	t.Helper()
+	src, err := os.ReadFile("testdata/hostile/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.Contains(l, s) {
+			return strconv.Itoa(i + 1)
+		}
+	}
+	t.Fatalf("no line of testdata/hostile/main.go contains %q", s)
+	return ""
+}
+
 func load(t *testing.T, wasm []byte, mode string) *wasmhost.Module {
 	t.Helper()
 	m, err := wasmhost.LoadBytes(context.Background(), "hostile", wasm, sdk.Options{Params: map[string]string{"mode": mode}}, opts())
@@ -77,10 +95,16 @@ func TestHostileModules(t *testing.T) {
 		msg    string
 		memMiB int
 	}{
-		{"trap", wasmhost.ReasonTrap, "trapped", 0},
+		// A crash names the module's own frame: from the Go runtime's
+		// traceback on the guest's stderr, or the wasm stack when the host
+		// stopped the guest (no traceback then, and no lines).
+		{"trap", wasmhost.ReasonTrap, "trapped: fatal error: stack overflow, at main.recurse (main.go:" + hostileLine(t, "func recurse(") + ")", 0},
 		{"exit", wasmhost.ReasonTrap, "trapped", 0},
-		{"loop", wasmhost.ReasonDeadline, "did not finish within 1s", 0},
-		{"membomb", wasmhost.ReasonMemory, "ran out of memory (limit 32 MiB)", 0},
+		{"loop", wasmhost.ReasonDeadline, "did not finish within 1s (stopped in main.spin)", 0},
+		{"membomb", wasmhost.ReasonMemory, "ran out of memory (limit 32 MiB), at main.generate (main.go:" + hostileLine(t, "keep = append(keep") + ")", 0},
+		{"gopanic", wasmhost.ReasonTrap, "trapped: panic: boom in a goroutine, at main.crash (main.go:" + hostileLine(t, "func crash(") + ")", 0},
+		{"nilmap", wasmhost.ReasonTrap, "trapped: panic: assignment to entry in nil map, at main.generate (main.go:" + hostileLine(t, `m["x"] = 1`) + ")", 0},
+		{"deadlock", wasmhost.ReasonTrap, "trapped: fatal error: all goroutines are asleep - deadlock!, at main.deadlock (main.go:" + hostileLine(t, "func deadlock(") + ")", 0},
 		{"badjson", wasmhost.ReasonInvalidOutput, "invalid JSON", 0},
 		{"abi3-badwire", wasmhost.ReasonInvalidOutput, "generate returned an invalid binary response: truncated", 0},
 		{"undeclared", wasmhost.ReasonForbiddenOutput, "emitted Secret hostile/stolen (v1), a kind it did not declare", 0},
@@ -219,7 +243,10 @@ func TestLoadRejects(t *testing.T) {
 		}, "declares the namespaced kind ConfigMap (v1) without a namespace; declare its namespace in describe, for a module from the loadbalancer URL option ?namespace=<namespace>"},
 		{"initialisation loops", func() (*wasmhost.Module, error) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "initloop"}}, loopOpts())
-		}, "load-balancer module hostile did not finish within 1s"},
+		}, "load-balancer module hostile did not finish within 1s (stopped in main.init.0)"},
+		{"runtime error in init", func() (*wasmhost.Module, error) {
+			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "initnilmap"}}, opts())
+		}, "load-balancer module hostile trapped: panic: assignment to entry in nil map, at main.init.0 (main.go:" + hostileLine(t, `m["init"] = 1`) + ")"},
 		{"other ABI version", func() (*wasmhost.Module, error) {
 			return wasmhost.LoadBytes(context.Background(), "hostile", hostile(t), sdk.Options{Params: map[string]string{"mode": "abi-future"}}, opts())
 		}, "load-balancer module hostile speaks ABI version 7, this CCM speaks 1 to 6; rebuild the module"},

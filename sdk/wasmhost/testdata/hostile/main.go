@@ -40,9 +40,37 @@ func main() {}
 // init runs in the reactor's _initialize, before any export: "initloop"
 // never lets it finish.
 func init() {
-	if read().Options.Params["mode"] == "initloop" {
+	switch read().Options.Params["mode"] {
+	case "initloop":
 		for {
 		}
+	case "initnilmap":
+		var m map[string]int
+		m["init"] = 1 // a runtime error in init: the load fails
+	}
+}
+
+// The crash modes' functions stand on lines of their own, so that a test
+// can name the file:line the host must report.
+
+func panicInGoroutine() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		crash("boom in a goroutine")
+	}()
+	<-done
+}
+
+func crash(msg string) { panic(msg) }
+
+func deadlock() { select {} }
+
+// spin is not inlined, so that the wasm stack has a frame of its own for it.
+//
+//go:noinline
+func spin() {
+	for {
 	}
 }
 
@@ -200,8 +228,14 @@ func generate() int32 {
 	case "exit":
 		os.Exit(3)
 	case "loop":
-		for {
-		}
+		spin()
+	case "gopanic":
+		panicInGoroutine()
+	case "nilmap":
+		var m map[string]int
+		m["x"] = 1
+	case "deadlock":
+		deadlock()
 	case "membomb":
 		for {
 			keep = append(keep, make([]byte, 1<<20))
