@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cloudprovider "k8s.io/cloud-provider"
@@ -141,7 +142,8 @@ func newCCMCommand() (*cobra.Command, error) {
 	config.AddFlags(metalFlags)
 
 	var cfg *config.Config
-	initCloud := func(*appconfig.CompletedConfig) cloudprovider.Interface {
+	hand := &handOver{}
+	initCloud := func(completed *appconfig.CompletedConfig) cloudprovider.Interface {
 		// Logging is configured now and no controller runs yet: from here
 		// on no log line shows a secret, client-go's body dumps included.
 		redact.Install(redact.Default, utilfeature.DefaultFeatureGate.Enabled(logsapi.ContextualLogging))
@@ -149,22 +151,12 @@ func newCCMCommand() (*cobra.Command, error) {
 		if err != nil {
 			klog.Fatalf("Equinix Metal provider: %v", err)
 		}
+		hand.start(completed)
 		go exitIfModuleFails(cloud.ModuleLoaded)
-		if cfg.ReadinessAddress != "" {
-			if err := readiness.Serve(context.Background(), cfg.ReadinessAddress, cloud.Readiness); err != nil {
-				klog.Fatalf("%v", err)
-			}
-		}
-		if path := opts.KubeCloudShared.CloudProvider.CloudConfigFile; path != "" {
-			// A rotated key in the cloud-config Secret is used without a
-			// restart, by every replica (leader or not).
-			go cloud.WatchCredentials(context.Background(), path, func(b []byte) (*config.Config, error) {
-				return config.Load(config.Sources{Flags: metalFlags, CloudConfig: b, CloudConfigPath: path})
-			})
-		}
+		startEveryReplica(cloud, cfg, opts.KubeCloudShared.CloudProvider.CloudConfigFile, metalFlags)
 		return cloud
 	}
-	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, initFuncConstructors(),
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, hand.wrap(initFuncConstructors()),
 		names.CCMControllerAliases(), fss, wait.NeverStop)
 	cmd.Use = "cloud-provider-equinix-metal"
 	cmd.Long += "\n\nOther commands: `cloud-provider-equinix-metal plan` (what a sync would change, changing nothing) and `cloud-provider-equinix-metal cleanup` (release a gone cluster's Elastic IPs); `cloud-provider-equinix-metal help plan` shows a command's flags, and `cloud-provider-equinix-metal completion bash` (or zsh, fish, powershell) prints a shell completion script."
@@ -211,6 +203,22 @@ func newCCMCommand() (*cobra.Command, error) {
 // exitIfModuleFails stops the CCM when the load-balancer module, compiled
 // while the controllers start, cannot load: a mistake in the configuration,
 // as a bad path is (that one stops it before anything starts).
+// startEveryReplica starts what every replica runs, leader or not: the
+// readiness endpoint, and the watch of the cloud-config file so that a
+// rotated key in its Secret is used without a restart.
+func startEveryReplica(cloud *provider.Cloud, cfg *config.Config, cloudConfig string, metalFlags *pflag.FlagSet) {
+	if cfg.ReadinessAddress != "" {
+		if err := readiness.Serve(context.Background(), cfg.ReadinessAddress, cloud.Readiness); err != nil {
+			klog.Fatalf("%v", err)
+		}
+	}
+	if cloudConfig != "" {
+		go cloud.WatchCredentials(context.Background(), cloudConfig, func(b []byte) (*config.Config, error) {
+			return config.Load(config.Sources{Flags: metalFlags, CloudConfig: b, CloudConfigPath: cloudConfig})
+		})
+	}
+}
+
 func exitIfModuleFails(loaded func(context.Context) error) {
 	if err := loaded(context.Background()); err != nil {
 		klog.ErrorS(err, "Equinix Metal provider: the load-balancer module did not load; fix it and restart")

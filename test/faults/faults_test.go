@@ -20,12 +20,7 @@ func TestFaultsShort(t *testing.T) {
 	}
 	ccm := os.Getenv("METAL_CCM_FAULTS_CCM") // make test may pass the binary it built
 	if ccm == "" {
-		ccm = filepath.Join(t.TempDir(), "ccm")
-		cmd := exec.Command("go", "build", "-o", ccm, "./cmd/cloud-provider-equinix-metal")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
+		ccm = buildCCM(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -64,6 +59,18 @@ func TestFaultsShort(t *testing.T) {
 	if t.Failed() {
 		t.Logf("logs kept in %s", keep(dir))
 	}
+}
+
+// buildCCM builds the binary for the test.
+func buildCCM(t *testing.T) string {
+	t.Helper()
+	ccm := filepath.Join(t.TempDir(), "ccm")
+	cmd := exec.Command("go", "build", "-o", ccm, "./cmd/cloud-provider-equinix-metal")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return ccm
 }
 
 // keep copies the CCM logs out of the test's temporary directory.

@@ -34,7 +34,13 @@ type replicas struct {
 	crashes     []string
 }
 
-func startReplicas(n int, bin, dir, metalURL, kubeconfig string) (*replicas, error) {
+// shortLeases make a killed leader replaced in seconds (the defaults would
+// make each leader kill a 15 s pause).
+var shortLeases = []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"}
+
+// startReplicas starts n replicas; leaseArgs are the leader election's
+// timings (none: the CCM's defaults, as the chart runs it).
+func startReplicas(n int, bin, dir, metalURL, kubeconfig string, leaseArgs []string) (*replicas, error) {
 	cc := map[string]any{
 		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": metalURL,
 		"loadbalancer": "metallb:///metallb-system", "metro": "da",
@@ -45,13 +51,9 @@ func startReplicas(n int, bin, dir, metalURL, kubeconfig string) (*replicas, err
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return nil, err
 	}
-	r := &replicas{bin: bin, dir: dir, procs: make([]*dataplane.Proc, n), generations: make([]int, n), args: []string{
-		"--kubeconfig=" + kubeconfig, "--cloud-config=" + path,
-		// Short leases, so that a killed leader is replaced in seconds (the
-		// defaults would make each leader kill a 15 s pause).
-		"--leader-elect=true", "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s",
-		"--secure-port=0", "--authentication-skip-lookup", "--v=2",
-	}}
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--cloud-config=" + path, "--leader-elect=true"}, leaseArgs...)
+	r := &replicas{bin: bin, dir: dir, procs: make([]*dataplane.Proc, n), generations: make([]int, n),
+		args: append(args, "--secure-port=0", "--authentication-skip-lookup", "--v=2")}
 	for i := range n {
 		if err := r.start(i); err != nil {
 			r.stop()

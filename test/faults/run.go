@@ -109,29 +109,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if _, err := os.Stat(o.CCM); err != nil {
 		return nil, fmt.Errorf("no CCM binary at %s: run make build", o.CCM)
 	}
-	emu, err := emulator.New(sandbox.Seed(devices, false), emulator.Options{})
+	w, err := startWorld(ctx, o.Dir, o.Logf)
 	if err != nil {
 		return nil, err
 	}
-	defer emu.Close()
-	metalURL, err := emu.Listen("127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	env, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(o.Dir, "cluster"), KeepDir: true, Logf: o.Logf})
-	if err != nil {
-		return nil, err
-	}
-	defer env.Stop()
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	ns, err := kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	if err := sandbox.RegisterNodes(ctx, kube, devices); err != nil {
-		return nil, err
-	}
-	reps, err := startReplicas(2, o.CCM, o.Dir, metalURL, env.KubeconfigPath)
+	defer w.stop()
+	emu, env, kube, ns := w.emu, w.env, w.kube, w.ns
+	reps, err := startReplicas(2, o.CCM, o.Dir, w.metalURL, env.KubeconfigPath, shortLeases)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +138,48 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.rep.Requests = emu.TotalRequests()
 	r.rep.MaxReservationsPerService = obs.duplicatesSeen()
 	return r.rep, nil
+}
+
+// world is what the replicas run against: the emulator with the project's
+// devices, a kube-apiserver with their Nodes.
+type world struct {
+	emu      *emulator.Emulator
+	metalURL string
+	env      *testenv.Env
+	kube     kubernetes.Interface
+	ns       *v1.Namespace // kube-system, whose UID is the cluster's ID
+}
+
+func startWorld(ctx context.Context, dir string, logf func(string, ...any)) (_ *world, err error) {
+	w := &world{}
+	defer func() {
+		if err != nil {
+			w.stop()
+		}
+	}()
+	if w.emu, err = emulator.New(sandbox.Seed(devices, false), emulator.Options{}); err != nil {
+		return nil, err
+	}
+	if w.metalURL, err = w.emu.Listen("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	if w.env, err = testenv.Start(ctx, testenv.Options{Dir: filepath.Join(dir, "cluster"), KeepDir: true, Logf: logf}); err != nil {
+		return nil, err
+	}
+	w.kube = kubernetes.NewForConfigOrDie(w.env.Config)
+	if w.ns, err = w.kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{}); err != nil {
+		return nil, err
+	}
+	return w, sandbox.RegisterNodes(ctx, w.kube, devices)
+}
+
+func (w *world) stop() {
+	if w.env != nil {
+		w.env.Stop()
+	}
+	if w.emu != nil {
+		w.emu.Close()
+	}
 }
 
 type run struct {
