@@ -136,6 +136,8 @@ func newCCMCommand() (*cobra.Command, error) {
 	// One provider lives in this binary, so --cloud-provider need not be given.
 	opts.KubeCloudShared.CloudProvider.Name = provider.ProviderName
 	opts.ServiceController.ConcurrentServiceSyncs = provider.DefaultConcurrentServiceSyncs
+	opts.Generic.ClientConnection.QPS = provider.DefaultKubeAPIQPS
+	opts.Generic.ClientConnection.Burst = provider.DefaultKubeAPIBurst
 
 	fss := cliflag.NamedFlagSets{}
 	metalFlags := fss.FlagSet(config.FlagSetName)

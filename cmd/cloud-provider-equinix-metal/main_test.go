@@ -112,3 +112,22 @@ func TestBinary(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultsForABurst: the standard flags whose defaults the binary
+// changes (docs/reference/command-line.md says why) show them in --help.
+func TestDefaultsForABurst(t *testing.T) {
+	cmd, err := newCCMCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"concurrent-service-syncs": "50", "kube-api-qps": "100", "kube-api-burst": "200"} {
+		f := cmd.Flags().Lookup(flag)
+		if f == nil {
+			t.Errorf("no --%s flag", flag)
+			continue
+		}
+		if f.DefValue != want {
+			t.Errorf("--%s defaults to %s, want %s", flag, f.DefValue, want)
+		}
+	}
+}

@@ -52,6 +52,21 @@ const ProviderName = instances.ProviderName
 // count, protects the API.
 const DefaultConcurrentServiceSyncs = 50
 
+// DefaultKubeAPIQPS and DefaultKubeAPIBurst are the binary's defaults of
+// --kube-api-qps and --kube-api-burst (the framework's are 20 and 30).
+// Each Service costs the framework's service controller two writes of its
+// own (the finalizer and the status, both patches of services/status), on
+// one client whose token bucket all Services share: at 20 per second, 100
+// Services created at once waited 10 s for their addresses behind the
+// bucket, not behind Equinix or the API server. Every clientset built from
+// the config has a bucket of its own, so this is also the limit of the
+// CCM's own writes (Services, nodes, the module's objects) and of the
+// Events, each on its own.
+const (
+	DefaultKubeAPIQPS   = 100
+	DefaultKubeAPIBurst = 200
+)
+
 // userAgent identifies the CCM to the Equinix Metal API.
 const userAgent = "cloud-provider-equinix-metal (metal-ccm)"
 
