@@ -270,6 +270,14 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 	// the other Services of a key.
 	services := env.informers.Core().V1().Services()
 	_ = services.Informer()
+	keeper := newStatusKeeper(env.kube, services, env.recorder, func(ctx context.Context, svc *v1.Service) ([]string, bool, error) {
+		m, err := c.lb.manager()
+		if err != nil {
+			return nil, false, err
+		}
+		return m.Current(ctx, svc)
+	})
+	go keeper.run(ctx)
 
 	go func() {
 		clusterID := retry(ctx, "reading the kube-system namespace UID (the cluster tag of Elastic IPs)", func() (string, error) {
