@@ -15,3 +15,6 @@ func FailureReason(err error) string { return string(failureReason(err)) }
 type EventRecorder = eventRecorder
 
 var SourceFor = sourceFor
+
+// GatherDelay is how long a change after a quiet spell waits for its sync.
+const GatherDelay = gatherDelay

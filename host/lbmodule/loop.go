@@ -7,18 +7,26 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
-// MarkDirty asks for a sync. Calls within the debounce window, and calls
-// while a sync runs, add up to one more sync.
+// MarkDirty asks for a sync. Calls before the next sync may start, and
+// calls while a sync runs, add up to one more sync.
 //
-// The window is the debounce, or the duration of the last sync if that was
-// longer: at 10,000 Services a sync takes seconds of CPU, and back-to-back
-// syncs during a burst would keep a core busy with the module and starve
-// the rest of the process (the leader lease's renewals among it). So the
-// module gets at most about half of one core, and a burst still ends in
-// one sync of the final state.
+// The next sync starts a debounce after the last one began, and a slow
+// sync (longer than the debounce) is followed by as long a rest: at 10,000
+// Services a sync takes seconds of CPU, and back-to-back syncs during a
+// burst would keep a core busy with the module and starve the rest of the
+// process (the leader lease's renewals among it). So the module gets at
+// most about half of one core, and a burst still ends in one sync of the
+// final state. A change after a quiet spell waits only gatherDelay: each
+// new Service's pool (and with it MetalLB's allocation and the first
+// packet) waited a whole debounce behind its address before.
 func (r *Reconciler) MarkDirty() {
-	r.queue.AddAfter(queueKey, max(r.cfg.Debounce, time.Duration(r.lastDuration.Load())))
+	next := time.Duration(r.lastStart.Load()) + max(r.cfg.Debounce, 2*time.Duration(r.lastDuration.Load()))
+	r.queue.AddAfter(queueKey, max(next-time.Duration(r.cfg.Clock.Now().UnixNano()), gatherDelay))
 }
+
+// gatherDelay gathers the events of one moment (the Service patch, its
+// status, the node annotations of the same change) into one sync.
+const gatherDelay = 50 * time.Millisecond
 
 // Run syncs once at start, then whenever marked dirty, until ctx is done.
 func (r *Reconciler) Run(ctx context.Context) {

@@ -93,6 +93,8 @@ type Reconciler struct {
 	failures *failureReporter
 	// lastDuration is how long the last sync took (time.Duration).
 	lastDuration atomic.Int64
+	// lastStart is when the last sync began (Unix nanoseconds).
+	lastStart atomic.Int64
 
 	// mappings caches RESTMappings within one sync: resolving one per
 	// object (10,000 pools) is a lot of garbage for one answer per kind.

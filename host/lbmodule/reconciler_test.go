@@ -129,6 +129,28 @@ func TestBurstOfEventsIsOneGenerate(t *testing.T) {
 	}
 }
 
+// A change after a quiet spell is synced at once (after lbmodule.GatherDelay), not
+// a debounce later: a new Service's pool comes before MetalLB can give
+// its address to a speaker.
+func TestChangeAfterQuietSpellIsNotDelayed(t *testing.T) {
+	f := newFixture(t, false)
+	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.clock.Step(time.Minute)
+	f.r.MarkDirty()
+	f.r.MarkDirty()
+	f.step(t, lbmodule.GatherDelay)
+	waitFor(t, "the sync of the change", func() bool { return f.calls.Load() == 2 })
+	// Within a debounce of that sync, the next change waits for the rest of it.
+	f.r.MarkDirty()
+	f.step(t, lbmodule.GatherDelay)
+	time.Sleep(50 * time.Millisecond)
+	if n := f.calls.Load(); n != 2 {
+		t.Fatalf("a change %v after a sync: %d calls, want 2 until a debounce has passed", lbmodule.GatherDelay, n)
+	}
+	f.clock.Step(time.Second)
+	waitFor(t, "the spaced sync", func() bool { return f.calls.Load() == 3 })
+}
+
 // A sync that took longer than the debounce spaces the next one by its
 // duration: back-to-back multi-second syncs would hold a core.
 func TestSlowSyncSpacesTheNext(t *testing.T) {

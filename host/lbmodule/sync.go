@@ -18,6 +18,7 @@ import (
 func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	var req sdk.GenerateRequest
 	began := r.cfg.Clock.Now()
+	r.lastStart.Store(began.UnixNano())
 	defer func() {
 		r.lastDuration.Store(int64(r.cfg.Clock.Since(began)))
 		r.mu.Lock()

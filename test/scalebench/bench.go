@@ -559,9 +559,14 @@ func (b *bench) moduleObjects(ctx context.Context) (pools, peers int, err error)
 	return pools, peers, err
 }
 
-// poll calls done every second until it says so, fails, the CCM exits, or
-// ctx ends.
+// poll calls done every second (every 100 ms up to 1,000 Services, where
+// a second would be most of what is measured) until it says so, fails,
+// the CCM exits, or ctx ends.
 func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
+	every := time.Second
+	if b.o.services <= 1000 {
+		every = 100 * time.Millisecond
+	}
 	for {
 		ok, err := done()
 		if err != nil || ok {
@@ -578,7 +583,7 @@ func (b *bench) poll(ctx context.Context, done func() (bool, error)) error {
 				}
 			}
 			return fmt.Errorf("the CCM exited at %s (%v); its log: %s", time.Now().Format("15:04:05"), err, b.ccm.logPath)
-		case <-time.After(time.Second):
+		case <-time.After(every):
 		}
 	}
 }
