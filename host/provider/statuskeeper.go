@@ -32,6 +32,14 @@ const (
 	ReasonStatusOverwritten = "LoadBalancerStatusOverwritten"
 )
 
+// statusRecheckDelay is how long a changed status may stay wrong before
+// the keeper writes it back. MetalLB's controller empties the status of a
+// Service whose address is in none of its pools, which is also the case
+// for the moment between a new Service's address and the module's pool
+// for it; it writes the address itself once the pool is there. A
+// change that lasts past the delay is not that.
+const statusRecheckDelay = 10 * time.Second
+
 // statusFightWindow is how long after restoring a Service's status the
 // keeper leaves it alone if it is changed again: a controller that keeps
 // clearing it (MetalLB's, for an address in none of its pools) would
@@ -70,7 +78,7 @@ func newStatusKeeper(kube kubernetes.Interface, services coreinformers.ServiceIn
 			n, ok2 := cur.(*v1.Service)
 			if ok1 && ok2 && statusTakenAway(o, n) {
 				if key, err := cache.MetaNamespaceKeyFunc(n); err == nil {
-					k.queue.Add(key)
+					k.queue.AddAfter(key, statusRecheckDelay)
 				}
 			}
 		},

@@ -11,7 +11,7 @@ import (
 
 // TestStatusKept: another controller that changes or empties the status of
 // a Service the CCM serves (MetalLB's, still installed during a switch to
-// kube-vip, empties it) gets it put back at once, with an Event naming
+// kube-vip, empties it) gets it put back (after 10 s), with an Event naming
 // it; one that keeps doing so is not fought, and the user is told.
 func TestStatusKept(t *testing.T) {
 	t.Parallel()
