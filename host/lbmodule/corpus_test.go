@@ -1,0 +1,296 @@
+package lbmodule_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/fieldmanager"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
+)
+
+// TestValidatorAgreesWithAPIServer sends the same objects to the SDK's
+// validator (what sdktest and the CCM check before an apply) and to a
+// real kube-apiserver with MetalLB's CRDs, as the CCM applies them
+// (server-side apply, fieldValidation=Strict) with dryRun=All: the
+// built-in modules' golden outputs, and near-misses made from each (every
+// leaf of another type, every spec field left out, a name too long, a
+// name that is not a DNS name, an unknown field). "sdktest passed" must
+// mean "the apply will not be refused", and the reverse. It prints the
+// agreement table and fails on any disagreement.
+func TestValidatorAgreesWithAPIServer(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	corpus := goldenObjects(t)
+	// Every namespace the outputs name exists, as in a cluster they are
+	// applied to: a missing one is not the validator's business.
+	for _, o := range corpus {
+		if ns, _ := objMeta(o)["namespace"].(string); ns != "" {
+			_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	var cases []corpusCase
+	for _, o := range corpus {
+		cases = append(cases, corpusCase{"golden", o})
+		cases = append(cases, nearMisses(o)...)
+	}
+	type tally struct{ objects, agreed, bothAccept, bothRefuse int }
+	byKind := map[string]*tally{}
+	var disagreements []string
+	for _, cs := range cases {
+		kind := cs.obj["kind"].(string)
+		if byKind[kind] == nil {
+			byKind[kind] = &tally{}
+		}
+		tl := byKind[kind]
+		tl.objects++
+		vErr := validate(cs.obj)
+		aErr := applyDryRun(ctx, c, cs.obj)
+		switch {
+		case vErr == nil && aErr == nil:
+			tl.agreed++
+			tl.bothAccept++
+		case vErr != nil && aErr != nil:
+			tl.agreed++
+			tl.bothRefuse++
+		default:
+			disagreements = append(disagreements, fmt.Sprintf("%s %s (%s): validator %v; API server %v", kind, name(cs.obj), cs.what, verdict(vErr), verdict(aErr)))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-18s %8s %8s %12s %12s %11s\n", "kind", "objects", "agreed", "both accept", "both refuse", "disagreed")
+	kinds := make([]string, 0, len(byKind))
+	for k := range byKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	total := tallyTotal{}
+	for _, k := range kinds {
+		tl := byKind[k]
+		fmt.Fprintf(&b, "%-18s %8d %8d %12d %12d %11d\n", k, tl.objects, tl.agreed, tl.bothAccept, tl.bothRefuse, tl.objects-tl.agreed)
+		total.objects += tl.objects
+		total.agreed += tl.agreed
+	}
+	fmt.Fprintf(&b, "%-18s %8d %8d %12s %12s %11d\n", "all", total.objects, total.agreed, "", "", total.objects-total.agreed)
+	t.Log("validator vs kube-apiserver (dryRun=All, fieldValidation=Strict):\n" + b.String())
+	for _, d := range disagreements {
+		t.Error(d)
+	}
+}
+
+type tallyTotal struct{ objects, agreed int }
+
+type corpusCase struct {
+	what string
+	obj  sdk.Object
+}
+
+// goldenObjects are the objects of every built-in module's golden outputs.
+func goldenObjects(t *testing.T) []sdk.Object {
+	t.Helper()
+	files, err := filepath.Glob("../../modules/*/testdata/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden outputs (%v)", err)
+	}
+	seen := map[string]bool{}
+	var out []sdk.Object
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp struct {
+			Objects []sdk.Object `json:"objects"`
+		}
+		if err := json.Unmarshal(b, &resp); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, o := range resp.Objects {
+			key, _ := json.Marshal(o)
+			if !seen[string(key)] {
+				seen[string(key)] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+// nearMisses are objects one mistake away from o.
+func nearMisses(o sdk.Object) []corpusCase {
+	var out []corpusCase
+	add := func(what string, change func(sdk.Object)) {
+		c := deepCopy(o)
+		change(c)
+		out = append(out, corpusCase{what, c})
+	}
+	add("name too long", func(c sdk.Object) { objMeta(c)["name"] = strings.Repeat("a", 254) })
+	add("name not a DNS name", func(c sdk.Object) { objMeta(c)["name"] = "Not_A_Name" })
+	add("unknown top-level field", func(c sdk.Object) { c["bogus"] = "x" })
+	for _, top := range []string{"spec", "data"} {
+		body, ok := o[top].(map[string]any)
+		if !ok {
+			continue
+		}
+		add("unknown "+top+" field", func(c sdk.Object) { c[top].(map[string]any)["bogusField"] = "x" })
+		for _, field := range sortedKeys(body) {
+			add(top+"."+field+" left out", func(c sdk.Object) { delete(c[top].(map[string]any), field) })
+		}
+		for _, p := range leaves(body, top) {
+			add(p.path+" of another type", func(c sdk.Object) { setPath(c, p.keys, otherType(p.value)) })
+		}
+	}
+	return out
+}
+
+type leaf struct {
+	path  string
+	keys  []any
+	value any
+}
+
+// leaves lists the leaf values under v (the first element of each array).
+func leaves(v any, prefix string) []leaf {
+	var out []leaf
+	var walk func(v any, path string, keys []any)
+	walk = func(v any, path string, keys []any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range sortedKeys(x) {
+				walk(x[k], path+"."+k, append(append([]any{}, keys...), k))
+			}
+		case []any:
+			if len(x) > 0 {
+				walk(x[0], path+"[0]", append(append([]any{}, keys...), 0))
+			}
+			out = append(out, leaf{path, keys, v})
+		default:
+			out = append(out, leaf{path, keys, v})
+		}
+	}
+	walk(v, prefix, []any{prefix})
+	return out
+}
+
+func setPath(o sdk.Object, keys []any, v any) {
+	var cur any = map[string]any(o)
+	for i, k := range keys {
+		last := i == len(keys)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[k.(string)] = v
+				return
+			}
+			cur = c[k.(string)]
+		case []any:
+			if last {
+				c[k.(int)] = v
+				return
+			}
+			cur = c[k.(int)]
+		}
+	}
+}
+
+func otherType(v any) any {
+	switch v.(type) {
+	case string:
+		return 7
+	case bool, float64, json.Number, int64:
+		return "seven"
+	case []any:
+		return "a string, not a list"
+	default:
+		return true
+	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func objMeta(o sdk.Object) map[string]any { return o["metadata"].(map[string]any) }
+
+func name(o sdk.Object) string {
+	m := objMeta(o)
+	n, _ := m["name"].(string)
+	if len(n) > 40 {
+		n = n[:20] + "…"
+	}
+	ns, _ := m["namespace"].(string)
+	return ns + "/" + n
+}
+
+func deepCopy(o sdk.Object) sdk.Object {
+	b, _ := json.Marshal(o)
+	var c sdk.Object
+	_ = json.Unmarshal(b, &c)
+	return c
+}
+
+func verdict(err error) string {
+	if err == nil {
+		return "accepts"
+	}
+	return "refuses (" + err.Error() + ")"
+}
+
+// validate is the SDK validator's verdict on one object, emitted by a
+// module that declares its kind in its namespace.
+func validate(o sdk.Object) error {
+	av, _ := o["apiVersion"].(string)
+	kind, _ := o["kind"].(string)
+	ns, _ := objMeta(o)["namespace"].(string)
+	d := sdk.Description{APIVersion: sdk.APIVersion, Kind: sdk.KindDescribeResponse, Name: "corpus", Version: "0",
+		Emits: []sdk.ObjectKind{{APIVersion: av, Kind: kind, Namespace: ns}}}
+	resp := sdk.GenerateResponse{APIVersion: sdk.APIVersion, Kind: sdk.KindGenerateResponse, Objects: []sdk.Object{o}}
+	return wasmhost.ValidateOutput(d, sdk.GenerateRequest{}, resp)
+}
+
+// applyDryRun applies o as the CCM does, changing nothing.
+func applyDryRun(ctx context.Context, c *cluster, o sdk.Object) error {
+	body, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	av, _ := o["apiVersion"].(string)
+	gv, err := schema.ParseGroupVersion(av)
+	if err != nil {
+		return err
+	}
+	kind, _ := o["kind"].(string)
+	mapping := map[string]string{"ConfigMap": "configmaps", "Secret": "secrets", "IPAddressPool": "ipaddresspools",
+		"BGPPeer": "bgppeers", "BGPAdvertisement": "bgpadvertisements", "L2Advertisement": "l2advertisements",
+		"Community": "communities", "BFDProfile": "bfdprofiles"}
+	res, ok := mapping[kind]
+	if !ok {
+		return fmt.Errorf("no resource known for kind %s", kind)
+	}
+	ns, _ := objMeta(o)["namespace"].(string)
+	n, _ := objMeta(o)["name"].(string)
+	force := true
+	_, err = c.dyn.Resource(gv.WithResource(res)).Namespace(ns).Patch(ctx, n, types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: fieldmanager.CCM, Force: &force, FieldValidation: "Strict", DryRun: []string{metav1.DryRunAll}})
+	return err
+}
