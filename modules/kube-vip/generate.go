@@ -37,6 +37,12 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	if len(v6) > 0 {
 		resp.Warnings = []string{fmt.Sprintf("the IPv6 addresses of %d Services (%s, for one) are not announced: kube-vip peers from the CCM's BGP node annotations, which carry IPv4 sessions only; use MetalLB >= 0.13 in FRR mode (metallb:///) to announce them", len(v6), v6[0])}
 	}
+	if req.Options.Params["holdTime"] != "" || req.Options.Params["keepaliveTime"] != "" {
+		// kube-vip v1.2 reads its BGP settings from node annotations
+		// (ASN, address, password, multihop) and its own configuration;
+		// no annotation carries a timer.
+		resp.Warnings = append(resp.Warnings, "holdTime and keepaliveTime are not written: kube-vip reads no BGP timer from node annotations; set them in kube-vip's own configuration")
+	}
 	tmpl, ok := multiHopTemplate(req.Annotations)
 	if !ok {
 		return resp, nil

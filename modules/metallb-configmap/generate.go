@@ -65,11 +65,18 @@ func describe(o sdk.Options) (sdk.Description, error) {
 // <= 0.12's manifest has none; an empty one is enough, the CCM fills it).
 func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	ns, name := target(req.Options)
+	timers, err := metallb.TimersFrom(req.Options)
+	if err != nil {
+		return sdk.GenerateResponse{}, err
+	}
 	cm := existingConfigMap(req.Existing, ns, name)
 	services, v6 := metallb.WithoutIPv6(req.Services)
 	pools, warnings := metallb.Pools(services)
 	resp := sdk.GenerateResponse{Warnings: append(warnings, legacyKeyWarnings(pools, services)...)}
 	resp.Warnings = append(resp.Warnings, limitWarnings(req, pools, v6, ns)...)
+	if timers.Keepalive != 0 {
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s is not written: MetalLB 0.12's ConfigMap has hold-time only (its speaker sends a keepalive every third of it)", metallb.KeepaliveTimeParam))
+	}
 	if cm == nil {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the MetalLB ConfigMap %s/%s does not exist, so MetalLB gets no peers or pools; create it (an empty one will do: kubectl create configmap %s -n %s; MetalLB <= 0.12's manifest has none), or use metallb:///%s for MetalLB >= 0.13", ns, name, name, ns, ns))
 		return resp, nil
@@ -83,7 +90,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	userPools := keep(cfg["address-pools"], func(m map[string]any) bool { return !ownPool(m) })
 	var peers []any
 	if len(pools) > 0 {
-		peers = ownPeerEntries(req.Nodes)
+		peers = ownPeerEntries(req.Nodes, timers)
 	}
 	setList(cfg, "peers", append(userPeers, peers...))
 	setList(cfg, "address-pools", append(userPools, ownPoolEntries(pools)...))
@@ -151,7 +158,7 @@ func parseConfig(cm sdk.Object, ns, name string) (map[string]any, error) {
 // ownPeerEntries is the CCM's peers: one per BGP session of the nodes,
 // restricted to the session's node by its hostname, and marked as the
 // CCM's by the ownMarker selector that never changes (see nomatchPrefix).
-func ownPeerEntries(nodes []sdk.Node) []any {
+func ownPeerEntries(nodes []sdk.Node, timers metallb.Timers) []any {
 	var peers []any
 	for _, sess := range metallb.Sessions(nodes) {
 		sels := []any{
@@ -177,6 +184,11 @@ func ownPeerEntries(nodes []sdk.Node) []any {
 		}
 		if sess.Peer.Password != "" {
 			p["password"] = string(sess.Peer.Password)
+		}
+		if timers.Hold != 0 {
+			// MetalLB 0.12's ConfigMap has hold-time and no keepalive:
+			// its speaker sends one every third of the hold time.
+			p["hold-time"] = metallb.Duration(timers.Hold)
 		}
 		peers = append(peers, p)
 	}

@@ -85,6 +85,10 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		}
 		nodesV6 = nil
 	}
+	timers, err := metallb.TimersFrom(req.Options)
+	if err != nil {
+		return sdk.GenerateResponse{}, err
+	}
 	pools, poolWarnings := metallb.Pools(services)
 	resp := sdk.GenerateResponse{Warnings: append(warnings, poolWarnings...)}
 	if len(pools) == 0 {
@@ -120,7 +124,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	// The IPv6 peers after the IPv4 ones, so that the IPv4 peers'
 	// password Secrets keep their names (numbered in order of first use).
 	for _, s := range append(metallb.Sessions(req.Nodes), metallb.SessionsV6(nodesV6)...) {
-		resp.Objects = append(resp.Objects, peer(s, ns, &secrets))
+		resp.Objects = append(resp.Objects, peer(s, ns, timers, &secrets))
 	}
 	resp.Objects = append(resp.Objects, secrets.objects(ns)...)
 	if !userAdvertisement(req.Existing, ns) || upstreamAdvertisement(req.Existing, ns) {
@@ -136,7 +140,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 // session's family from the peer address and, without
 // dualStackAddressFamily, announces only that family's addresses on it,
 // as Equinix's separate IPv4 and IPv6 sessions want.
-func peer(s metallb.Session, ns string, secrets *passwordSecrets) sdk.Object {
+func peer(s metallb.Session, ns string, timers metallb.Timers, secrets *passwordSecrets) sdk.Object {
 	// Members in sorted order, as the encoder then writes them as they
 	// are.
 	spec := make(sdk.Fields, 0, 8)
@@ -147,6 +151,14 @@ func peer(s metallb.Session, ns string, secrets *passwordSecrets) sdk.Object {
 		// so, and such a session never comes up. Native mode dials at
 		// the system's TTL and ignores the field.
 		spec = append(spec, sdk.Field{Name: "ebgpMultiHop", Value: true})
+	}
+	// The timers the user chose: the hold time is how long the routers
+	// keep sending a dead node traffic (MetalLB's default is 90 s).
+	if timers.Hold != 0 {
+		spec = append(spec, sdk.Field{Name: "holdTime", Value: metallb.Duration(timers.Hold)})
+	}
+	if timers.Keepalive != 0 {
+		spec = append(spec, sdk.Field{Name: "keepaliveTime", Value: metallb.Duration(timers.Keepalive)})
 	}
 	spec = append(spec,
 		sdk.Field{Name: "myASN", Value: s.LocalASN},

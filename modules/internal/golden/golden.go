@@ -203,6 +203,9 @@ func Cases() []Case {
 		// mode.
 		{Name: "multihop", Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
 		{Name: "multihop-dual-stack", Options: sdk.Options{Params: map[string]string{"bgpType": "frr"}}, Request: multihop(dualStack())},
+		// BGP timers chosen for a fast failover (bgpHoldTime,
+		// bgpKeepaliveTime).
+		{Name: "timers", Options: sdk.Options{Params: map[string]string{"holdTime": "9s", "keepaliveTime": "3s"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
 	}
 }
 

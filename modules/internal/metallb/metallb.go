@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/kubenames"
@@ -466,3 +467,59 @@ func AnnouncesIPv6(o sdk.Options) bool {
 	}
 	return false
 }
+
+// The module parameters of the BGP timers (query parameters of the
+// loadbalancer URL, or the CCM's bgpHoldTime and bgpKeepaliveTime, which
+// the host passes as these): how soon the routers give up on a node that
+// stopped answering, and so how long they send it traffic after it died.
+// Unset, MetalLB's defaults stand (hold 90 s, keepalive a third of it).
+const (
+	HoldTimeParam      = "holdTime"
+	KeepaliveTimeParam = "keepaliveTime"
+)
+
+// Timers are the BGP timers the options ask for, in whole seconds; zero is
+// unset.
+type Timers struct{ Hold, Keepalive int }
+
+// TimersFrom reads and checks the timer parameters. A hold time is 3 to
+// 65535 seconds (RFC 4271; its 0, "never expire", is refused: a dead node
+// would keep its routes for ever), a keepalive at least 1 second and below
+// the hold time (MetalLB refuses others).
+func TimersFrom(o sdk.Options) (Timers, error) {
+	var t Timers
+	var err error
+	if t.Hold, err = seconds(o.Params, HoldTimeParam); err != nil {
+		return t, err
+	}
+	if t.Keepalive, err = seconds(o.Params, KeepaliveTimeParam); err != nil {
+		return t, err
+	}
+	if t.Hold != 0 && (t.Hold < 3 || t.Hold > 65535) {
+		return t, fmt.Errorf("%s %ds is out of range; use 3s to 65535s", HoldTimeParam, t.Hold)
+	}
+	hold := t.Hold
+	if hold == 0 {
+		hold = 90 // MetalLB's default
+	}
+	if t.Keepalive != 0 && t.Keepalive >= hold {
+		return t, fmt.Errorf("%s %ds must be shorter than the hold time (%ds); use at most a third of it", KeepaliveTimeParam, t.Keepalive, hold)
+	}
+	return t, nil
+}
+
+// seconds reads a duration parameter of whole seconds ("9s", "1m").
+func seconds(params map[string]string, name string) (int, error) {
+	v, ok := params[name]
+	if !ok || v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d%time.Second != 0 {
+		return 0, fmt.Errorf("%s %q is not a whole number of seconds; write it as 9s or 1m", name, v)
+	}
+	return int(d / time.Second), nil
+}
+
+// Duration is a timer as MetalLB's CRDs and ConfigMap write it.
+func Duration(s int) string { return strconv.Itoa(s) + "s" }

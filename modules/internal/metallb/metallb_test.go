@@ -221,3 +221,30 @@ func TestEBGPMultiHop(t *testing.T) {
 		})
 	}
 }
+
+func TestTimersFrom(t *testing.T) {
+	for _, tc := range []struct {
+		params  map[string]string
+		want    Timers
+		wantErr string
+	}{
+		{params: nil},
+		{params: map[string]string{"holdTime": "9s", "keepaliveTime": "3s"}, want: Timers{Hold: 9, Keepalive: 3}},
+		{params: map[string]string{"holdTime": "3m"}, want: Timers{Hold: 180}},
+		{params: map[string]string{"keepaliveTime": "30s"}, want: Timers{Keepalive: 30}},
+		{params: map[string]string{"holdTime": "2s"}, wantErr: "holdTime 2s is out of range; use 3s to 65535s"},
+		{params: map[string]string{"holdTime": "0s"}, wantErr: `holdTime "0s" is not a whole number of seconds`},
+		{params: map[string]string{"holdTime": "1500ms"}, wantErr: `holdTime "1500ms" is not a whole number of seconds; write it as 9s or 1m`},
+		{params: map[string]string{"holdTime": "nine"}, wantErr: `holdTime "nine" is not a whole number of seconds`},
+		{params: map[string]string{"holdTime": "9s", "keepaliveTime": "9s"}, wantErr: "keepaliveTime 9s must be shorter than the hold time (9s)"},
+		{params: map[string]string{"keepaliveTime": "90s"}, wantErr: "keepaliveTime 90s must be shorter than the hold time (90s)"},
+	} {
+		got, err := TimersFrom(sdk.Options{Params: tc.params})
+		switch {
+		case tc.wantErr == "" && (err != nil || got != tc.want):
+			t.Errorf("%v: got %+v, %v; want %+v", tc.params, got, err, tc.want)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%v: got %v, want an error containing %q", tc.params, err, tc.wantErr)
+		}
+	}
+}
