@@ -13,7 +13,6 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -198,13 +197,4 @@ func isStaticELF(b []byte) bool {
 		}
 	}
 	return f.Type == elf.ET_EXEC
-}
-
-// WriteLayout writes idx as the index of a fresh OCI layout in dir.
-func WriteLayout(dir string, idx v1.ImageIndex) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	_, err := layout.Write(dir, idx)
-	return err
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,8 +17,8 @@ import (
 	"strings"
 	"testing"
 
+	cdx "github.com/CycloneDX/cyclonedx-go"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
@@ -40,8 +41,9 @@ func makeTarget(t *testing.T, args ...string) string {
 // REGISTRY) twice, into two bin directories, and checks the image: two
 // platforms, entrypoint, numeric non-root user, nothing but the binary,
 // /tmp (so no shell) and, in the image of this machine's platform, the
-// built-in modules compiled (checkModuleCache), labels, the amd64 binary's --version, and the same
-// index digest from both builds. The second build recompiles nothing (the
+// built-in modules compiled (checkModuleCache), labels, the amd64 binary's --version, the SBOM
+// attached to the index (checkSBOM), and the same index digest and
+// index.json from both builds. The second build recompiles nothing (the
 // Go build cache holds the packages) but links both binaries and assembles
 // the image again from them; with -trimpath, -buildvcs=false and the commit
 // time as the only timestamp, the same commit gives the same bytes.
@@ -63,7 +65,11 @@ func TestMakeImage(t *testing.T) {
 	revision := strings.TrimSpace(gitOut(t, "rev-parse", "HEAD"))
 	bin1, bin2 := imageBuilds(t)
 
-	idx, err := layout.ImageIndexFromPath(filepath.Join(bin1, "image"))
+	l1, err := ReadLayout(filepath.Join(bin1, "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := l1.ImageIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,21 +101,77 @@ func TestMakeImage(t *testing.T) {
 		checkStamped(t, filepath.Join(bin1, "deploy"), version, readmeRegistry+"/cloud-provider-equinix-metal")
 	})
 
-	idx2, err := layout.ImageIndexFromPath(filepath.Join(bin2, "image"))
+	t.Run("SBOM", func(t *testing.T) { checkSBOM(t, l1, version) })
+
+	l2, err := ReadLayout(filepath.Join(bin2, "image"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d1, _ := idx.Digest()
-	d2, err := idx2.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d1, d2 := l1.Index.Digest, l2.Index.Digest
 	if d1 != d2 {
 		t.Errorf("two builds of one commit: %s and %s", d1, d2)
+	}
+	// index.json lists the SBOM by digest too: the same file, the same
+	// SBOM.
+	j1, _ := os.ReadFile(filepath.Join(bin1, "image", "index.json"))
+	j2, err := os.ReadFile(filepath.Join(bin2, "image", "index.json"))
+	if err != nil || string(j1) != string(j2) {
+		t.Errorf("two builds of one commit: index.json differs (%v):\n%s\n%s", err, j1, j2)
 	}
 	t.Logf("image %s: index %s (both builds)", version, d1)
 
 	t.Run("README install", func(t *testing.T) { checkReadmeInstall(t, filepath.Join(bin1, "deploy"), version) })
+}
+
+// checkSBOM: the layout lists the SBOM artifact of its image index, one
+// CycloneDX document per platform describing that platform's binary, and
+// every blob matches its digest.
+func checkSBOM(t *testing.T, l *Layout, version string) {
+	t.Helper()
+	d, ok := l.SBOM()
+	if !ok {
+		t.Fatalf("index.json lists no %s artifact", SBOMArtifactType)
+	}
+	m, err := readManifest(l, d.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject == nil || m.Subject.Digest != l.Index.Digest {
+		t.Errorf("the SBOM's subject is %v, want the image index %s", m.Subject, l.Index.Digest)
+	}
+	var titles []string
+	for _, ld := range m.Layers {
+		titles = append(titles, ld.Annotations[annotationTitle])
+		b, err := l.Path.Bytes(ld.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bom cdx.BOM
+		if err := cdx.NewBOMDecoder(bytes.NewReader(b), cdx.BOMFileFormatJSON).Decode(&bom); err != nil {
+			t.Fatalf("%s: %v", ld.Annotations[annotationTitle], err)
+		}
+		arch := ""
+		for _, p := range *bom.Metadata.Properties {
+			if p.Name == "cdx:gomod:build:env:GOARCH" {
+				arch = p.Value
+			}
+		}
+		n := 0
+		if bom.Components != nil {
+			n = len(*bom.Components)
+		}
+		if bom.Metadata.Component.Version != version || !strings.Contains(ld.Annotations[annotationTitle], "linux-"+arch+".") || n < 50 {
+			t.Errorf("%s: version %s, GOARCH %s, %d components", ld.Annotations[annotationTitle], bom.Metadata.Component.Version, arch, n)
+		}
+	}
+	if want := []string{"cloud-provider-equinix-metal.linux-amd64.cdx.json", "cloud-provider-equinix-metal.linux-arm64.cdx.json"}; !slices.Equal(titles, want) {
+		t.Errorf("SBOM layers %v, want %v", titles, want)
+	}
+	if n, err := CheckBlobs(l); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("SBOM %s; %d blobs match their digests", d.Digest, n)
+	}
 }
 
 // imageBuilds returns the bin directories of two `make image` runs with the

@@ -6,9 +6,13 @@
 //	image push   --layout DIR --ref registry/repo:tag
 //	image stamp  --from deploy --out bin/deploy --version V --image registry/repo
 //	image module --wasm mine.wasm --out DIR [--ref registry/repo:tag]
+//	image keygen --key cosign.key
+//	image sign   --layout DIR --key cosign.key --ref registry/repo
+//	image verify --layout DIR --key cosign.pub [--ref registry/repo]
 //
-// The Makefile drives it (make image, image-push, manifests, module-image);
-// it is development tooling, not linked into the CCM.
+// The Makefile drives it (make image, image-push, image-sign,
+// image-verify, manifests, module-image); it is development tooling, not
+// linked into the CCM.
 package main
 
 import (
@@ -22,7 +26,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: image build|push|stamp|module|compile-modules [flags]")
+		fmt.Fprintln(os.Stderr, "usage: image build|push|stamp|module|compile-modules|keygen|sign|verify [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -35,6 +39,12 @@ func main() {
 		err = runStamp(os.Args[2:])
 	case "module":
 		err = runModule(os.Args[2:])
+	case "keygen":
+		err = runKeygen(os.Args[2:])
+	case "sign":
+		err = runSign(os.Args[2:])
+	case "verify":
+		err = runVerify(os.Args[2:])
 	case "compile-modules":
 		fs := flag.NewFlagSet("compile-modules", flag.ExitOnError)
 		out := fs.String("out", "", "directory to (re)write with the built-ins' compilation cache for "+NativePlatform)
@@ -45,7 +55,7 @@ func main() {
 			err = CompileModules(*out)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q: want build, push, stamp, module or compile-modules", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want build, push, stamp, module, compile-modules, keygen, sign or verify", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "image %s: %v\n", os.Args[1], err)
@@ -99,14 +109,26 @@ func runBuild(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteLayout(*out, idx); err != nil {
+	var sboms []SBOM
+	for _, b := range bins {
+		s, err := MakeSBOM(b, m)
+		if err != nil {
+			return err
+		}
+		sboms = append(sboms, s)
+	}
+	kept, err := WriteLayout(*out, m.Version, idx, sboms)
+	if err != nil {
 		return err
+	}
+	for _, tag := range kept {
+		fmt.Printf("kept the signature %s: the same digest as the image-sign before\n", tag)
 	}
 	d, err := idx.Digest()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("image %s (%d platforms) in %s: %s\n", m.Version, len(bins), *out, d)
+	fmt.Printf("image %s (%d platforms, SBOM attached) in %s: %s\n", m.Version, len(bins), *out, d)
 	return nil
 }
 
@@ -121,5 +143,65 @@ func runStamp(args []string) error {
 		return err
 	}
 	fmt.Printf("manifests and chart for %s:%s in %s\n", *image, *version, *out)
+	return nil
+}
+
+func runKeygen(args []string) error {
+	fs := flag.NewFlagSet("keygen", flag.ExitOnError)
+	key := fs.String("key", "cosign.key", "where to write the private key (the public key goes beside it, .pub)")
+	_ = fs.Parse(args)
+	pub, err := Keygen(*key)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ECDSA P-256 key pair: %s (private: keep it out of the repository) and %s\n", *key, pub)
+	return nil
+}
+
+func runSign(args []string) error {
+	fs := flag.NewFlagSet("sign", flag.ExitOnError)
+	dir := fs.String("layout", "bin/image", "OCI layout written by image build")
+	key := fs.String("key", "", "PEM ECDSA P-256 private key ($COSIGN_PASSWORD for an encrypted one)")
+	ref := fs.String("ref", "", "registry/repository the image is pushed to (the signature names it)")
+	_ = fs.Parse(args)
+	if *key == "" || *ref == "" {
+		return fmt.Errorf("--key and --ref are required")
+	}
+	sv, err := LoadSigner(*key)
+	if err != nil {
+		return err
+	}
+	signed, err := Sign(*dir, *ref, sv)
+	if err != nil {
+		return err
+	}
+	for _, s := range signed {
+		fmt.Printf("signed the %s %s@%s: %s in %s\n", s.What, *ref, s.Digest, s.Tag, *dir)
+	}
+	return nil
+}
+
+func runVerify(args []string) error {
+	fs := flag.NewFlagSet("verify", flag.ExitOnError)
+	dir := fs.String("layout", "bin/image", "OCI layout written by image build and signed by image sign")
+	key := fs.String("key", "", "PEM public key")
+	ref := fs.String("ref", "", "registry/repository the signature must name (empty: any)")
+	_ = fs.Parse(args)
+	if *key == "" {
+		return fmt.Errorf("--key is required")
+	}
+	v, err := LoadVerifier(*key)
+	if err != nil {
+		return err
+	}
+	res, err := Verify(*dir, *ref, v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *dir, err)
+	}
+	fmt.Printf("%s: %d blobs match their digests; the image index %s (%s) is signed by %s", *dir, res.Blobs, res.Index, res.Tag, *key)
+	if res.SBOM != nil {
+		fmt.Printf(", and its SBOM %s too", *res.SBOM)
+	}
+	fmt.Println()
 	return nil
 }

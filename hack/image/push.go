@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -15,8 +16,11 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/ocimodule"
 )
 
-// runPush pushes the index of an OCI layout (make image) to a registry,
-// with the credentials of ~/.docker/config.json.
+// runPush pushes the image index of an OCI layout (make image) to a
+// registry, with the credentials of ~/.docker/config.json, and what the
+// layout has beside it: the SBOM (by digest; its subject makes the
+// registry list it as a referrer of the index) and the signatures (make
+// image-sign; cosign's tags sha256-<hex>.sig).
 func runPush(args []string) error {
 	fs := flag.NewFlagSet("push", flag.ExitOnError)
 	dir := fs.String("layout", "bin/image", "OCI layout written by image build")
@@ -26,18 +30,51 @@ func runPush(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--ref %q: %w (want registry/repository:tag, for example make image-push REGISTRY=registry.example/team)", *ref, err)
 	}
-	idx, err := layout.ImageIndexFromPath(*dir)
+	l, err := ReadLayout(*dir)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", *dir, err)
+	}
+	idx, err := l.ImageIndex()
 	if err != nil {
 		return fmt.Errorf("reading %s: %w (run make image first)", *dir, err)
 	}
-	if err := remote.WriteIndex(r, idx, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+	auth := remote.WithAuthFromKeychain(authn.DefaultKeychain)
+	if err := remote.WriteIndex(r, idx, auth); err != nil {
 		return err
 	}
-	d, err := idx.Digest()
-	if err != nil {
-		return err
+	fmt.Printf("pushed %s@%s\n", r.Context(), l.Index.Digest)
+	pushImage := func(d v1.Hash, to name.Reference, what string) error {
+		img, err := l.Path.Image(d)
+		if err != nil {
+			return err
+		}
+		if err := remote.Write(to, img, auth); err != nil {
+			return fmt.Errorf("pushing the %s: %w", what, err)
+		}
+		fmt.Printf("pushed the %s %s\n", what, to)
+		return nil
 	}
-	fmt.Printf("pushed %s@%s\n", r.Context(), d)
+	sbom, hasSBOM := l.SBOM()
+	if hasSBOM {
+		if err := pushImage(sbom.Digest, r.Context().Digest(sbom.Digest.String()), "SBOM"); err != nil {
+			return err
+		}
+	}
+	signed := 0
+	for _, d := range []v1.Descriptor{l.Index, sbom} {
+		if d.Digest.Hex == "" {
+			continue
+		}
+		if sig, ok := l.find(SignatureTag(d.Digest)); ok {
+			if err := pushImage(sig.Digest, r.Context().Tag(SignatureTag(d.Digest)), "signature"); err != nil {
+				return err
+			}
+			signed++
+		}
+	}
+	if signed == 0 {
+		fmt.Println("not signed (make image-sign KEY=... signs the layout before the push)")
+	}
 	return nil
 }
 
