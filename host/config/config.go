@@ -74,6 +74,11 @@ type Config struct {
 	// BGPMaxPrefixesAction is what happens to a new Service Elastic IP once
 	// BGPMaxPrefixes are announced: prefixesWarn or PrefixesRefuse.
 	BGPMaxPrefixesAction string `key:"bgpMaxPrefixesAction"`
+	// BGPHoldTime and BGPKeepaliveTime are the BGP timers the speakers
+	// use (zero: the speaker's default); the load-balancer module gets
+	// them as its holdTime and keepaliveTime options (timers.go).
+	BGPHoldTime      time.Duration `key:"bgpHoldTime"`
+	BGPKeepaliveTime time.Duration `key:"bgpKeepaliveTime"`
 	// OrphanEIPs is what to do with this cluster's Service reservations
 	// whose Service is gone: orphanReport ("report", the default) or
 	// OrphanRelease ("release").
@@ -200,6 +205,10 @@ var options = []option{
 		usage: "prefixes a BGP session may announce (a node announces the Elastic IPs of its metro) before the CCM warns, or refuses new Elastic IPs with bgpMaxPrefixesAction=refuse (Equinix's default session limit is 10)"},
 	{key: "bgpMaxPrefixesAction", env: "METAL_BGP_MAX_PREFIXES_ACTION", flag: "metal-bgp-max-prefixes-action", def: prefixesWarn,
 		usage: "what a new Service Elastic IP past bgpMaxPrefixes gets: warn (reserved; a warning Event on each BGP node over it) or refuse (not reserved; a warning Event on the Service)"},
+	{key: "bgpHoldTime", env: "METAL_BGP_HOLD_TIME", flag: "metal-bgp-hold-time", def: "0s",
+		usage: "BGP hold time of every session the load balancer's speakers open (whole seconds, 3s to 65535s; 0s: the speaker's default, MetalLB's 90s): how long the routers keep sending a dead node traffic; the module gets it as its holdTime option"},
+	{key: "bgpKeepaliveTime", env: "METAL_BGP_KEEPALIVE_TIME", flag: "metal-bgp-keepalive-time", def: "0s",
+		usage: "BGP keepalive interval of those sessions (whole seconds, shorter than the hold time; 0s: a third of the hold time); the module gets it as its keepaliveTime option"},
 	{key: "readinessAddress", env: "METAL_READINESS_ADDRESS", flag: "metal-readiness-address",
 		usage: "address (host:port) of /readyz and /livez over plain HTTP (Kubernetes' health format), for the Deployment's readiness probe; empty serves none"},
 	{key: "orphanEIPs", env: "METAL_ORPHAN_EIPS", flag: "metal-orphan-eips", def: orphanReport,

@@ -50,6 +50,8 @@ var layerValues = map[string][3]string{
 	"healthCheckFailures":          {"1", "2", "5"},
 	"bgpMaxPrefixes":               {"11", "12", "13"},
 	"bgpMaxPrefixesAction":         {"refuse", "warn", "refuse"},
+	"bgpHoldTime":                  {"9s", "30s", "3m"},
+	"bgpKeepaliveTime":             {"3s", "10s", "1m"},
 	"annotateBGPPass":              {"false", "true", "false"},
 	"orphanEIPs":                   {"release", "report", "release"},
 	"orphanEIPGrace":               {"1m", "2m", "3m"},
