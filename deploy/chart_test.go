@@ -86,11 +86,11 @@ func chartCases(t *testing.T) []chartCase {
 loadBalancer:
   mode: module
   module:
-    url: wasm+oci://registry.example/team/bird@sha256:` + strings.Repeat("ab", 32) + `?namespace=bird
+    url: wasm+oci://registry.example/team/bird@sha256:` + strings.Repeat("ab", 32) + `?namespace=default
     pullSecret: registry-creds
     namespace: default
     rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, list, watch, create, patch, update, delete]}]
-`), lbEnv: "wasm+oci://registry.example/team/bird@sha256:" + strings.Repeat("ab", 32) + "?namespace=bird", lbRole: "default"},
+`), lbEnv: "wasm+oci://registry.example/team/bird@sha256:" + strings.Repeat("ab", 32) + "?namespace=default", lbRole: "default"},
 		{name: "module from an image volume", values: with(`
 loadBalancer:
   mode: module

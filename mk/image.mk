@@ -74,9 +74,9 @@ image-verify: ## PUB=cosign.pub: check bin/image's signatures (for REGISTRY) and
 # is given; it prints the wasm+oci://...@sha256: reference for loadbalancer.
 WASM ?=
 MODULE_REF ?=
-module-image: ## WASM=mine.wasm: a load-balancer module as an OCI artifact in bin/modules/<name> (MODULE_REF=... pushes it)
-	@test -n "$(WASM)" || { echo "usage: make module-image WASM=path/to/module.wasm [MODULE_REF=registry/repo:tag]"; exit 1; }
-	$(GO) run ./hack/image module --wasm $(WASM) --out $(BIN_DIR)/modules/$(basename $(notdir $(WASM))) $(if $(MODULE_REF),--ref $(MODULE_REF))
+module-image: ## WASM=mine.wasm: a load-balancer module as an OCI artifact in bin/modules/<name> (MODULE_REF=... pushes it, MODULE_NAMESPACE=... goes in the printed URL)
+	@test -n "$(WASM)" || { echo "usage: make module-image WASM=path/to/module.wasm [MODULE_REF=registry/repo:tag] [MODULE_NAMESPACE=namespace]"; exit 1; }
+	$(GO) run ./hack/image module --wasm $(WASM) --out $(BIN_DIR)/modules/$(basename $(notdir $(WASM))) $(if $(MODULE_REF),--ref $(MODULE_REF)) $(if $(MODULE_NAMESPACE),--namespace $(MODULE_NAMESPACE))
 
 # deploy/ (kustomize) and deploy/chart with the placeholder version
 # v0.0.0-dev and image $(PLACEHOLDER_IMAGE) replaced by this build's.

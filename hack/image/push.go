@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"os"
@@ -80,12 +81,15 @@ func runPush(args []string) error {
 
 // runModule packages a .wasm load-balancer module as an OCI artifact:
 // an OCI layout in --out, pushed to --ref when given. It prints the
-// reference to put in loadbalancer, pinned by digest.
+// loadbalancer URL, pinned by the manifest digest, with the ?namespace= its
+// objects go to (--namespace, or a placeholder), and says which of the
+// two sha256 numbers (manifest, .wasm file) goes where.
 func runModule(args []string) error {
 	fs := flag.NewFlagSet("module", flag.ExitOnError)
 	wasmPath := fs.String("wasm", "", "the module (.wasm, built with sdk/)")
 	out := fs.String("out", "", "OCI layout directory to (re)write")
 	ref := fs.String("ref", "", "registry/repository:tag to push to (optional)")
+	namespace := fs.String("namespace", "", "the namespace of the module's objects, for ?namespace= (optional)")
 	_ = fs.Parse(args)
 	wasm, err := os.ReadFile(*wasmPath)
 	if err != nil {
@@ -110,8 +114,11 @@ func runModule(args []string) error {
 		if err := p.AppendImage(img); err != nil {
 			return err
 		}
-		fmt.Printf("module %s in %s: %s\n", *wasmPath, *out, d)
+		fmt.Printf("module %s in %s\n", *wasmPath, *out)
 	}
+	fileSum := sha256.Sum256(wasm)
+	fmt.Printf("manifest digest %s: the one the wasm+oci:// URL takes, after @\n", d)
+	fmt.Printf("file sha256     %x: sha256sum of the .wasm, only for a mounted file (wasm:///…?sha256=)\n", fileSum)
 	if *ref != "" {
 		r, err := name.ParseReference(*ref)
 		if err != nil {
@@ -120,7 +127,12 @@ func runModule(args []string) error {
 		if err := remote.Write(r, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 			return err
 		}
-		fmt.Printf("loadbalancer: %s%s@%s\n", ocimodule.Scheme, r.Context(), d)
+		ns := *namespace
+		if ns == "" {
+			ns = "<namespace>"
+			fmt.Println("<namespace>: where the module writes its objects (loadBalancer.module.namespace); MODULE_NAMESPACE=<ns> fills it in")
+		}
+		fmt.Printf("loadbalancer: %s%s@%s?namespace=%s\n", ocimodule.Scheme, r.Context(), d, ns)
 	}
 	return nil
 }

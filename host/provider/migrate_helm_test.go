@@ -4,133 +4,54 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/common"
-	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
-	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
-// The release name upstream's chart README installs under; its objects are
-// named after it.
-const upstreamRelease = deploy.ReleaseName
+// upstreamChartDir is upstream's chart as published at v3.8.1 (a copy of
+// the shared fixture; testdata/upstream-v3.8.1/README.md).
+const upstreamChartDir = "testdata/upstream-v3.8.1/chart/cloud-provider-equinix-metal"
 
-// upstreamChart stands in for upstream's chart (kubernetes-sigs/
-// cloud-provider-equinix-metal v3.8.1, deploy/chart): the kinds and names it
-// renders for its default values, written here (its templates are not
-// copied): a DaemonSet, a Secret with cloud-sa.json from .Values.config, a
-// ServiceAccount, the ClusterRole named by clusterRole.name, and its
-// binding, all named after the release.
-func upstreamChart() *chartv2.Chart {
-	const objects = `apiVersion: v1
-kind: ServiceAccount
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
----
-apiVersion: v1
-kind: Secret
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
-type: Opaque
-data:
-  cloud-sa.json: {{ .Values.config | toJson | b64enc | quote }}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: {{ .Values.clusterRole.name | quote }}
-rules:
-- apiGroups: [""]
-  resources: [nodes, services]
-  verbs: ["*"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: {{ .Release.Name }}
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: {{ .Values.clusterRole.name | quote }}
-subjects:
-- kind: ServiceAccount
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
----
-apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
-spec:
-  selector:
-    matchLabels: {app.kubernetes.io/name: cloud-provider-equinix-metal}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: cloud-provider-equinix-metal}
-    spec:
-      hostNetwork: true
-      serviceAccountName: {{ .Release.Name }}
-      containers:
-      - name: cloud-provider-equinix-metal
-        image: "{{ .Values.image.repository }}:v3.8.1"
-        args: [--cloud-config=/etc/cloud-sa/cloud-sa.json, --leader-elect=true]
-`
-	return &chartv2.Chart{
-		Metadata:  &chartv2.Metadata{APIVersion: "v2", Name: "cloud-provider-equinix-metal", Version: "3.8.1", AppVersion: "v3.8.1"},
-		Templates: []*common.File{{Name: "templates/objects.yaml", Data: []byte(objects)}},
-	}
-}
+// upstreamRelease is the test's name of upstream's release: not the
+// chart's name, so upstream's chart names its objects <release>-<chart>
+// (its fullname) and the guide must find them from the release.
+const upstreamRelease = "metal-ccm"
 
-// helmFor is Helm's action configuration for the test apiserver, as the
-// helm command builds it from a kubeconfig and --namespace, with the
-// release records in Secrets (Helm's default driver).
-func helmFor(t *testing.T, env *testenv.Env) *action.Configuration {
-	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Namespace = ptr.To(env.KubeconfigPath), ptr.To(deploy.Namespace)
-	cfg := action.NewConfiguration()
-	cfg.SetLogger(slog.NewTextHandler(io.Discard, nil))
-	if err := cfg.Init(flags, deploy.Namespace, "secret"); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-// TestMigrateWithHelm follows docs/migrating-from-upstream.md's Helm path
-// on a cluster upstream v3.8.1 served (the fixture) and whose CCM objects a
-// Helm release of upstream's chart installed: the values read back from
-// the release, the DaemonSet deleted first, helm upgrade of the same
-// release to this chart with those values. The CCM then runs with the
-// cloud-sa.json and RBAC the upgrade wrote, and takes over without moving
-// an address; helm rollback to the first revision brings upstream's objects
-// back.
+// TestMigrateWithHelm runs docs/migrating-from-upstream.md's Helm path,
+// its shell block command by command (guideShell), on a cluster upstream
+// v3.8.1 served (the fixture) and whose CCM objects a Helm release of
+// upstream's own chart installed, under a release name other than the
+// chart's. The release's values are those of a user of upstream's chart:
+// the image pinned to v3.8.1 and a config key upstream's chart comments
+// suggest and this CCM does not read. The guide's sequence must stop at
+// the dry run, naming that key, with upstream's DaemonSet still running;
+// after the fix the guide tells the person to make, the rest of the
+// sequence upgrades the release to this chart with this CCM's image. The
+// CCM then runs with the cloud-sa.json and RBAC the upgrade wrote and takes
+// over without moving an address; the guide's rollback brings upstream's
+// objects back.
 func TestMigrateWithHelm(t *testing.T) {
 	t.Parallel()
 	fx, env, emu := loadUpstream(t, "testdata/upstream-v3.8.1/crd", nil)
 	ctx := context.Background()
-	hc := helmFor(t, env)
+	kube0 := kubernetes.NewForConfigOrDie(env.Config)
 
-	// Upstream, installed with Helm from a values file that uses only
-	// upstream's names, pointed at the emulator's project.
+	// Upstream, installed with its chart from a values file that uses only
+	// upstream's names, pointed at the emulator's project, its image tag
+	// pinned as its users do (the chart's default tag is "main").
 	var values map[string]any
 	b, err := os.ReadFile("../../deploy/testdata/upstream-v3.8.1-values.yaml")
 	if err != nil {
@@ -139,49 +60,98 @@ func TestMigrateWithHelm(t *testing.T) {
 	if err := yaml.Unmarshal(b, &values); err != nil {
 		t.Fatal(err)
 	}
+	values["image"].(map[string]any)["tag"] = "v3.8.1"
 	cfgValues := values["config"].(map[string]any)
 	cfgValues["apiKey"], cfgValues["projectID"], cfgValues["base-url"] = emulator.DefaultToken, fx.Project().ID, emu.URL()
-	install := action.NewInstall(hc)
+	cfgValues["annotationPeerASNs"] = "metal.equinix.com/peer-asn" // upstream's chart comments name it; this CCM reads annotationPeerASN
+	upstreamChart, err := deploycheck.LoadChart(upstreamChartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(helmIn(t, env, deploy.Namespace))
 	install.ReleaseName, install.Namespace, install.WaitStrategy = upstreamRelease, deploy.Namespace, kube.HookOnlyStrategy
-	if _, err := install.RunWithContext(ctx, upstreamChart(), values); err != nil {
+	// As Helm 3 installed it for upstream's users: client-side, which
+	// drops the DaemonSet's spec.strategy (no field of a DaemonSet) with a
+	// warning, where server-side apply refuses it.
+	install.ServerSideApply = false
+	if _, err := install.RunWithContext(ctx, upstreamChart, values); err != nil {
 		t.Fatalf("helm install of upstream's chart: %v", err)
+	}
+	// Upstream's chart names its objects <release>-<chart>.
+	upstreamName := upstreamRelease + "-cloud-provider-equinix-metal"
+	if _, err := kube0.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, upstreamName, metav1.GetOptions{}); err != nil {
+		t.Fatalf("upstream's DaemonSet: %v", err)
 	}
 	to := newTakeover(t, fx, env, emu)
 
-	// The guide: helm get values, delete the DaemonSet, helm upgrade.
-	got, err := action.NewGetValues(hc).Run(upstreamRelease)
-	if err != nil {
-		t.Fatalf("helm get values: %v", err)
-	}
-	kube0 := kubernetes.NewForConfigOrDie(env.Config)
-	if err := kube0.AppsV1().DaemonSets(deploy.Namespace).Delete(ctx, upstreamRelease, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("kubectl delete daemonset: %v", err)
-	}
 	ours, err := deploycheck.LoadChart("../../deploy/" + deploy.ChartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	upgrade := action.NewUpgrade(hc)
-	upgrade.Namespace, upgrade.WaitStrategy = deploy.Namespace, kube.HookOnlyStrategy
-	if _, err := upgrade.RunWithContext(ctx, upstreamRelease, ours, got); err != nil {
-		t.Fatalf("helm upgrade to this chart with upstream's values: %v", err)
+	sh := &guideShell{t: t, ctx: ctx, env: env, kube: kube0, chart: ours,
+		answers: map[string]string{"RELEASE": upstreamRelease, "NS": deploy.Namespace},
+		vars:    map[string]string{}, files: map[string][]byte{}}
+	cmds := guideCommands(t, guideHelmSwitch)
+
+	// First run: the values carry a key this chart's schema refuses. The
+	// sequence stops there and upstream keeps running.
+	failed, err := sh.runAll(cmds, 0)
+	if err == nil || !strings.Contains(err.Error(), "annotationPeerASNs") {
+		t.Fatalf("the guide's sequence with a config key this chart refuses: %v; want it to stop naming annotationPeerASNs", err)
+	}
+	if _, err := kube0.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, upstreamName, metav1.GetOptions{}); err != nil {
+		t.Fatalf("upstream's DaemonSet after the guide's sequence failed (%v): %v; want it still running", cmds[failed], err)
+	}
+	if st, err := action.NewStatus(helmIn(t, env, deploy.Namespace)).Run(upstreamRelease); err != nil || st.(*releasev1.Release).Version != 1 {
+		t.Fatalf("the release after the failed sequence: %v, %v; want upstream's revision 1 as it was", st, err)
 	}
 
-	// What the upgrade left: this CCM's Deployment under upstream's
-	// release, its Secret from the same config, upstream's Secret and
-	// DaemonSet gone, the ClusterRole keeping upstream's name.
-	d, err := kube0.AppsV1().Deployments(deploy.Namespace).Get(ctx, upstreamRelease, metav1.GetOptions{})
+	// What the guide's filter of the values avoids: this chart refuses
+	// upstream's image, naming the value and the fix.
+	raw, err := action.NewGetValues(helmIn(t, env, deploy.Namespace)).Run(upstreamRelease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(raw["config"].(map[string]any), "annotationPeerASNs")
+	dry := action.NewUpgrade(helmIn(t, env, deploy.Namespace))
+	dry.Namespace, dry.WaitStrategy, dry.DryRunStrategy = deploy.Namespace, kube.HookOnlyStrategy, action.DryRunServer
+	if _, err := dry.RunWithContext(ctx, upstreamRelease, ours, raw); err == nil || !strings.Contains(err.Error(), "image.tag v3.8.1") || !strings.Contains(err.Error(), "remove image") {
+		t.Errorf("helm upgrade --dry-run=server with upstream's values as helm get values prints them: %v; want the image refused", err)
+	}
+
+	// The fix the guide tells the person to make ("Typos are refused"):
+	// the key out of upstream-values.yaml, then the sequence again from
+	// the command that failed.
+	var kept []string
+	for _, line := range strings.Split(string(sh.files["upstream-values.yaml"]), "\n") {
+		if !strings.Contains(line, "annotationPeerASNs:") {
+			kept = append(kept, line)
+		}
+	}
+	sh.files["upstream-values.yaml"] = []byte(strings.Join(kept, "\n"))
+	if _, err := sh.runAll(cmds, failed); err != nil {
+		t.Fatal(err)
+	}
+
+	// What the upgrade left: this CCM's Deployment with this CCM's image
+	// under upstream's release, its Secret from the same config,
+	// upstream's Secret and DaemonSet gone, the ClusterRole keeping
+	// upstream's name.
+	d, err := kube0.AppsV1().Deployments(deploy.Namespace).Get(ctx, "cloud-provider-equinix-metal", metav1.GetOptions{}) // the chart names it, whatever the release
 	if err != nil {
 		t.Fatalf("the Deployment after helm upgrade: %v", err)
 	}
 	if sa := d.Spec.Template.Spec.ServiceAccountName; sa != deploy.ServiceAccountName {
 		t.Errorf("the Deployment runs as %q, want %q", sa, deploy.ServiceAccountName)
 	}
-	if _, err := kube0.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, upstreamRelease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/metal-ccm/cloud-provider-equinix-metal:v0.0.0-dev" {
+		t.Errorf("the Deployment runs %s, want the chart's image", img)
+	}
+	if _, err := kube0.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, upstreamName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("upstream's DaemonSet after the upgrade: %v, want it gone", err)
 	}
-	if _, err := kube0.CoreV1().Secrets(deploy.Namespace).Get(ctx, upstreamRelease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("upstream's Secret %s after the upgrade: %v, want it replaced by %s", upstreamRelease, err, deploy.SecretName)
+	if _, err := kube0.CoreV1().Secrets(deploy.Namespace).Get(ctx, upstreamName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("upstream's Secret %s after the upgrade: %v, want it replaced by %s", upstreamName, err, deploy.SecretName)
 	}
 	secret, err := kube0.CoreV1().Secrets(deploy.Namespace).Get(ctx, deploy.SecretName, metav1.GetOptions{})
 	if err != nil {
@@ -219,23 +189,19 @@ func TestMigrateWithHelm(t *testing.T) {
 	to.checkInstalledRBAC()
 	to.Stop()
 
-	// Rollback, as the guide says: the Deployment scaled to zero first,
-	// then helm rollback to upstream's revision.
-	if _, err := kube0.AppsV1().Deployments(deploy.Namespace).UpdateScale(ctx, upstreamRelease, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: deploy.Namespace}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}}, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("kubectl scale --replicas=0: %v", err)
+	// Rollback, the guide's commands: the Deployment scaled to zero first,
+	// then helm rollback to upstream's revision (the first).
+	sh.answers["<revision>"] = "1"
+	if _, err := sh.runAll(guideCommands(t, guideRollback), 0); err != nil {
+		t.Fatal(err)
 	}
-	rollback := action.NewRollback(hc)
-	rollback.Version, rollback.WaitStrategy = 1, kube.HookOnlyStrategy
-	if err := rollback.Run(upstreamRelease); err != nil {
-		t.Fatalf("helm rollback to upstream's revision: %v", err)
-	}
-	if _, err := kube0.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, upstreamRelease, metav1.GetOptions{}); err != nil {
+	if _, err := kube0.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, upstreamName, metav1.GetOptions{}); err != nil {
 		t.Errorf("upstream's DaemonSet after helm rollback: %v", err)
 	}
-	if _, err := kube0.AppsV1().Deployments(deploy.Namespace).Get(ctx, upstreamRelease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := kube0.AppsV1().Deployments(deploy.Namespace).Get(ctx, d.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("this CCM's Deployment after helm rollback: %v, want it gone", err)
 	}
-	if s, err := kube0.CoreV1().Secrets(deploy.Namespace).Get(ctx, upstreamRelease, metav1.GetOptions{}); err != nil || len(s.Data["cloud-sa.json"]) == 0 {
+	if s, err := kube0.CoreV1().Secrets(deploy.Namespace).Get(ctx, upstreamName, metav1.GetOptions{}); err != nil || len(s.Data["cloud-sa.json"]) == 0 {
 		t.Errorf("upstream's Secret after helm rollback: %v", err)
 	}
 	to.checkKept()
