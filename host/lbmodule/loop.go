@@ -10,17 +10,21 @@ import (
 // MarkDirty asks for a sync. Calls before the next sync may start, and
 // calls while a sync runs, add up to one more sync.
 //
-// The next sync starts a debounce after the last one began, and a slow
-// sync (longer than the debounce) is followed by as long a rest: at 10,000
-// Services a sync takes seconds of CPU, and back-to-back syncs during a
-// burst would keep a core busy with the module and starve the rest of the
-// process (the leader lease's renewals among it). So the module gets at
-// most about half of one core, and a burst still ends in one sync of the
-// final state. A change after a quiet spell waits only gatherDelay: each
-// new Service's pool (and with it MetalLB's allocation and the first
-// packet) waited a whole debounce behind its address before.
+// The next sync starts a debounce after the last one began, and no sooner
+// after the last one ended than that one was busy building its input and
+// calling the module: at 10,000 Services that takes seconds of CPU, and
+// back-to-back syncs during a burst would keep a core busy and starve the
+// rest of the process (the leader lease's renewals among it). So the
+// module gets at most about half of one core, and a burst still ends in
+// one sync of the final state. The time a sync waits for the API server
+// to apply its objects does not count: it costs no CPU, and counting it
+// held a burst of 20 new Services' pools back for seconds. A change after
+// a quiet spell waits only gatherDelay: each new Service's pool (and with
+// it MetalLB's allocation and the first packet) waited a whole debounce
+// behind its address before.
 func (r *Reconciler) MarkDirty() {
-	next := time.Duration(r.lastStart.Load()) + max(r.cfg.Debounce, 2*time.Duration(r.lastDuration.Load()))
+	next := max(time.Duration(r.lastStart.Load())+r.cfg.Debounce,
+		time.Duration(r.lastEnd.Load())+time.Duration(r.lastBusy.Load()))
 	r.queue.AddAfter(queueKey, max(next-time.Duration(r.cfg.Clock.Now().UnixNano()), gatherDelay))
 }
 

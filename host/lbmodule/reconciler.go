@@ -91,10 +91,11 @@ type Reconciler struct {
 	log    klog.Logger
 	// failures reports a failing sync once per cause.
 	failures *failureReporter
-	// lastDuration is how long the last sync took (time.Duration).
-	lastDuration atomic.Int64
-	// lastStart is when the last sync began (Unix nanoseconds).
-	lastStart atomic.Int64
+	// lastStart and lastEnd are when the last sync began and ended (Unix
+	// nanoseconds); lastBusy is how long it took up to the module's answer
+	// (snapshot, reads, generate: the part that costs CPU), a
+	// time.Duration.
+	lastStart, lastEnd, lastBusy atomic.Int64
 
 	// mappings caches RESTMappings within one sync: resolving one per
 	// object (10,000 pools) is a lot of garbage for one answer per kind.

@@ -19,8 +19,13 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	var req sdk.GenerateRequest
 	began := r.cfg.Clock.Now()
 	r.lastStart.Store(began.UnixNano())
+	busy := time.Duration(-1)
 	defer func() {
-		r.lastDuration.Store(int64(r.cfg.Clock.Since(began)))
+		if busy < 0 {
+			busy = r.cfg.Clock.Since(began)
+		}
+		r.lastBusy.Store(int64(busy))
+		r.lastEnd.Store(r.cfg.Clock.Now().UnixNano())
 		r.mu.Lock()
 		r.lastErr = err
 		r.mu.Unlock()
@@ -60,6 +65,9 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	start := time.Now()
 	resp, err := r.cfg.Module.Generate(ctx, req)
 	generateDuration.Observe(time.Since(start).Seconds())
+	// The work that costs this process CPU ends here; applying is
+	// waiting for the API server (MarkDirty spaces syncs by the former).
+	busy = r.cfg.Clock.Since(began)
 	if err != nil {
 		return err
 	}
