@@ -1,7 +1,7 @@
 # harness.mk: the test harnesses beyond `go test ./...` (TESTING.md says what
 # each shows): the data plane in a private netns (make e2e), the real
 # cluster (root: cluster-check, cluster-test, conformance, run-cluster), and
-# the long runs (bench-scale, soak). The binaries they run come from
+# the long runs (bench-scale, soak, fuzz). The binaries they run come from
 # tools.mk, the CCM's image from image.mk.
 
 # Runs once in `make ci`; a plain `go test ./...` skips it (build tag e2e).
@@ -44,6 +44,43 @@ SOAK_ARGS ?=
 soak: build k8s-bins ## 300 Service cycles under 10% Equinix API faults and 7 kill -9 of the CCM (SOAK_ARGS=...; minutes)
 	@$(GO) build -o $(BIN_DIR)/soak ./test/faults/soak
 	$(BIN_DIR)/soak --ccm $(CCM_BIN) $(SOAK_ARGS)
+
+# Go's native fuzzing of what the CCM parses from users (issue #45):
+# annotations, the cloud-config and flag layer, the module wire both ways,
+# policy results, module references. go test -fuzz takes one target of one
+# package at a time, so each target below runs for FUZZTIME, one after
+# another; a target that fails does not stop the others, and the run fails
+# at the end naming them. Go writes a failing input under the package's
+# testdata/fuzz/<target>/, where plain go test (make test, CI) runs it with
+# the seeds from then on: keep it, with the fix. FUZZ_ALL lists every Fuzz
+# function of both modules as <package dir>:<name> (checked first);
+# FUZZ_TARGETS picks some. For example
+#   make fuzz FUZZTIME=5m FUZZ_TARGETS=host/policy:FuzzEngineDecision
+FUZZTIME ?= 30s
+FUZZ_ALL := host/config:FuzzCloudConfig host/config:FuzzParseLoadBalancer host/config:FuzzLoadLayers \
+  host/ocimodule:FuzzModuleReference host/policy:FuzzDecisionValue host/policy:FuzzEngineDecision \
+  host/eip:FuzzServiceAddresses host/lbsnapshot:FuzzServiceFromK8s host/instances:FuzzNodeIdentity \
+  host/bgp:FuzzNodeAnnotations host/lbmodule:FuzzKubenamesSelector host/lbmodule:FuzzKubenamesNames \
+  sdk:FuzzAppendStringMatchesJSON sdk:FuzzDecodeGenerateRequest sdk:FuzzPeerAnnotations \
+  sdk/wasmhost:FuzzDecodeResponse sdk/wasmhost:FuzzDecodeWireResponse \
+  sdk/wasmhost:FuzzEncodeRequest sdk/wasmhost:FuzzWireResponseMatchesJSON
+FUZZ_TARGETS ?= $(FUZZ_ALL)
+fuzz: ## each Go fuzz target of both modules for FUZZTIME (default 30s), one after another (FUZZ_TARGETS=pkg:Name ...)
+	@missing=""; \
+	for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd host modules sdk test examples hack); do \
+	  for n in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    case " $(strip $(FUZZ_ALL)) " in *" $$(dirname $$f):$$n "*) ;; *) missing="$$missing $$(dirname $$f):$$n";; esac; \
+	  done; \
+	done; \
+	if [ -n "$$missing" ]; then echo "fuzz targets missing from FUZZ_ALL in mk/harness.mk:$$missing"; exit 1; fi
+	@failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t#*:}; dir=.; \
+	  case $$pkg in $(SDK_DIR)|$(SDK_DIR)/*) dir=$(SDK_DIR); pkg=$${pkg#$(SDK_DIR)}; pkg=$${pkg#/};; esac; \
+	  echo ">> $$t for $(FUZZTIME)"; \
+	  (cd $$dir && $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$pkg) || failed="$$failed $$t"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed"; exit 1; fi
 
 # A cloud cluster (Options.Cloud) runs the CCM from its image (image.mk's
 # cluster-image), MetalLB from its own manifest (in its module) and
@@ -123,4 +160,4 @@ run-cluster: $(CLUSTER_PREREQS) cluster-image ## make run on a real cluster (roo
 cluster-clean: ## remove what a killed cluster run left behind
 	sh test/cluster/clean.sh
 
-.PHONY: e2e bench-scale soak cluster-test cluster-check conformance run-cluster cluster-clean
+.PHONY: e2e bench-scale soak fuzz cluster-test cluster-check conformance run-cluster cluster-clean

@@ -243,6 +243,12 @@ func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 		if err := decode([]byte(existing), &req.Existing); err != nil {
 			return GenerateRequest{}, err
 		}
+		// An empty list is nil, as the JSON round trip (omitempty) and
+		// the encoder (which writes none) have it: "[]" must not decode
+		// to a request that re-encodes to another.
+		if len(req.Existing) == 0 {
+			req.Existing = nil
+		}
 	}
 	return req, nil
 }

@@ -9,7 +9,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 )
 
@@ -67,6 +69,13 @@ func ParseLoadBalancer(raw string) (LoadBalancer, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return LoadBalancer{}, fmt.Errorf("is not a URL (%v); use the form <type>:///<detail>, for example metallb:///metallb-system", unwrapURLError(err))
+	}
+	// url.Parse refuses a control character in the raw string but decodes
+	// one percent-encoded in the path (%0A); echoed by the messages below,
+	// it would split them over lines, and it names no namespace, file or
+	// repository anyway.
+	if i := strings.IndexFunc(u.Host+u.Path, unicode.IsControl); i >= 0 {
+		return LoadBalancer{}, fmt.Errorf("has the control character %q in its path; remove it", []rune((u.Host + u.Path)[i:])[0])
 	}
 	opts, err := queryOptions(u.RawQuery)
 	if err != nil {
@@ -301,7 +310,22 @@ func parseOCIModule(u *url.URL, opts map[string]string) (LoadBalancer, error) {
 	if _, ok := opts["sha256"]; ok {
 		return LoadBalancer{}, fmt.Errorf("has sha256= as well as a digest; the digest pins the module already, drop sha256=")
 	}
-	return LoadBalancer{Kind: LBWasm, OCIRef: repo + "@sha256:" + strings.ToLower(hexDigest), Options: opts}, nil
+	ref = repo + "@sha256:" + strings.ToLower(hexDigest)
+	// The reference is parsed again, by go-containerregistry, when
+	// host/ocimodule pulls the module, and that parser refuses what the
+	// checks above let through (an upper-case or empty repository path
+	// component, a malformed registry): such a setting must be refused
+	// here, at start, as one line naming it, not found at the pull.
+	d, err := name.NewDigest(ref)
+	if err != nil {
+		return LoadBalancer{}, fmt.Errorf("names the module %q, which is not a registry and repository (%v); use wasm+oci://<registry>/<repository>@sha256:<digest>, with the repository in lower case", ref, err)
+	}
+	// That parser lets a malformed registry through (::), which the pull
+	// then fails to make its first URL of: refuse what it cannot.
+	if _, err := url.Parse("https://" + d.RegistryStr() + "/v2/"); err != nil {
+		return LoadBalancer{}, fmt.Errorf("names the registry %q, which is not a host name or address with an optional port (%v); use wasm+oci://<registry>/<repository>@sha256:<digest>", d.RegistryStr(), unwrapURLError(err))
+	}
+	return LoadBalancer{Kind: LBWasm, OCIRef: ref, Options: opts}, nil
 }
 
 // tagless is the repository path without a trailing :tag.

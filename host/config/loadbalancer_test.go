@@ -127,11 +127,16 @@ func TestModeChoice(t *testing.T) {
 // FuzzParseLoadBalancer: never panics, and the canonical String() form of
 // anything accepted parses back to the same value.
 func FuzzParseLoadBalancer(f *testing.F) {
-	for _, s := range []string{"", "metallb:///", "metallb:///ns/cm", "metallb:///ns?crdConfiguration=false&x=y", "kube-vip://", "empty://?a=b", "wasm:///a/b.wasm?sha256=" + strings.Repeat("0", 64), "metallb://x", "%"} {
+	for _, s := range []string{"", "metallb:///", "metallb:///ns/cm", "metallb:///ns?crdConfiguration=false&x=y", "kube-vip://", "empty://?a=b", "wasm:///a/b.wasm?sha256=" + strings.Repeat("0", 64), "metallb://x", "%",
+		"wasm+oci://registry.example/team/module@sha256:" + strings.Repeat("ab", 32) + "?namespace=bird", "wasm+oci://registry.example/team/module:v1",
+		"metallb://x/%0A", "wasm:///a/%0D.wasm"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		lb, err := ParseLoadBalancer(in)
+		if err != nil && strings.ContainsAny(err.Error(), "\n\r") {
+			t.Fatalf("%q: the error spans lines: %q", in, err)
+		}
 		if err != nil || lb.Kind == LBNone {
 			return
 		}

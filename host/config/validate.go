@@ -96,6 +96,15 @@ func (v *validator) bgp(c *Config) {
 			v.add(t.key, "%q lacks %s; a node has one annotation per BGP peer, so the name needs the peer index, for example %s", t.value, peerIndex, defaultOf(t.key))
 			continue
 		}
+		// The SDK renders every {{n}} but matches a name at the first
+		// one only (sdk.AnnotationTemplates.IsPeerAnnotation), so the
+		// annotations of a template with two would never be recognised
+		// as the CCM's: never removed when a peer goes away, and
+		// writable by a module.
+		if strings.Count(t.value, peerIndex) > 1 {
+			v.add(t.key, "%q has %s more than once; use it once, for example %s", t.value, peerIndex, defaultOf(t.key))
+			continue
+		}
 		if errs := content.IsLabelKey(strings.ReplaceAll(t.value, peerIndex, "0")); len(errs) > 0 {
 			v.add(t.key, "%q is not a valid annotation name: %s", t.value, errs[0])
 			continue

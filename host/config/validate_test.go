@@ -25,6 +25,7 @@ func TestValidationProblems(t *testing.T) {
 		{name: "asn zero", env: append(base, "METAL_LOCAL_ASN=0"), want: []string{"localASN", "0 is not an ASN"}},
 		{name: "selector", env: append(base, "METAL_BGP_NODE_SELECTOR=a in b"), want: []string{"bgpNodeSelector", "not a label selector"}},
 		{name: "template without n", env: append(base, "METAL_ANNOTATION_PEER_IP=metal.equinix.com/peer-ip"), want: []string{"annotationPeerIP", "lacks {{n}}"}},
+		{name: "template with n twice", env: append(base, "METAL_ANNOTATION_LOCAL_ASN=a/{{n}}-x-{{n}}"), want: []string{"annotationLocalASN", "more than once"}},
 		{name: "template invalid name", env: append(base, "METAL_ANNOTATION_SRC_IP=bad key {{n}}"), want: []string{"annotationSrcIP", "not a valid annotation name"}},
 		{name: "templates collide", env: append(base, "METAL_ANNOTATION_SRC_IP="+DefaultAnnotationPeerIP), want: []string{"annotationSrcIP", "the same as annotationPeerIP"}},
 		{name: "port out of range", env: append(base, "METAL_API_SERVER_PORT=70000"), want: []string{"apiServerPort (env METAL_API_SERVER_PORT): 70000 is not a port"}},

@@ -148,11 +148,14 @@ func writtenByCCM(svc *v1.Service) bool {
 	return fieldmanager.WroteLoadBalancerIP(svc.ManagedFields)
 }
 
-// familyOf is the family of address ip ("" when it is none).
+// familyOf is the family of address ip ("" when it is none). An address
+// with a zone (fe80::1%eth0) is of none: no Elastic IP has one, and a zone
+// is any text, a newline too, which the messages that name the address
+// and its family would print (checkRequestedIP refuses it, quoted).
 func familyOf(ip string) v1.IPFamily {
 	a, err := netip.ParseAddr(ip)
 	switch {
-	case err != nil:
+	case err != nil || a.Zone() != "":
 		return ""
 	case a.Unmap().Is4():
 		return v1.IPv4Protocol
@@ -420,6 +423,11 @@ func checkRequestedIP(ip string) error {
 	switch {
 	case err != nil:
 		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %q is not an IP address; set it to an Elastic IP address reserved in the project (bring your own IP), or remove the field and the CCM reserves one", ip), invalidIPRetry)
+	case a.Zone() != "":
+		// No Elastic IP has a zone; and a zone is any text (a newline
+		// too), which the messages that print the address unquoted
+		// (here and in ownAddressRefusal) must not carry into an Event.
+		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %q has an IPv6 zone, which no Elastic IP has; set it to an Elastic IP address reserved in the project without %%zone, or remove the field and the CCM reserves one", ip), invalidIPRetry)
 	case a.Unmap().IsUnspecified() || a.Unmap().IsLoopback() || a.Unmap().IsMulticast():
 		return cloudapi.NewRetryError(fmt.Sprintf("spec.loadBalancerIP %s cannot be a Service address; set an Elastic IP address reserved in the project, or remove the field and the CCM reserves one", ip), invalidIPRetry)
 	}

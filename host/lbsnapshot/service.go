@@ -45,8 +45,10 @@ func serviceFromK8s(svc *corev1.Service, own string) (s sdk.Service, ok bool) {
 		return sdk.Service{}, false
 	}
 	seen := map[string]bool{}
+	// A zoned address (fe80::1%eth0) parses, but is no Elastic IP and
+	// not the plain address sdk.Service.IPs promises modules.
 	add := func(ip string) {
-		if a, err := netip.ParseAddr(ip); err == nil && !seen[a.String()] {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Zone() == "" && !seen[a.String()] {
 			seen[a.String()] = true
 			s.IPs = append(s.IPs, a.String())
 		}

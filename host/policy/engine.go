@@ -234,7 +234,7 @@ func (e *Engine) SelectNodes(ctx context.Context, in SelectionInput) (sets.Set[s
 		name, ok := v.(string)
 		if _, isNode := known[name]; !ok || !isNode {
 			return nil, e.fail(decisionSelection, ErrInvalidDecision, nil,
-				"%s policy (%s) selected %s, which is not the name of a node in input.nodes; select only input.nodes[_].name", what, c.source, clip(jsonText(v), 200))
+				"%s policy (%s) selected %s, which is not the name of a node in input.nodes; select only input.nodes[_].name in %s", what, c.source, clip(jsonText(v), 200), selectionRule)
 		}
 		selected.Insert(name)
 	}

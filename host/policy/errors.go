@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kinds of failed decisions. Every error Placement and SelectNodes return
@@ -81,11 +82,15 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// clip shortens s to n bytes with an ellipsis, so a huge decision value
-// cannot flood an Event.
+// clip shortens s to at most n bytes with an ellipsis, so a huge decision
+// value cannot flood an Event. It cuts at the start of a character: a cut
+// inside one would leave invalid UTF-8 in the Event and the log line.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

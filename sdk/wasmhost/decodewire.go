@@ -63,7 +63,9 @@ func decodeWireResponse(b []byte) (sdk.GenerateResponse, error) {
 			resp.NodeAnnotations[node] = anns
 		}
 	}
-	if n, ok := r.list(); ok && r.err == nil {
+	// An empty list is nil, as the encoder (which writes none) and the
+	// JSON of the response (omitempty) have it.
+	if n, ok := r.list(); ok && n > 0 && r.err == nil {
 		resp.Warnings = make([]string, 0, n)
 		for range n {
 			resp.Warnings = append(resp.Warnings, r.text("a warning"))
@@ -116,10 +118,18 @@ func (r *wireTree) count() int {
 	return int(v)
 }
 
-// list reads a count stored plus one, 0 meaning null.
+// list reads a count stored plus one, 0 meaning null. The bound is on
+// the items, one less than the number stored: bounding the number itself,
+// as count does, refused a list of one empty string with nothing after it
+// (a response whose warnings are [""]) as truncated.
 func (r *wireTree) list() (int, bool) {
-	n := r.count()
-	return n - 1, n > 0
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || v > uint64(len(r.b)-n)+1 {
+		r.fail(errWireTruncated)
+		return -1, false
+	}
+	r.b = r.b[n:]
+	return int(v) - 1, v > 0
 }
 
 func (r *wireTree) bytes() []byte {

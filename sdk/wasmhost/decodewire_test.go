@@ -40,6 +40,10 @@ var wireResponses = []sdk.GenerateResponse{
 		NodeAnnotations: map[string]map[string]string{"n1": {"k": "v", "k2": "\xff"}, "n2": nil, "n3": {}},
 		Warnings:        []string{"careful", "w\xff"}},
 	{Objects: []sdk.Object{}, Warnings: []string{}, NodeAnnotations: map[string]map[string]string{}},
+	// Lists whose items take one byte each, with nothing after them: a
+	// count bounded off by one refused them (found by FuzzDecodeWireResponse).
+	{Warnings: []string{""}},
+	{Warnings: []string{"", ""}},
 }
 
 // TestWireResponseMatchesJSON: the binary response decodes to exactly
