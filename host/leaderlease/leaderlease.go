@@ -56,7 +56,7 @@ func (r *Releaser) Leading(ctx context.Context) error {
 		return fmt.Errorf("reading Lease %s/%s to learn this leader's identity: %w", r.namespace, r.name, err)
 	}
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
-		return fmt.Errorf("Lease %s/%s has no holder although this process leads", r.namespace, r.name)
+		return fmt.Errorf("the Lease %s/%s has no holder although this process leads", r.namespace, r.name)
 	}
 	r.holder = *l.Spec.HolderIdentity
 	return nil

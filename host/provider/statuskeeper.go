@@ -202,7 +202,7 @@ func statusWriters(svc *v1.Service) string {
 	var out []string
 	for _, mf := range svc.ManagedFields {
 		if mf.Subresource != "status" || mf.FieldsV1 == nil || mf.Manager == fieldmanager.CCM || mf.Manager == ownManager ||
-			!strings.Contains(string(mf.FieldsV1.Raw), `"f:loadBalancer"`) {
+			!strings.Contains(mf.FieldsV1.GetRawString(), `"f:loadBalancer"`) {
 			continue
 		}
 		if !slices.Contains(out, mf.Manager) {
