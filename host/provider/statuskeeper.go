@@ -28,8 +28,8 @@ import (
 
 // Event reasons of the status keeper.
 const (
-	ReasonStatusRestored    = "LoadBalancerStatusRestored"
-	ReasonStatusOverwritten = "LoadBalancerStatusOverwritten"
+	reasonStatusRestored    = "LoadBalancerStatusRestored"
+	reasonStatusOverwritten = "LoadBalancerStatusOverwritten"
 )
 
 // statusRecheckDelay is how long a changed status may stay wrong before
@@ -169,7 +169,7 @@ func (k *statusKeeper) keep(ctx context.Context, key string) error {
 	fought = fought && k.now().Sub(last) < statusFightWindow
 	k.mu.Unlock()
 	if fought {
-		k.recorder.Eventf(fresh, v1.EventTypeWarning, ReasonStatusOverwritten,
+		k.recorder.Eventf(fresh, v1.EventTypeWarning, reasonStatusOverwritten,
 			"The load-balancer status was changed again (by %s) after the CCM restored it; left as it is for now. The Service is served at %s: uninstall the other controller, or stop it from handling this Service (for MetalLB, remove its address pools)",
 			by, strings.Join(ips, ", "))
 		return nil
@@ -185,7 +185,7 @@ func (k *statusKeeper) keep(ctx context.Context, key string) error {
 	k.mu.Lock()
 	k.restored[key] = k.now()
 	k.mu.Unlock()
-	k.recorder.Eventf(fresh, v1.EventTypeNormal, ReasonStatusRestored,
+	k.recorder.Eventf(fresh, v1.EventTypeNormal, reasonStatusRestored,
 		"Restored the load-balancer status (%s), which %s had changed to %s", strings.Join(ips, ", "), by, describeIngress(fresh.Status.LoadBalancer.Ingress))
 	return nil
 }

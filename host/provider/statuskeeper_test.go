@@ -39,7 +39,7 @@ func TestStatusKept(t *testing.T) {
 		h.eventually(name+"'s status restored", func() (bool, string) {
 			got, msg := h.serviceIP(name)
 			ev := h.events(name)
-			return got == ip && strings.Contains(ev, ReasonStatusRestored+": Restored the load-balancer status ("+ip+"), which "+by), got + " " + msg + " " + ev
+			return got == ip && strings.Contains(ev, reasonStatusRestored+": Restored the load-balancer status ("+ip+"), which "+by), got + " " + msg + " " + ev
 		})
 	}
 
@@ -54,7 +54,7 @@ func TestStatusKept(t *testing.T) {
 	overwrite("web", "metallb-controller", `{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.98"}]}}}`)
 	h.eventually("a Warning that the status was changed again", func() (bool, string) {
 		ev := h.events("web")
-		return strings.Contains(ev, ReasonStatusOverwritten+": The load-balancer status was changed again (by metallb-controller)"), ev
+		return strings.Contains(ev, reasonStatusOverwritten+": The load-balancer status was changed again (by metallb-controller)"), ev
 	})
 	if got, _ := h.serviceIP("web"); got != "192.0.2.98" {
 		t.Errorf("web's status is %q: the CCM wrote it back within the fight window", got)
