@@ -123,10 +123,9 @@ func TestDecodeWireResponseRejects(t *testing.T) {
 	}
 }
 
-// FuzzDecodeWireResponse: whatever a module writes, the decoder returns
-// an error or a response, never panics; a response it accepts encodes
-// back to one it decodes the same.
-func FuzzDecodeWireResponse(f *testing.F) {
+// addWireSeeds seeds a fuzz target with wireResponses in the binary
+// layout.
+func addWireSeeds(f *testing.F) {
 	for _, resp := range wireResponses {
 		wire, err := sdk.EncodeGenerateResponse(resp)
 		if err != nil {
@@ -134,6 +133,13 @@ func FuzzDecodeWireResponse(f *testing.F) {
 		}
 		f.Add(wire)
 	}
+}
+
+// FuzzDecodeWireResponse: whatever a module writes, the decoder returns
+// an error or a response, never panics; a response it accepts encodes
+// back to one it decodes the same.
+func FuzzDecodeWireResponse(f *testing.F) {
+	addWireSeeds(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		got, err := decodeWireResponse(in)
 		if err != nil {

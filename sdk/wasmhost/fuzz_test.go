@@ -108,13 +108,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // host's JSON decoder (decodeResponse), so the two ABI generations of
 // modules cannot be told apart downstream.
 func FuzzWireResponseMatchesJSON(f *testing.F) {
-	for _, resp := range wireResponses {
-		wire, err := sdk.EncodeGenerateResponse(resp)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(wire)
-	}
+	addWireSeeds(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		got, err := decodeWireResponse(in)
 		if err != nil {
