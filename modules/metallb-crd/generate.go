@@ -89,6 +89,13 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	if err != nil {
 		return sdk.GenerateResponse{}, err
 	}
+	if timers.Keepalive != 0 && !metallb.FRRMode(req.Options) {
+		// MetalLB's native speaker refuses a BGPPeer with keepaliveTime,
+		// and with it its whole configuration: no Service created after
+		// would be announced. It keeps alive at a third of the hold time.
+		warnings = append(warnings, fmt.Sprintf("%s is not written: MetalLB's native BGP speaker refuses a BGPPeer that sets it (and with it its whole configuration) and sends a keepalive every third of the hold time; if MetalLB runs in FRR mode, say so: metallb:///%s?%s=frr (or frr-k8s)", metallb.KeepaliveTimeParam, ns, metallb.BGPTypeParam))
+		timers.Keepalive = 0
+	}
 	pools, poolWarnings := metallb.Pools(services)
 	resp := sdk.GenerateResponse{Warnings: append(warnings, poolWarnings...)}
 	if len(pools) == 0 {

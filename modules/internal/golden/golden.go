@@ -204,8 +204,10 @@ func Cases() []Case {
 		{Name: "multihop", Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
 		{Name: "multihop-dual-stack", Options: sdk.Options{Params: map[string]string{"bgpType": "frr"}}, Request: multihop(dualStack())},
 		// BGP timers chosen for a fast failover (bgpHoldTime,
-		// bgpKeepaliveTime).
-		{Name: "timers", Options: sdk.Options{Params: map[string]string{"holdTime": "9s", "keepaliveTime": "3s"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
+		// bgpKeepaliveTime), in FRR mode and in native mode, whose speaker
+		// refuses a keepaliveTime.
+		{Name: "timers", Options: sdk.Options{Params: map[string]string{"holdTime": "9s", "keepaliveTime": "3s", "bgpType": "frr"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
+		{Name: "timers-native", Options: sdk.Options{Params: map[string]string{"holdTime": "9s", "keepaliveTime": "3s"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
 	}
 }
 

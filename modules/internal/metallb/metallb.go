@@ -460,7 +460,11 @@ const BGPTypeParam = "bgpType"
 // announces IPv6: in FRR modes only. In native mode MetalLB refuses its
 // whole configuration once a pool it announces over BGP holds an IPv6
 // address, which would stop every change for IPv4 Services too.
-func AnnouncesIPv6(o sdk.Options) bool {
+func AnnouncesIPv6(o sdk.Options) bool { return FRRMode(o) }
+
+// FRRMode reports whether MetalLB's speakers speak BGP through FRR
+// (bgpType frr or frr-k8s), not natively.
+func FRRMode(o sdk.Options) bool {
 	switch o.Params[BGPTypeParam] {
 	case "frr", "frr-k8s":
 		return true
