@@ -27,10 +27,14 @@ e2e: build k8s-bins e2e-bins e2e-debs $(E2E_WRONG_ASN) ## the data plane: real M
 # one node joining. Tens of minutes on 2 cores; not part of `make test`
 # (its smoke test, at 20 Services x 4 nodes, is). Change the size with
 #   make bench-scale SCALE_ARGS="-services 1000 -nodes 100"
+# The report goes to SCALE_REPORT too (the README links it); the search for
+# the smallest memory limit runs from the chart's default down:
+#   make bench-scale SCALE_ARGS="-search-step 32Mi"
 SCALE_ARGS ?=
-bench-scale: build k8s-bins ## the CCM at 10,000 Services x 1,000 nodes (tens of minutes; SCALE_ARGS=...)
+SCALE_REPORT ?= docs/reference/scale-report.md
+bench-scale: build k8s-bins ## the CCM at 10,000 Services x 1,000 nodes (tens of minutes; SCALE_ARGS=..., report in SCALE_REPORT)
 	@$(GO) build -o $(BIN_DIR)/scalebench ./test/scalebench
-	$(BIN_DIR)/scalebench --ccm $(CCM_BIN) $(SCALE_ARGS)
+	$(BIN_DIR)/scalebench --ccm $(CCM_BIN) -report $(SCALE_REPORT) $(SCALE_ARGS)
 
 # The long fault-injection run (test/faults): two CCM replicas
 # with leader election, the emulator failing a share of Equinix API

@@ -42,6 +42,8 @@ func main() {
 	flag.BoolVar(&o.cgroup, "cgroup", os.Geteuid() == 0, "also hold the CCM to -memory-limit in a real memory cgroup, as a container is (root only): past the limit the kernel kills it")
 	flag.BoolVar(&o.skipModule, "skip-module-memory", false, "skip the in-process search for the module's smallest memory limit")
 	moduleOnly := flag.Bool("module-only", false, "only the in-process module measurement at -services x -nodes")
+	reportPath := flag.String("report", "", "also write the report to this file (Markdown), with the command, commit and machine")
+	step := flag.String("search-step", "0", "when not 0: after a run that completes, run again with -memory-limit this much smaller, until one does not; the smallest limit that completed is reported")
 	flag.Parse()
 	if q, err := resource.ParseQuantity(*limit); err != nil {
 		fmt.Fprintf(os.Stderr, "-memory-limit %q: %v (a Kubernetes quantity such as 512Mi, or 0)\n", *limit, err)
@@ -62,14 +64,29 @@ func main() {
 		fmt.Print((&report{o: o, module: mr}).moduleString())
 		return
 	}
-	rep, err := run(ctx, o, func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-	})
-	if rep != nil {
-		fmt.Print(rep.String())
+	stepQ, err := resource.ParseQuantity(*step)
+	if err != nil || stepQ.Value() < 0 {
+		fmt.Fprintf(os.Stderr, "-search-step %q: want a Kubernetes quantity such as 32Mi, or 0 (%v)\n", *step, err)
+		os.Exit(2)
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "scalebench: %v\n", err)
+	if stepQ.Value() > 0 && o.memoryLimit == 0 {
+		fmt.Fprintln(os.Stderr, "-search-step needs a -memory-limit to start from, such as 384Mi")
+		os.Exit(2)
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	began := time.Now()
+	out, summary, ok := search(ctx, o, stepQ.Value(), logf)
+	fmt.Print(out + summary)
+	if *reportPath != "" {
+		if err := writeReport(*reportPath, out, summary, began); err != nil {
+			fmt.Fprintf(os.Stderr, "scalebench: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "scalebench: report written to %s\n", *reportPath)
+	}
+	if !ok {
 		os.Exit(1)
 	}
 }
