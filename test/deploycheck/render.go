@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -165,6 +167,17 @@ func RenderChart(ch *chartv2.Chart, values map[string]any, namespace string) ([]
 			out = append(out, u)
 		}
 	}
+	// Helm applies in its install order by kind (a Secret before the
+	// Deployment that mounts it), not in its template files' order; in
+	// the files' order a pod of an upgraded Deployment can start with the
+	// Secret it mounts still unchanged.
+	rank := func(kind string) int {
+		if i := slices.Index(releaseutil.InstallOrder, kind); i >= 0 {
+			return i
+		}
+		return len(releaseutil.InstallOrder)
+	}
+	slices.SortStableFunc(out, func(a, b *unstructured.Unstructured) int { return rank(a.GetKind()) - rank(b.GetKind()) })
 	return out, nil
 }
 
