@@ -90,9 +90,14 @@ type Env struct {
 	users     map[string]string // user name -> token
 	etcd      *process
 	apiserver *process
-	removeDir bool
-	logf      func(string, ...any)
-	stopOnce  sync.Once
+	// apiserverBin and apiserverArgs start it again (RestartAPIServer);
+	// caPEM checks its certificate.
+	apiserverBin  string
+	apiserverArgs []string
+	caPEM         []byte
+	removeDir     bool
+	logf          func(string, ...any)
+	stopOnce      sync.Once
 }
 
 const (
@@ -374,7 +379,7 @@ func (e *Env) startAPIServer(ctx context.Context, bin, etcdURL string, f startFi
 		if err != nil {
 			return "", err
 		}
-		e.apiserver = p
+		e.apiserver, e.apiserverBin, e.apiserverArgs, e.caPEM = p, bin, args, f.caPEM
 		host := loopbackURL("https", ports[0])
 		err = waitReady(ctx, p, apiserverProbe(client, host, adminToken,
 			"/readyz/poststarthook/start-apiextensions-controllers", "/readyz/poststarthook/crd-informer-synced"))
@@ -604,6 +609,30 @@ func (e *Env) UserConfig(name string) (*rest.Config, error) {
 	cfg := rest.AnonymousClientConfig(e.Config)
 	cfg.BearerToken = token
 	return cfg, nil
+}
+
+// RestartAPIServer stops kube-apiserver as a control plane's rolling
+// restart does (SIGTERM; it drains its requests) and starts it again on
+// the same port with the same flags; it returns once it is ready, and how
+// long it was gone. Its clients keep their address and reconnect.
+func (e *Env) RestartAPIServer(ctx context.Context) (time.Duration, error) {
+	began := time.Now()
+	// 30 s: the grace a kubelet gives a static pod (kubeadm's
+	// kube-apiserver sets none of its own).
+	e.apiserver.stop(30 * time.Second)
+	p, err := startProcess("kube-apiserver", e.apiserverBin, filepath.Join(e.Dir, "kube-apiserver.log"), e.apiserverArgs)
+	if err != nil {
+		return 0, err
+	}
+	e.apiserver = p
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(e.caPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: probeTimeout}
+	defer client.CloseIdleConnections()
+	if err := waitReady(ctx, p, apiserverProbe(client, e.Config.Host, e.Config.BearerToken, "/readyz")); err != nil {
+		return 0, fmt.Errorf("testenv: kube-apiserver after its restart: %w", err)
+	}
+	return time.Since(began), nil
 }
 
 // Stop ends kube-apiserver, then etcd, and removes the work directory if
