@@ -150,7 +150,7 @@ func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet st
 	}
 
 	var err error
-	n.containerd, err = startInNS(n.Name+" containerd", n.NetNS, n.runtimeCG, "containerd",
+	n.containerd, err = startAs(n.Name, n.Name+" containerd", n.NetNS, n.runtimeCG, "containerd",
 		filepath.Join(n.Dir, "containerd.log"), []string{"--config", filepath.Join(n.Dir, "containerd.toml")})
 	if err != nil {
 		return err

@@ -27,6 +27,14 @@ type process struct {
 // The shims and containers containerd starts are not covered: Stop finds
 // them through the cgroups.
 func startInNS(name, ns, cgroup, bin, logPath string, args []string) (*process, error) {
+	return startAs("", name, ns, cgroup, bin, logPath, args)
+}
+
+// startAs is startInNS in a UTS namespace of its own named host (none
+// when ""): a node's containerd runs so, and the pods that share their
+// node's namespaces (hostNetwork) see the node's name as hostname, as on
+// a machine of their own, not this one's.
+func startAs(host, name, ns, cgroup, bin, logPath string, args []string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: creating %s log: %w", name, err)
@@ -34,6 +42,10 @@ func startInNS(name, ns, cgroup, bin, logPath string, args []string) (*process, 
 	cmd := exec.Command(bin, args...)
 	if ns != "" {
 		cmd = exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, "--", bin}, args...)...)
+	}
+	if host != "" {
+		// Each step execs the next: the process keeps its PID.
+		cmd = exec.Command("unshare", append([]string{"--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, host}, cmd.Args...)...)
 	}
 	pr, err := proc.Start(cmd, logFile)
 	if err != nil {
