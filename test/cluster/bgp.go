@@ -257,7 +257,11 @@ protocol device { scan time 2; }
 // next hop). The node's side crosses the gateway. The
 // sessions are protocols node<N> over IPv4 and v6node<N> over IPv6 (what
 // Established counts); each change of their state is logged (what Resets
-// counts).
+// counts). The hold time offered is 90 s: Equinix documents none, 90 s is
+// the default of the Juniper routers whose documentation says how they
+// hash, and BGP takes the smaller of the two sides' offers, so the
+// speaker's own setting decides how long a dead node keeps its routes, as
+// it would at Equinix (a shorter offer here would hide the default's cost).
 const birdFamily = `protocol kernel kernel{{v}} {
   ipv{{v}} { import none; export where source = RTS_BGP; };
   merge paths on;
@@ -266,7 +270,7 @@ const birdFamily = `protocol kernel kernel{{v}} {
 template bgp {{prefix}}node {
   local {{peer}} as {{asn}};
   passive on;
-  hold time 9;
+  hold time 90;
   debug { states };
   ipv{{v}} { import all; export none; };
 }

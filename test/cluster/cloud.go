@@ -670,3 +670,26 @@ func (c *Cluster) events(ns, name string) string {
 	}
 	return strings.Join(s, " | ")
 }
+
+// UpgradeCloud is what `helm upgrade --reuse-values` of the CCM's release
+// does: the chart rendered again with values over the ones it was last
+// installed or upgraded with, and applied. A change of the pod template (an annotation, the
+// config Secret's checksum) rolls the Deployment, one replica at a time.
+func (c *Cluster) UpgradeCloud(ctx context.Context, values map[string]any) error {
+	ch, err := deploycheck.LoadChart(chartDir())
+	if err != nil {
+		return err
+	}
+	if c.cloud.Values == nil {
+		c.cloud.Values = map[string]any{}
+	}
+	c.cloud.Values = mergeValues(c.cloud.Values, values)
+	objs, err := deploycheck.RenderChart(ch, c.chartValues(c.cloud), CCMNamespace)
+	if err != nil {
+		return err
+	}
+	if err := deploycheck.Apply(ctx, c.Env.Config, objs); err != nil {
+		return fmt.Errorf("cluster: upgrading the chart: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,561 @@
+//go:build cluster && linux
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+)
+
+// What TestCloudTraffic does under the client's steady traffic (Monitor):
+// the CCM's own failures, each of which must cost no request, and a node's
+// failure, whose cost is measured with the default BGP timers and with the
+// fastest ones.
+
+const (
+	ccmDeployment = "cloud-provider-equinix-metal"
+	ccmContainer  = "cloud-provider-equinix-metal"
+	ccmLease      = "cloud-controller-manager"
+)
+
+// noneLost tallies the requests since began, logs each target's line and
+// fails the test for each failed request: the event was the CCM's alone,
+// and the data plane must not notice it.
+func noneLost(t *testing.T, m *Monitor, event string, began time.Time) {
+	t.Helper()
+	for _, tl := range m.Since(began) {
+		t.Logf("%s: %s", event, tl.Window(began))
+		if tl.Failed > 0 {
+			t.Errorf("%s cost %s %d failed requests: want 0 (the CCM is not in the data path)", event, tl.Target, tl.Failed)
+		}
+	}
+}
+
+// leaseHolder is the CCM's Lease holder ("" when none, or released).
+func leaseHolder(ctx context.Context, c *Cluster) string {
+	l, err := c.Client.CoordinationV1().Leases(CCMNamespace).Get(ctx, ccmLease, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// ccmPods are the CCM's pods, by name.
+func ccmPods(ctx context.Context, c *Cluster) ([]corev1.Pod, error) {
+	l, err := c.Client.CoreV1().Pods(CCMNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + ccmDeployment})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// leaderPod is the pod of the Lease's holder. With hostNetwork the
+// holder's identity is its node's hostname and a random suffix, and two
+// replicas never share a node (both would bind the node's ports).
+func leaderPod(ctx context.Context, c *Cluster) (*corev1.Pod, error) {
+	holder := leaseHolder(ctx, c)
+	node, _, _ := strings.Cut(holder, "_")
+	pods, err := ccmPods(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range pods {
+		if p.Spec.NodeName == node && p.DeletionTimestamp == nil {
+			return &pods[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no CCM pod on %q (Lease holder %q)", node, holder)
+}
+
+// waitRolledOut waits until the Deployment runs want replicas, all of its
+// newest template and available.
+func waitRolledOut(ctx context.Context, c *Cluster, want int32) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := c.Client.AppsV1().Deployments(CCMNamespace).Get(ctx, ccmDeployment, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		s := d.Status
+		last = fmt.Sprintf("generation %d observed %d, replicas %d updated %d available %d", d.Generation, s.ObservedGeneration, s.Replicas, s.UpdatedReplicas, s.AvailableReplicas)
+		return s.ObservedGeneration == d.Generation && s.Replicas == want && s.UpdatedReplicas == want && s.AvailableReplicas == want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the CCM's Deployment did not roll out (%s): %w; %s", last, err, c.podSummary(CCMNamespace))
+	}
+	return nil
+}
+
+// leaderWatch polls the Lease every 100 ms until end and records each
+// change of holder with its time.
+type leaderWatch struct {
+	mu      sync.Mutex
+	changes []leaderChange
+	// deleted: when each CCM pod was first seen being deleted (its
+	// containers then get SIGTERM).
+	deleted map[string]time.Time
+	done    chan struct{}
+	stop    context.CancelFunc
+}
+
+type leaderChange struct {
+	at     time.Time
+	holder string
+}
+
+func watchLeader(c *Cluster) *leaderWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &leaderWatch{done: make(chan struct{}), stop: cancel, deleted: map[string]time.Time{}}
+	go func() {
+		defer close(w.done)
+		last := leaseHolder(ctx, c)
+		for ctx.Err() == nil {
+			if h := leaseHolder(ctx, c); h != last && ctx.Err() == nil {
+				w.mu.Lock()
+				w.changes = append(w.changes, leaderChange{time.Now(), h})
+				w.mu.Unlock()
+				last = h
+			}
+			pods, _ := ccmPods(ctx, c)
+			w.mu.Lock()
+			for _, p := range pods {
+				if _, seen := w.deleted[p.Name]; !seen && p.DeletionTimestamp != nil {
+					w.deleted[p.Name] = time.Now()
+				}
+			}
+			w.mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+// end stops the watch.
+func (w *leaderWatch) end() {
+	w.stop()
+	<-w.done
+}
+
+// holderAfter is when, after from, the Lease first got a holder other
+// than old ("" = none), zero if it has not yet.
+func (w *leaderWatch) holderAfter(from time.Time, old string) (time.Time, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ch := range w.changes {
+		if ch.at.After(from) && ch.holder != "" && ch.holder != old {
+			return ch.at, ch.holder
+		}
+	}
+	return time.Time{}, ""
+}
+
+// addressed is how long a Service took to get its address, or why it got
+// none.
+type addressed struct {
+	took    time.Duration
+	ip      string
+	err     error
+	skipped bool
+}
+
+func (a addressed) String() string {
+	if a.skipped {
+		return "none created (make ci: see churnDuringEvents)"
+	}
+	if a.err != nil {
+		return a.err.Error()
+	}
+	return fmt.Sprintf("address %s after %s", a.ip, a.took.Round(100*time.Millisecond))
+}
+
+// churnDuringEvents: Services are created (and deleted) during the
+// CCM's events only in a full run. A Service created under traffic has
+// cost another Service's clients a request now and then (a router briefly
+// without its route as the speakers re-announced; TESTING.md): that is
+// measured by make cluster-test, and make ci, which must not fail by
+// chance, counts the CCM's events alone.
+func churnDuringEvents() bool { return fullRun() }
+
+// createForAddress creates a Cluster-policy Service (the web pods) in a
+// goroutine and returns a channel that gets how long it took to have its
+// address (skipped unless churnDuringEvents).
+func createForAddress(c *Cluster, name string) <-chan addressed {
+	out := make(chan addressed, 1)
+	if !churnDuringEvents() {
+		out <- addressed{skipped: true}
+		return out
+	}
+	go func() {
+		began := time.Now()
+		ctx := context.Background()
+		if _, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, LoadBalancerService(name, "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+			out <- addressed{err: err}
+			return
+		}
+		ip, err := serviceIngress(c, name)
+		if err != nil {
+			err = fmt.Errorf("Service %s: no address: %w", name, err)
+		}
+		out <- addressed{took: time.Since(began), ip: ip, err: err}
+	}()
+	return out
+}
+
+// rollingUpgrade is `helm upgrade` of the CCM to a new pod template (as
+// a new image would give): both replicas are replaced one at a time. A
+// Service created as it starts gets its address, and no request fails.
+func rollingUpgrade(t *testing.T, c *Cluster, m *Monitor) {
+	t.Helper()
+	ctx := context.Background()
+	leader, err := leaderPod(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := leaseHolder(ctx, c)
+	w := watchLeader(c)
+	began := m.Mark()
+	if err := c.UpgradeCloud(ctx, map[string]any{"podAnnotations": map[string]any{"test.cluster/upgraded": began.Format(time.RFC3339Nano)}}); err != nil {
+		t.Fatal(err)
+	}
+	took := <-createForAddress(c, "during-upgrade")
+	if err := waitRolledOut(ctx, c, 2); err != nil {
+		t.Fatal(err)
+	}
+	w.end()
+	acquired, holder := w.holderAfter(began, old)
+	m.QuietFor(began, 5*time.Second, time.Minute)
+	t.Logf("helm upgrade of the CCM (both replicas replaced) took %s; a Service created as it began: %v", time.Since(began).Round(100*time.Millisecond), took)
+	sigterm, deleted := w.deleted[leader.Name]
+	switch {
+	case !deleted || acquired.IsZero():
+		t.Errorf("helm upgrade: the old leader %s (%q) deleted %v, new Lease holder %q: want both seen", leader.Name, old, deleted, holder)
+	default:
+		t.Logf("helm upgrade: old leader %s deleted (SIGTERM) -> %q holds the Lease: %s", leader.Name, holder, acquired.Sub(sigterm).Round(100*time.Millisecond))
+	}
+	if took.err != nil {
+		t.Errorf("a Service created during the upgrade: %v", took.err)
+	}
+	noneLost(t, m, "helm upgrade of the CCM", began)
+}
+
+// killLeader kills the leading CCM's process (kill -9): the other replica
+// takes the Lease once it runs out, a Service created meanwhile gets its
+// address then, and no request fails.
+func killLeader(t *testing.T, c *Cluster, m *Monitor) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := leaderPod(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := leaseHolder(ctx, c)
+	w := watchLeader(c)
+	began := m.Mark()
+	n, err := c.KillContainer(ctx, CCMNamespace, p.Name, ccmContainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := <-createForAddress(c, "during-kill")
+	var acquired time.Time
+	var holder string
+	for end := time.Now().Add(2 * time.Minute); acquired.IsZero() && time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		acquired, holder = w.holderAfter(began, old)
+	}
+	w.end()
+	if err := waitRolledOut(ctx, c, 2); err != nil {
+		t.Fatal(err)
+	}
+	m.QuietFor(began, 5*time.Second, time.Minute)
+	if acquired.IsZero() {
+		t.Errorf("kill -9 of the leader %s: no new Lease holder within 2 minutes", p.Name)
+	} else {
+		t.Logf("kill -9 of the leader %s (%d processes): new leader %q after %s; a Service created then: %v", p.Name, n, holder, acquired.Sub(began).Round(100*time.Millisecond), took)
+	}
+	if took.err != nil {
+		t.Errorf("a Service created after the leader was killed: %v", took.err)
+	}
+	noneLost(t, m, "kill -9 of the CCM's leader", began)
+}
+
+// scaledToZero runs no CCM for away: nothing is withdrawn meanwhile (the
+// speakers keep announcing what they were told), and when it is back
+// nothing is reserved again and no Service's address moves.
+func scaledToZero(t *testing.T, c *Cluster, m *Monitor, away time.Duration, watched map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	scale := func(n int32) {
+		patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
+		if _, err := c.Client.AppsV1().Deployments(CCMNamespace).Patch(ctx, ccmDeployment, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reserved := len(c.Emu.Reservations(c.Emu.Projects()[0].ID))
+	hopsBefore := map[string][]string{}
+	for _, ip := range watched {
+		hopsBefore[ip] = nexthops(t, c, ip)
+	}
+	began := m.Mark()
+	scale(0)
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := ccmPods(ctx, c)
+		return err == nil && len(pods) == 0, nil
+	}); err != nil {
+		t.Fatalf("the CCM's pods did not go: %v (%s)", err, c.podSummary(CCMNamespace))
+	}
+	for end := time.Now().Add(away); time.Now().Before(end); time.Sleep(5 * time.Second) {
+		for ip, before := range hopsBefore {
+			if now := nexthops(t, c, ip); !slices.Equal(now, before) {
+				t.Errorf("with no CCM running, the routers' paths for %s changed: %v, were %v", ip, now, before)
+				delete(hopsBefore, ip)
+			}
+		}
+	}
+	back := time.Now()
+	scale(2)
+	if err := waitRolledOut(ctx, c, 2); err != nil {
+		t.Fatal(err)
+	}
+	// Give the new leader time to act on everything it finds.
+	time.Sleep(15 * time.Second)
+	m.QuietFor(began, 5*time.Second, time.Minute)
+	t.Logf("CCM scaled to 0 for %s, back after %s", away, time.Since(back).Round(100*time.Millisecond))
+	if now := len(c.Emu.Reservations(c.Emu.Projects()[0].ID)); now != reserved {
+		t.Errorf("after the CCM came back: %d IP reservations, %d before: want none new or gone", now, reserved)
+	}
+	for name, ip := range watched {
+		got, err := serviceIngress(c, name)
+		if err != nil || got != ip {
+			t.Errorf("after the CCM came back Service %s has address %q (%v): want %s unchanged", name, got, err, ip)
+		}
+	}
+	noneLost(t, m, "the CCM scaled to 0 and back", began)
+}
+
+// nodeDownBlackHole takes node-2 off the network under the monitor and
+// returns, per watched Service, how long its clients kept failing. With
+// Cluster policy kube-proxy on the other nodes also sends a share of
+// requests to node-2's pod until Kubernetes marks the node NotReady
+// (kube-controller-manager's node-monitor-grace-period) and drops the pod
+// from the endpoints; with Local policy only the BGP hold time counts.
+// With back, it brings node-2 back and waits for its sessions and its
+// Ready condition before it returns.
+func nodeDownBlackHole(t *testing.T, c *Cluster, m *Monitor, label string, back bool) map[string]time.Duration {
+	t.Helper()
+	n2 := c.Nodes[1]
+	began := m.Mark()
+	if err := c.SetNodeLink(n2, false); err != nil {
+		t.Fatal(err)
+	}
+	quiet := m.QuietFor(began, 10*time.Second, 4*time.Minute)
+	for name, ip := range m.Targets() {
+		if slices.Contains(nexthops(t, c, ip), n2.IP) {
+			proto, _ := c.Routers[0].Birdc("show", "protocols", "all", "node2")
+			t.Errorf("node-2 down (%s): the routers still forward %s's %s to it; %s says of node2: %s", label, name, ip, c.Routers[0].Name, linesWith(proto, "BGP state", "Last error", "estart", "Hold timer"))
+		}
+	}
+	out := map[string]time.Duration{}
+	for _, tl := range m.Since(began) {
+		out[tl.Target] = tl.BlackHole(began)
+		t.Logf("node-2 down (%s): %s", label, tl.Window(began))
+	}
+	if !quiet {
+		t.Errorf("node-2 down (%s): the clients still fail 4 minutes later", label)
+	}
+	if !back {
+		t.Cleanup(func() { _ = c.SetNodeLink(n2, true) })
+		return out
+	}
+	if err := c.SetNodeLink(n2, true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := c.WaitSessions(ctx, false); err != nil {
+		t.Fatalf("after node-2 came back: %v", err)
+	}
+	// Its Ready condition too: the endpoints on it are back.
+	if err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, n2.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("node-2 not Ready again: %v", err)
+	}
+	return out
+}
+
+// equinixDown makes every Equinix API call fail (each connection reset)
+// for away, while a Service is created and another deleted: both wait,
+// nothing already serving moves, and once the API is back the new Service
+// gets its address and the deleted one's Elastic IP is released.
+func equinixDown(t *testing.T, c *Cluster, m *Monitor, away time.Duration, gone string) {
+	t.Helper()
+	ctx := context.Background()
+	ns := metav1.NamespaceDefault
+	hopsBefore := map[string][]string{}
+	for _, ip := range m.Targets() {
+		hopsBefore[ip] = nexthops(t, c, ip)
+	}
+	churn := churnDuringEvents()
+	var goneIP string
+	if churn {
+		var err error
+		if goneIP, err = serviceIngress(c, gone); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began := m.Mark()
+	c.Emu.SetFault(emulator.AllRoutes, emulator.Fault{ResetShare: 1})
+	defer c.Emu.ClearFaults()
+	added := createForAddress(c, "while-equinix-down")
+	if churn {
+		if err := c.Client.CoreV1().Services(ns).Delete(ctx, gone, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for end := time.Now().Add(away); time.Now().Before(end); time.Sleep(5 * time.Second) {
+		for ip, before := range hopsBefore {
+			if now := nexthops(t, c, ip); !slices.Equal(now, before) {
+				t.Errorf("with Equinix's API down, the routers' paths for %s changed: %v, were %v", ip, now, before)
+				delete(hopsBefore, ip)
+			}
+		}
+	}
+	s, err := c.Client.CoreV1().Services(ns).Get(ctx, "while-equinix-down", metav1.GetOptions{})
+	if err == nil && len(s.Status.LoadBalancer.Ingress) > 0 {
+		t.Errorf("Service while-equinix-down got %v with Equinix's API down", s.Status.LoadBalancer.Ingress)
+	}
+	injected := c.Emu.InjectedFaults()
+	back := time.Now()
+	c.Emu.ClearFaults()
+	got := <-added
+	switch {
+	case got.err != nil:
+		t.Errorf("the Service created while Equinix's API was down: %v", got.err)
+	case got.skipped:
+		t.Logf("Equinix's API down for %s (%v injected); %v", away, injected, got)
+	default:
+		t.Logf("Equinix's API down for %s (%v injected): the Service created meanwhile got its address %s after the API came back", away, injected, time.Since(back).Round(100*time.Millisecond))
+	}
+	// The deleted Service's Elastic IP is released once the API is back.
+	err = nil
+	if churn {
+		err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := c.Client.CoreV1().Services(ns).Get(ctx, gone, metav1.GetOptions{})
+			if err == nil {
+				return false, nil
+			}
+			for _, r := range c.Emu.Reservations(c.Emu.Projects()[0].ID) {
+				if r.Prefix.Addr().String() == goneIP {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	}
+	if err != nil {
+		t.Errorf("Service %s deleted while Equinix's API was down: it or its Elastic IP %s is still there 2 minutes after the API came back", gone, goneIP)
+	}
+	m.QuietFor(began, 5*time.Second, time.Minute)
+	noneLost(t, m, "Equinix's API down", began)
+}
+
+// apiserverRestart restarts kube-apiserver (SIGTERM, then the same flags
+// again) under the monitor: the speakers keep announcing what they know,
+// the CCM reconnects (or, past its renew deadline, hands over its Lease),
+// and no request fails. A Service created once it is back gets its
+// address.
+func apiserverRestart(t *testing.T, c *Cluster, m *Monitor) {
+	t.Helper()
+	ctx := context.Background()
+	old := leaseHolder(ctx, c)
+	began := m.Mark()
+	gone, err := c.Env.RestartAPIServer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := <-createForAddress(c, "after-apiserver")
+	if took.err != nil {
+		t.Errorf("a Service created after kube-apiserver's restart: %v", took.err)
+	}
+	if err := waitRolledOut(ctx, c, 2); err != nil {
+		t.Fatal(err)
+	}
+	m.QuietFor(began, 5*time.Second, time.Minute)
+	t.Logf("kube-apiserver restarted (%s until ready again); Lease holder %q, was %q; a Service created then: %v", gone.Round(100*time.Millisecond), leaseHolder(ctx, c), old, took)
+	noneLost(t, m, "kube-apiserver restarted", began)
+}
+
+// peerHoldTimes lists the holdTime of each of MetalLB's BGPPeers
+// ("node-1-0=3s node-1-1=unset ...").
+func peerHoldTimes(c *Cluster) string {
+	dyn, err := dynamic.NewForConfig(c.Env.Config)
+	if err != nil {
+		return err.Error()
+	}
+	gvr := schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
+	l, err := dyn.Resource(gvr).Namespace(metallbNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range l.Items {
+		h, ok, _ := unstructured.NestedString(p.Object, "spec", "holdTime")
+		if !ok {
+			h = "unset"
+		}
+		out = append(out, p.GetName()+"="+h)
+	}
+	return strings.Join(out, " ")
+}
+
+// ccmLogLines are the lines of the CCM containers' logs (read from the
+// nodes' disks) that contain any of words, the last 20.
+func ccmLogLines(c *Cluster, words ...string) string {
+	var out []string
+	for _, n := range c.Nodes {
+		files, _ := filepath.Glob(filepath.Join(n.Dir, "pod-logs", CCMNamespace+"_"+ccmDeployment+"-*", ccmContainer, "*.log"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				for _, w := range words {
+					if strings.Contains(line, w) {
+						out = append(out, n.Name+": "+line)
+						break
+					}
+				}
+			}
+		}
+	}
+	if len(out) > 20 {
+		out = out[len(out)-20:]
+	}
+	return strings.Join(out, "\n")
+}
