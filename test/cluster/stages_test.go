@@ -88,10 +88,7 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 			t.Fatal(err)
 		}
 		pools, _ := dyn.Resource(ipAddressPools).Namespace(metallbNamespace).List(ctx, metav1.ListOptions{})
-		routes := make([]map[string]bool, len(c.Routers))
-		for i, r := range c.Routers {
-			routes[i] = routedAt(r)
-		}
+		routes := routedAtRouters(c)
 		reserved := map[string]time.Time{}
 		for _, r := range c.Emu.Reservations(c.Emu.Projects()[0].ID) {
 			reserved[r.Prefix.Addr().String()] = r.CreatedAt
@@ -185,6 +182,15 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 	}
 }
 
+// routedAtRouters is routedAt of each router, in c.Routers' order.
+func routedAtRouters(c *Cluster) []map[string]bool {
+	out := make([]map[string]bool, len(c.Routers))
+	for i, r := range c.Routers {
+		out[i] = routedAt(r)
+	}
+	return out
+}
+
 // routedAt is the set of addresses the router's kernel has a BGP route
 // for (IPv4 host routes BIRD installed).
 func routedAt(r *Router) map[string]bool {
@@ -223,10 +229,7 @@ func deleteAndSettle(t *testing.T, c *Cluster, svcs []*serviceStages) {
 	var left []string
 	for end := time.Now().Add(3 * time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
 		left = left[:0]
-		routes := make([]map[string]bool, len(c.Routers))
-		for i, r := range c.Routers {
-			routes[i] = routedAt(r)
-		}
+		routes := routedAtRouters(c)
 		for _, s := range svcs {
 			_, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, s.name, metav1.GetOptions{})
 			if err == nil || routes[0][s.ip] || routes[1][s.ip] {
