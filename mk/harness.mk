@@ -4,6 +4,14 @@
 # the long runs (bench-scale, soak, fuzz). The binaries they run come from
 # tools.mk, the CCM's image from image.mk.
 
+# The harness tests log hundreds of lines per test, and a log read from its
+# tail (CI's) shows the last subtest, often one that passed. with-digest
+# follows a go test -v command: its output also goes to
+# $(TEST_LOG_DIR)/<name>.log, and when it fails hack/failed-tests.awk
+# prints what each failed test logged last, at the end.
+TEST_LOG_DIR := $(BIN_DIR)/test-logs
+with-digest = 2>&1 | tee $(TEST_LOG_DIR)/$(1).log || { rc=$$?; awk -f hack/failed-tests.awk $(TEST_LOG_DIR)/$(1).log; exit $$rc; }
+
 # Runs once in `make ci`; a plain `go test ./...` skips it (build tag e2e).
 # The test re-runs itself in a private user+network namespace, or fails with
 # one line saying what the machine must allow.
@@ -15,11 +23,12 @@ $(E2E_WRONG_ASN): $(MODULE_SRCS) test/e2e/wrongasn/main.go
 	@GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $@ ./test/e2e/wrongasn
 
 e2e: build k8s-bins e2e-bins e2e-debs $(E2E_WRONG_ASN) ## the data plane: real MetalLB speakers and two GoBGP routers in a private netns (part of make ci)
-	@$(GO) build -o $(BIN_DIR)/sandbox ./test/cmd/sandbox
+	@$(GO) build -o $(BIN_DIR)/sandbox ./test/cmd/sandbox && mkdir -p $(TEST_LOG_DIR)
 	METAL_CCM_E2E_CCM=$(CURDIR)/$(CCM_BIN) METAL_CCM_E2E_METALLB=$(METALLB_BIN_DIR) METAL_CCM_E2E_GOBGP=$(GOBGP_BIN_DIR) \
 	  METAL_CCM_E2E_METALLB_LEGACY=$(METALLB_LEGACY_BIN_DIR) METAL_CCM_E2E_SANDBOX=$(CURDIR)/$(BIN_DIR)/sandbox \
 	  METAL_CCM_E2E_FRR=$(FRR_DIR) METAL_CCM_E2E_METALLB_FRR=$(METALLB_FRR_BIN_DIR) \
-	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./test/e2e/ ./test/dataplane/
+	  METAL_CCM_E2E_WRONG_ASN_MODULE=$(CURDIR)/$(E2E_WRONG_ASN) $(GO) test -tags e2e -count=1 -v -timeout 10m ./test/e2e/ ./test/dataplane/ \
+	  $(call with-digest,e2e)
 
 # The scale bench: the CCM binary against the emulator (50 ms API latency)
 # and a real kube-apiserver, 10,000 LoadBalancer Services on 1,000 nodes,
@@ -110,7 +119,9 @@ CLUSTER_ENV = METAL_CCM_CLUSTER_CCM_IMAGE=$(abspath $(CLUSTER_CCM_IMAGE)) \
 # what cluster-check leaves out for CI's time (a node failure with the
 # default BGP timers and after a timer upgrade, minute-long outages).
 cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN) ## every real-cluster test (root): nodes, pods, kube-proxy, every speaker's traffic through its Elastic IPs
-	$(CLUSTER_ENV) METAL_CCM_CLUSTER_FULL=1 METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 60m ./test/cluster/
+	@mkdir -p $(TEST_LOG_DIR)
+	$(CLUSTER_ENV) METAL_CCM_CLUSTER_FULL=1 METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 60m ./test/cluster/ \
+	  $(call with-digest,cluster-test)
 
 # The short real-cluster check of make ci: Services answered through
 # their Elastic IPs, a node lost; and the wrong-ASN module making that
@@ -126,9 +137,10 @@ cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN) ## every real-cl
 # (-skip splits at each /: the second level names the subtests.)
 CLUSTER_CHECK_SKIP ?= /^(metallb-0.16.1-native|kube-vip-told-no-multihop)$$
 cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN) ## the short real-cluster check (root) of make ci, every speaker (CLUSTER_CCM_IMAGE=an OCI layout)
+	@mkdir -p $(TEST_LOG_DIR)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) \
 	  $(GO) test -tags cluster -count=1 -v -timeout 50m -run 'TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop|TestCloudSpeakers' \
-	  -skip '$(CLUSTER_CHECK_SKIP)' ./test/cluster/
+	  -skip '$(CLUSTER_CHECK_SKIP)' ./test/cluster/ $(call with-digest,cluster-check)
 
 # Kubernetes' own LoadBalancer e2e tests against a cloud cluster; the JUnit
 # report and e2e.test's log go to $(CONFORMANCE_DIR). Narrow or widen with
@@ -148,11 +160,11 @@ CONFORMANCE_FOCUS ?=
 CONFORMANCE_SKIP ?= session affinity
 CONFORMANCE_SPEAKER ?=
 conformance: $(CLUSTER_PREREQS) cluster-image $(E2E_TEST) $(COREDNS) ## Kubernetes' [sig-network] LoadBalancers e2e specs on a real cluster (root; CONFORMANCE_SPEAKER=...)
-	@rm -rf $(CONFORMANCE_DIR)
+	@rm -rf $(CONFORMANCE_DIR) && mkdir -p $(TEST_LOG_DIR)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_COREDNS=$(COREDNS) METAL_CCM_CONFORMANCE_E2E=$(E2E_TEST) METAL_CCM_CONFORMANCE_REPORT=$(abspath $(CONFORMANCE_DIR)) \
 	  METAL_CCM_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' METAL_CCM_CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' \
 	  METAL_CCM_CONFORMANCE_SPEAKER='$(CONFORMANCE_SPEAKER)' \
-	  $(GO) test -tags cluster -count=1 -v -timeout 150m -run 'TestConformance' ./test/cluster/
+	  $(GO) test -tags cluster -count=1 -v -timeout 150m -run 'TestConformance' ./test/cluster/ $(call with-digest,conformance)
 
 # make run's real-cluster variant: a cloud cluster with a sample Service,
 # until Ctrl-C (root).
