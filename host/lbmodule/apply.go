@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"maps"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,15 +21,17 @@ import (
 // a field the schema does not know is an error, not silently pruned), then,
 // only if all applied, deletion of owned objects no longer desired, then
 // node annotations. An owned object whose body is what this process last
-// applied, and whose resourceVersion is still the one that apply returned,
-// is not applied again: at 10,000 Services a new Service then costs one
+// applied, and which is still as that apply left it (version.unchanged: the
+// same resourceVersion, or for a custom resource the same UID and
+// generation, so that its controller's status updates do not count), is
+// not applied again: at 10,000 Services a new Service then costs one
 // write instead of 12,000. Anything else (a changed body, an object edited
 // or deleted by someone else, a restart) is applied as before.
 //
 // apply consumes resp.Objects: each object is encoded only when its turn
 // comes and dropped once encoded, so that at 10,000 Services the module's
 // output is never held twice (as objects and as bodies) at once.
-func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse) error {
+func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse, phases *phaseClock) error {
 	targets, desired, mergeTargets, err := r.resolveTargets(d, resp.Objects)
 	if err != nil {
 		return err
@@ -38,6 +43,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	// The owned objects as they are now, to tell whether one is still as
 	// this process last applied it.
 	live, err := r.listLive(ctx, owned)
+	phases.end("live")
 	if err != nil {
 		return err
 	}
@@ -45,37 +51,75 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	last := r.applied
 	r.mu.Unlock()
 	next := make(map[objectKey]appliedObject, len(targets))
+	r.appliedLast = 0
+	// The writes go out applyWorkers at a time: one at a time, a burst of
+	// 50 new Services' pools took seconds of round trips (each through
+	// MetalLB's webhook), and each Service's first packet waited behind
+	// the pools before its own. g.Go blocks while all are busy, so no more
+	// bodies than workers are held at once.
+	var mu sync.Mutex // guards next and r.appliedLast
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(applyWorkers)
 	for i, t := range targets {
+		if gctx.Err() != nil {
+			break // a write failed: its error is g.Wait's
+		}
 		body, err := r.encode(t, mergeTargets)
 		// Both references to the object go, so it can be collected.
 		targets[i].obj, resp.Objects[i] = nil, nil
 		if err != nil {
+			_ = g.Wait()
 			r.rememberApplied(last, next)
 			return err
 		}
 		sum := sha256.Sum256(body)
 		if prev, ok := last[t.key]; ok && prev.body == sum {
-			if rv, ok := live[t.key]; ok && rv == prev.rv {
+			if v, ok := live[t.key]; ok && prev.unchanged(v) {
+				mu.Lock()
 				next[t.key] = prev
+				mu.Unlock()
 				continue
 			}
 		}
-		out, err := r.applyObject(ctx, t, body)
-		if err != nil {
-			r.rememberApplied(last, next)
-			return r.applyErr("applying %s %s: %s%s", t.kind, qualified(t.key.namespace, t.key.name), wasmhost.OneLine(err.Error()), applyHint(err))
-		}
-		if !mergeTargets[t.key] {
-			next[t.key] = appliedObject{body: sum, rv: out.GetResourceVersion()}
-		}
-		objectsApplied.Inc()
+		g.Go(func() error {
+			out, err := r.applyObject(gctx, t, body)
+			if err != nil {
+				return r.applyErr("applying %s %s: %s%s", t.kind, qualified(t.key.namespace, t.key.name), wasmhost.OneLine(err.Error()), applyHint(err))
+			}
+			objectsApplied.Inc()
+			mu.Lock()
+			defer mu.Unlock()
+			if !mergeTargets[t.key] {
+				next[t.key] = appliedObject{sum, version{out.GetResourceVersion(), out.GetUID(), out.GetGeneration()}}
+			}
+			r.appliedLast++
+			return nil
+		})
 	}
-	r.rememberApplied(nil, next)
-	if err := r.prune(ctx, d, desired, mergeTargets); err != nil {
+	err = g.Wait()
+	phases.end("write")
+	if err == nil {
+		err = ctx.Err() // stopped between two writes
+	}
+	if err != nil {
+		r.rememberApplied(last, next)
 		return err
 	}
-	return r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
+	r.rememberApplied(nil, next)
+	err = r.prune(ctx, d, desired, mergeTargets)
+	phases.end("prune")
+	if err != nil {
+		return err
+	}
+	err = r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
+	phases.end("annotations")
+	return err
 }
+
+// applyWorkers is how many server-side applies of one sync are in flight
+// at once: enough to hide the round trips of a burst, few enough that the
+// API server (and the webhook behind it) sees a handful of writers.
+const applyWorkers = 8
 
 // target is one object to apply: its mapping, key and kind, and the
 // object as the module gave it.

@@ -429,8 +429,37 @@ func TestIntegration(t *testing.T) {
 		if got := sync(); fmt.Sprint(got) != "map[shop.web:1]" {
 			t.Fatalf("a changed Service applied %v, want only its pool", got)
 		}
+		// MetalLB's controller writes the pool's status as it allocates:
+		// not a change of what the CCM owns.
+		u := get(t, c, poolsGVR, "metallb-system", "shop.web", nil)
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"assignedIPv4": int64(1), "assignedIPv6": int64(0), "availableIPv4": int64(0), "availableIPv6": int64(0)}, "status")
+		if _, err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := sync(); len(got) != 0 {
+			t.Fatalf("after a status update by MetalLB the sync applied %v, want nothing", got)
+		}
+		// A pool deleted and made again by hand with another address, at
+		// generation 1 as the CCM's is: another object, applied again.
+		u = get(t, c, poolsGVR, "metallb-system", "shop.db", nil)
+		if g := u.GetGeneration(); g != 1 {
+			t.Fatalf("shop.db at generation %d, want 1 (applied once)", g)
+		}
+		if err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").Delete(ctx, "shop.db", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		u.SetResourceVersion("")
+		u.SetUID("")
+		u.SetManagedFields(nil)
+		_ = unstructured.SetNestedStringSlice(u.Object, []string{"198.51.100.8/32"}, "spec", "addresses")
+		if _, err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := sync(); fmt.Sprint(got) != "map[shop.db:1]" {
+			t.Fatalf("after the pool was made again by hand the sync applied %v, want it", got)
+		}
 		// Someone else edits one pool and deletes another: both come back.
-		u := get(t, c, poolsGVR, "metallb-system", "shop.api", nil)
+		u = get(t, c, poolsGVR, "metallb-system", "shop.api", nil)
 		_ = unstructured.SetNestedStringSlice(u.Object, []string{"198.51.100.7/32"}, "spec", "addresses")
 		if _, err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)

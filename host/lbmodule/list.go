@@ -17,9 +17,9 @@ import (
 
 // listLive lists the owned objects of the kinds about to be applied, each
 // in the namespace it is written to (never across namespaces): their
-// resourceVersions.
-func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]string, error) {
-	out := map[objectKey]string{}
+// versions.
+func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]version, error) {
+	out := map[objectKey]version{}
 	for _, k := range sortedKeys(kinds) {
 		gvk := k.gvk()
 		m, err := r.mapping(gvk)
@@ -31,7 +31,7 @@ func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[
 			return nil, r.applyErr("listing owned %s: %s", k.Kind, wasmhost.OneLine(err.Error()))
 		}
 		for _, o := range items {
-			out[objectKey{gvk, o.Namespace, o.Name}] = o.ResourceVersion
+			out[objectKey{gvk, o.Namespace, o.Name}] = version{o.ResourceVersion, o.UID, o.Generation}
 		}
 	}
 	return out, nil
@@ -44,13 +44,14 @@ func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[
 type liveObject struct {
 	Name, Namespace, ResourceVersion string
 	UID                              types.UID
+	Generation                       int64
 	// NodeAnnotations: the module's node-annotation field manager has
 	// fields in it.
 	NodeAnnotations bool
 }
 
 func newLiveObject(o metav1.Object) liveObject {
-	l := liveObject{Name: o.GetName(), Namespace: o.GetNamespace(), ResourceVersion: o.GetResourceVersion(), UID: o.GetUID()}
+	l := liveObject{Name: o.GetName(), Namespace: o.GetNamespace(), ResourceVersion: o.GetResourceVersion(), UID: o.GetUID(), Generation: o.GetGeneration()}
 	for _, mf := range o.GetManagedFields() {
 		if mf.Manager == fieldmanager.ModuleNodeAnnotations {
 			l.NodeAnnotations = true

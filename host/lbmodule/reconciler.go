@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -97,6 +98,10 @@ type Reconciler struct {
 	// time.Duration.
 	lastStart, lastEnd, lastBusy atomic.Int64
 
+	// appliedLast is how many objects the last sync's apply wrote (the
+	// rest were unchanged); only the worker touches it.
+	appliedLast int
+
 	// mappings caches RESTMappings within one sync: resolving one per
 	// object (10,000 pools) is a lot of garbage for one answer per kind.
 	mappings map[schema.GroupVersionKind]*meta.RESTMapping
@@ -120,7 +125,26 @@ type Reconciler struct {
 
 type appliedObject struct {
 	body [sha256.Size]byte
-	rv   string
+	version
+}
+
+// version is what tells whether an object is still as it was applied:
+// its resourceVersion, and its UID and generation. The generation counts
+// changes of what the CCM writes (not of the status, nor of the metadata)
+// in kinds that keep one (custom resources; 0 in ConfigMaps and
+// Secrets): MetalLB's controller updates each IPAddressPool's status as
+// it allocates, which changes the resourceVersion but not what the CCM
+// owns, and re-applying every such pool cost a burst of new Services a
+// write each, per sync, through MetalLB's webhook.
+type version struct {
+	rv         string
+	uid        types.UID
+	generation int64
+}
+
+// unchanged reports whether live is still the object as applied.
+func (v version) unchanged(live version) bool {
+	return live.rv == v.rv || (live.uid == v.uid && v.generation > 0 && live.generation == v.generation)
 }
 
 // NewReconciler checks cfg and builds a Reconciler; call Run to start it.

@@ -49,7 +49,14 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	// is seen by the next one.
 	r.mappings = map[schema.GroupVersionKind]*meta.RESTMapping{}
 	defer func() { r.mappings = nil }()
+	phases := newPhaseClock(r.cfg.Clock.Now)
+	defer func() {
+		if err == nil {
+			r.log.V(2).Info("Load-balancer module synced", append([]any{"services", len(req.Services), "nodes", len(req.Nodes), "applied", r.appliedLast}, phases.keysAndValues()...)...)
+		}
+	}()
 	req, err = r.cfg.Snapshot(ctx)
+	phases.end("snapshot")
 	if err != nil {
 		return r.snapshotErr(err)
 	}
@@ -59,12 +66,15 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 		a.Observe(req)
 	}
 	desc := r.cfg.Module.Describe()
-	if req.Existing, err = r.read(ctx, desc); err != nil {
+	req.Existing, err = r.read(ctx, desc)
+	phases.end("read")
+	if err != nil {
 		return r.applyErr("reading the objects it asked for: %v", err)
 	}
 	start := time.Now()
 	resp, err := r.cfg.Module.Generate(ctx, req)
 	generateDuration.Observe(time.Since(start).Seconds())
+	phases.end("generate")
 	// The work that costs this process CPU ends here; applying is
 	// waiting for the API server (MarkDirty spaces syncs by the former).
 	busy = r.cfg.Clock.Since(began)
@@ -74,8 +84,32 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	for _, w := range resp.Warnings {
 		r.log.Info("Load-balancer module warning", "warning", w)
 	}
-	return r.apply(ctx, desc, resp)
+	return r.apply(ctx, desc, resp, phases)
 }
+
+// phaseClock times the phases of one sync, each from the end of the one
+// before, into syncPhaseDuration and the sync's log line: snapshot, read,
+// generate, then apply's live (listing what is there), write, prune and
+// annotations.
+type phaseClock struct {
+	now  func() time.Time
+	last time.Time
+	kv   []any
+}
+
+func newPhaseClock(now func() time.Time) *phaseClock {
+	return &phaseClock{now: now, last: now()}
+}
+
+func (p *phaseClock) end(phase string) {
+	t := p.now()
+	d := t.Sub(p.last)
+	p.last = t
+	syncPhaseDuration.WithLabelValues(phase).Observe(d.Seconds())
+	p.kv = append(p.kv, phase, d.Round(time.Millisecond).String())
+}
+
+func (p *phaseClock) keysAndValues() []any { return p.kv }
 
 // read fetches what the module declared it reads. A kind the cluster does
 // not have (MetalLB not installed) reads as no objects.
