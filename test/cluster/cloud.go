@@ -312,6 +312,9 @@ func (c *Cluster) chartValues(o *CloudOptions) map[string]any {
 			"metro": Metro, "eipTag": ControlPlaneEIPTag,
 		},
 		"loadBalancer": lb,
+		// V(2): each module sync's phases ("Load-balancer module
+		// synced"), which the stage table prints beside its figures.
+		"additionalCommands": []any{"--v=2"},
 	}
 	return mergeValues(v, o.Values)
 }

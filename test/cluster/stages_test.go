@@ -18,11 +18,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 )
 
 // The stages of a Service's way from creation to its first answered
-// request, in order. Each is seen by polling every 100 ms (the
-// reservation's time is the emulator's own record).
+// request, in order. The Kubernetes stages are seen as their watch events
+// arrive, the routes by polling each router every 50 ms, the reservation
+// by the emulator's own record, the answer by a request every 100 ms from
+// the moment a router has the route.
 var stageNames = []string{
 	"picked up by the service controller",
 	"Elastic IP reserved (Equinix)",
@@ -33,6 +38,16 @@ var stageNames = []string{
 	"route at router-2",
 	"first HTTP answer at the client",
 }
+
+const (
+	stagePickedUp = iota
+	stageReserved
+	stageStatus
+	stagePool
+	stageAllocated
+	stageRouter1 // and router-2 after it
+	stageAnswer  = stageRouter1 + 2
+)
 
 var ipAddressPools = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
 
@@ -45,141 +60,261 @@ type serviceStages struct {
 	at      []time.Time // by stageNames
 }
 
+// stageWatch is what stageTable follows, under one lock: the Services by
+// name, and which addresses are in a pool or routed before their Service
+// has its address.
+type stageWatch struct {
+	mu       sync.Mutex
+	byName   map[string]*serviceStages
+	byIP     map[string]*serviceStages
+	pooledAt map[string]time.Time // address → first seen in a pool
+	routedAt []map[string]time.Time
+	answered chan *serviceStages // a Service routed at a router: start asking
+}
+
+func (w *stageWatch) seen(s *serviceStages, stage int, at time.Time) {
+	if s.at[stage].IsZero() {
+		s.at[stage] = at
+	}
+}
+
+// service records what one Service watch event shows.
+func (w *stageWatch) service(obj any, at time.Time) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.byName[svc.Name]
+	if s == nil {
+		return
+	}
+	if slices.Contains(svc.Finalizers, "service.kubernetes.io/load-balancer-cleanup") {
+		w.seen(s, stagePickedUp, at)
+	}
+	for k := range svc.Annotations {
+		if strings.HasSuffix(k, "/ip-allocated-from-pool") {
+			w.seen(s, stageAllocated, at)
+		}
+	}
+	if s.ip != "" || len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return
+	}
+	s.ip = svc.Status.LoadBalancer.Ingress[0].IP
+	w.byIP[s.ip] = s
+	w.seen(s, stageStatus, at)
+	// The pool or the routes may have come first (the module reads the
+	// CCM's own record of the address, not the status).
+	if t, ok := w.pooledAt[s.ip]; ok {
+		w.seen(s, stagePool, t)
+	}
+	for r := range w.routedAt {
+		if t, ok := w.routedAt[r][s.ip]; ok {
+			w.routed(s, r, t)
+		}
+	}
+}
+
+// pool records what one IPAddressPool watch event shows.
+func (w *stageWatch) pool(obj any, at time.Time) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	addrs, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "addresses")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range addrs {
+		ip := strings.TrimSuffix(a, "/32")
+		if i := strings.Index(ip, "-"); i > 0 {
+			ip = ip[:i]
+		}
+		if _, ok := w.pooledAt[ip]; !ok {
+			w.pooledAt[ip] = at
+		}
+		if s := w.byIP[ip]; s != nil {
+			w.seen(s, stagePool, at)
+		}
+	}
+}
+
+// routes records one poll of router r's table.
+func (w *stageWatch) routes(r int, routed map[string]bool, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ip := range routed {
+		if _, ok := w.routedAt[r][ip]; !ok {
+			w.routedAt[r][ip] = at
+		}
+		if s := w.byIP[ip]; s != nil {
+			w.routed(s, r, w.routedAt[r][ip])
+		}
+	}
+}
+
+func (w *stageWatch) routed(s *serviceStages, r int, at time.Time) {
+	first := s.at[stageRouter1].IsZero() && s.at[stageRouter1+1].IsZero()
+	w.seen(s, stageRouter1+r, at)
+	if first {
+		w.answered <- s
+	}
+}
+
 // stageTable creates n Cluster-policy Services for the web pods at once,
 // follows each through the stages, prints per stage the p50, p99 and
 // max of the time since creation, and deletes them. Figures printed,
 // never asserted; a Service that never answers fails the test.
 func stageTable(t *testing.T, c *Cluster, n int) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &stageWatch{
+		byName: map[string]*serviceStages{}, byIP: map[string]*serviceStages{}, pooledAt: map[string]time.Time{},
+		answered: make(chan *serviceStages, n),
+	}
+	for range c.Routers {
+		w.routedAt = append(w.routedAt, map[string]time.Time{})
+	}
+	svcs := make([]*serviceStages, n)
+	for i := range n {
+		svcs[i] = &serviceStages{name: fmt.Sprintf("stage-%02d", i), at: make([]time.Time, len(stageNames))}
+		w.byName[svcs[i].name] = svcs[i]
+	}
+
+	// The watches are running before the first Service is created.
+	handler := func(record func(any, time.Time)) cache.ResourceEventHandler {
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { record(obj, time.Now()) },
+			UpdateFunc: func(_, obj any) { record(obj, time.Now()) },
+		}
+	}
+	kube := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(metav1.NamespaceDefault))
+	if _, err := kube.Core().V1().Services().Informer().AddEventHandler(handler(w.service)); err != nil {
+		t.Fatal(err)
+	}
 	dyn, err := dynamic.NewForConfig(c.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svcs := make([]*serviceStages, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		svcs[i] = &serviceStages{name: fmt.Sprintf("stage-%02d", i), at: make([]time.Time, len(stageNames))}
-		wg.Add(1)
+	pools := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metallbNamespace, nil)
+	if _, err := pools.ForResource(ipAddressPools).Informer().AddEventHandler(handler(w.pool)); err != nil {
+		t.Fatal(err)
+	}
+	kube.Start(ctx.Done())
+	pools.Start(ctx.Done())
+	kube.WaitForCacheSync(ctx.Done())
+	pools.WaitForCacheSync(ctx.Done())
+	for r, router := range c.Routers {
 		go func() {
-			defer wg.Done()
-			s := svcs[i]
-			s.created = time.Now()
-			if _, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, LoadBalancerService(s.name, "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
-				t.Errorf("%s: %v", s.name, err)
+			for ctx.Err() == nil {
+				w.routes(r, routedAt(router), time.Now())
+				time.Sleep(50 * time.Millisecond)
 			}
 		}()
 	}
+
+	// A Service's time starts when kube-apiserver answered its create
+	// (the object exists; a watch may see it a moment before).
+	var wg sync.WaitGroup
+	createTook := make([]time.Duration, n)
+	for i, s := range svcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := time.Now()
+			if _, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, LoadBalancerService(s.name, "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+				t.Errorf("%s: %v", s.name, err)
+			}
+			created := time.Now()
+			createTook[i] = created.Sub(sent)
+			w.mu.Lock()
+			s.created = created
+			w.mu.Unlock()
+		}()
+	}
 	wg.Wait()
+	slices.Sort(createTook)
+	t.Logf("%d Services created at once: each create took %s to %s", n, createTook[0].Round(time.Millisecond), createTook[n-1].Round(time.Millisecond))
 	defer deleteAndSettle(t, c, svcs)
 
-	var mu sync.Mutex // guards svcs' ip and at
-	seen := func(s *serviceStages, stage int, at time.Time) {
-		if s.at[stage].IsZero() {
-			s.at[stage] = at
-		}
-	}
-	answering := map[string]bool{}
+	// Each Service routed at a router is asked until it answers.
 	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		now := time.Now()
-		list, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
+	var answers sync.WaitGroup
+	for range n {
+		var s *serviceStages
+		select {
+		case s = <-w.answered:
+		case <-time.After(time.Until(deadline)):
 		}
-		pools, _ := dyn.Resource(ipAddressPools).Namespace(metallbNamespace).List(ctx, metav1.ListOptions{})
-		routes := routedAtRouters(c)
-		reserved := map[string]time.Time{}
-		for _, r := range c.Emu.Reservations(c.Emu.Projects()[0].ID) {
-			reserved[r.Prefix.Addr().String()] = r.CreatedAt
-		}
-		mu.Lock()
-		done := 0
-		for _, s := range svcs {
-			i := slices.IndexFunc(list.Items, func(x corev1.Service) bool { return x.Name == s.name })
-			if i < 0 {
-				continue
-			}
-			svc := list.Items[i]
-			if slices.Contains(svc.Finalizers, "service.kubernetes.io/load-balancer-cleanup") {
-				seen(s, 0, now)
-			}
-			if s.ip == "" && len(svc.Status.LoadBalancer.Ingress) > 0 {
-				s.ip = svc.Status.LoadBalancer.Ingress[0].IP
-				seen(s, 2, now)
-			}
-			if s.ip == "" {
-				continue
-			}
-			if at, ok := reserved[s.ip]; ok {
-				seen(s, 1, at)
-			}
-			if pools != nil && poolHas(pools.Items, s.ip) {
-				seen(s, 3, now)
-			}
-			for k := range svc.Annotations {
-				if strings.HasSuffix(k, "/ip-allocated-from-pool") {
-					seen(s, 4, now)
-				}
-			}
-			for r := range routes {
-				if routes[r][s.ip] {
-					seen(s, 5+r, now)
-				}
-			}
-			if !s.at[7].IsZero() {
-				done++
-			} else if (routes[0][s.ip] || routes[1][s.ip]) && !answering[s.name] {
-				answering[s.name] = true
-				go func() {
-					url := "http://" + net.JoinHostPort(s.ip, "80") + "/hostname"
-					for time.Now().Before(deadline) {
-						sent := time.Now()
-						if _, err := get(c, "", url); err == nil {
-							mu.Lock()
-							seen(s, 7, sent)
-							mu.Unlock()
-							return
-						}
-						time.Sleep(100 * time.Millisecond)
-					}
-				}()
-			}
-		}
-		mu.Unlock()
-		if done == n {
+		if s == nil {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		answers.Add(1)
+		go func() {
+			defer answers.Done()
+			w.mu.Lock()
+			url := "http://" + net.JoinHostPort(s.ip, "80") + "/hostname"
+			w.mu.Unlock()
+			for time.Now().Before(deadline) {
+				sent := time.Now()
+				if _, err := get(c, "", url); err == nil {
+					w.mu.Lock()
+					w.seen(s, stageAnswer, sent)
+					w.mu.Unlock()
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	answers.Wait()
+	// What the watches saw of the reservations: the emulator's own times.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	reserved := map[string]time.Time{}
+	for _, r := range c.Emu.Reservations(c.Emu.Projects()[0].ID) {
+		reserved[r.Prefix.Addr().String()] = r.CreatedAt
+	}
+	for _, s := range svcs {
+		if at, ok := reserved[s.ip]; ok {
+			w.seen(s, stageReserved, at)
+		}
+	}
+	t.Log(formatStages(svcs))
+	t.Logf("the module's last syncs and failures, and stage-00's way (the CCM's log):\n%s", lastCCMLogLines(c, 60, "Load-balancer module", "lbmodule", "sync.go", "failures.go", "stage-00"))
+	for _, s := range svcs {
+		if s.at[stageAnswer].IsZero() {
+			t.Errorf("%s (%s) never answered at the client; stages seen: %v", s.name, s.ip, s.at)
+		}
+	}
+}
+
+// formatStages is the stage table: per stage, the p50, p99 and max of
+// the time since creation, and how many Services reached it.
+func formatStages(svcs []*serviceStages) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d Services created at once, time since creation per stage:\n", n)
+	fmt.Fprintf(&b, "%d Services created at once, time since creation per stage:\n", len(svcs))
 	fmt.Fprintf(&b, "  %-40s %8s %8s %8s %s\n", "stage", "p50", "p99", "max", "seen")
 	for stage, name := range stageNames {
 		var ds []time.Duration
 		for _, s := range svcs {
 			if !s.at[stage].IsZero() {
-				ds = append(ds, s.at[stage].Sub(s.created))
+				// Seen before its create was answered: 0.
+				ds = append(ds, max(0, s.at[stage].Sub(s.created)))
 			}
 		}
 		if len(ds) == 0 {
-			fmt.Fprintf(&b, "  %-40s %8s %8s %8s 0/%d\n", name, "-", "-", "-", n)
+			fmt.Fprintf(&b, "  %-40s %8s %8s %8s 0/%d\n", name, "-", "-", "-", len(svcs))
 			continue
 		}
 		slices.Sort(ds)
 		q := func(f float64) string {
 			return fmt.Sprintf("%.2fs", ds[int(f*float64(len(ds)-1))].Seconds())
 		}
-		fmt.Fprintf(&b, "  %-40s %8s %8s %8s %d/%d\n", name, q(0.5), q(0.99), q(1), len(ds), n)
+		fmt.Fprintf(&b, "  %-40s %8s %8s %8s %d/%d\n", name, q(0.5), q(0.99), q(1), len(ds), len(svcs))
 	}
-	t.Log(b.String())
-	for _, s := range svcs {
-		if s.at[7].IsZero() {
-			t.Errorf("%s (%s) never answered at the client; stages seen: %v", s.name, s.ip, s.at)
-		}
-	}
+	return b.String()
 }
 
 // routedAtRouters is routedAt of each router, in c.Routers' order.
@@ -202,19 +337,6 @@ func routedAt(r *Router) map[string]bool {
 		}
 	}
 	return got
-}
-
-// poolHas reports whether one of MetalLB's IPAddressPools holds ip.
-func poolHas(pools []unstructured.Unstructured, ip string) bool {
-	for _, p := range pools {
-		addrs, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "addresses")
-		for _, a := range addrs {
-			if a == ip+"/32" || a == ip+"-"+ip || a == ip {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // deleteAndSettle deletes the Services and waits until they are gone and

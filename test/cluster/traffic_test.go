@@ -536,6 +536,11 @@ func peerHoldTimes(c *Cluster) string {
 // ccmLogLines are the lines of the CCM containers' logs (read from the
 // nodes' disks) that contain any of words, the last 20.
 func ccmLogLines(c *Cluster, words ...string) string {
+	return lastCCMLogLines(c, 20, words...)
+}
+
+// lastCCMLogLines is ccmLogLines keeping the last n lines.
+func lastCCMLogLines(c *Cluster, keep int, words ...string) string {
 	var out []string
 	for _, n := range c.Nodes {
 		files, _ := filepath.Glob(filepath.Join(n.Dir, "pod-logs", CCMNamespace+"_"+ccmDeployment+"-*", ccmContainer, "*.log"))
@@ -554,8 +559,8 @@ func ccmLogLines(c *Cluster, words ...string) string {
 			}
 		}
 	}
-	if len(out) > 20 {
-		out = out[len(out)-20:]
+	if len(out) > keep {
+		out = out[len(out)-keep:]
 	}
 	return strings.Join(out, "\n")
 }
