@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // The Equinix side of a cloud cluster (Options.Cloud): two routers at the
@@ -316,8 +317,49 @@ func (c *Cluster) startRouters() error {
 		if err != nil {
 			return err
 		}
+		// Every change of the router's kernel table, timestamped: what a
+		// client's failed request met (RouteChanges).
+		if _, err := startInNS("routes "+r.Name, r.Name, cg, "ip", filepath.Join(r.dir, routesLog),
+			[]string{"-ts", "monitor", "route"}); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// routesLog is each router's `ip -ts monitor route` output.
+const routesLog = "routes.log"
+
+// RouteChanges are the router's kernel route changes (as `ip -ts monitor
+// route` printed them) for addr, between from and to.
+func (r *Router) RouteChanges(addr string, from, to time.Time) []string {
+	b, err := os.ReadFile(filepath.Join(r.dir, routesLog))
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	keep := false // a multipath route's nexthops follow on lines of their own
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "\t") || strings.HasPrefix(line, " ") {
+			if keep {
+				out[len(out)-1] += " " + strings.TrimSpace(line)
+			}
+			continue
+		}
+		// [2026-11-29T03:28:25.123456] Deleted 198.18.0.59 proto bird ...
+		stamp, rest, ok := strings.Cut(strings.TrimPrefix(line, "["), "] ")
+		keep = false
+		if !ok || !strings.Contains(" "+rest+" ", " "+addr+" ") {
+			continue
+		}
+		at, err := time.ParseInLocation("2006-01-02T15:04:05.000000", stamp, time.Local)
+		if err != nil || at.Before(from) || at.After(to) {
+			continue
+		}
+		out = append(out, line)
+		keep = true
+	}
+	return out
 }
 
 // Birdc runs a BIRD command on the router ("show protocols").

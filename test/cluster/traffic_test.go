@@ -38,14 +38,30 @@ const (
 // noneLost tallies the requests since began, logs each target's line and
 // fails the test for each failed request: the event was the CCM's alone,
 // and the data plane must not notice it.
-func noneLost(t *testing.T, m *Monitor, event string, began time.Time) {
+func noneLost(t *testing.T, c *Cluster, m *Monitor, event string, began time.Time) {
 	t.Helper()
 	for _, tl := range m.Since(began) {
 		t.Logf("%s: %s", event, tl.Window(began))
 		if tl.Failed > 0 {
-			t.Errorf("%s cost %s %d failed requests: want 0 (the CCM is not in the data path)", event, tl.Target, tl.Failed)
+			t.Errorf("%s cost %s %d failed requests: want 0 (the CCM is not in the data path); the routers' kernel tables changed for it meanwhile:\n%s",
+				event, tl.Target, tl.Failed, routeChangesAround(c, m.Targets()[tl.Target], tl.First, tl.Last))
 		}
 	}
+}
+
+// routeChangesAround lists both routers' kernel route changes for ip from
+// 3 s before first to 1 s after last ("none" when there were none).
+func routeChangesAround(c *Cluster, ip string, first, last time.Time) string {
+	var out []string
+	for _, r := range c.Routers {
+		for _, l := range r.RouteChanges(ip, first.Add(-3*time.Second), last.Add(time.Second)) {
+			out = append(out, r.Name+": "+l)
+		}
+	}
+	if len(out) == 0 {
+		return "  none"
+	}
+	return "  " + strings.Join(out, "\n  ")
 }
 
 // leaseHolder is the CCM's Lease holder ("" when none, or released).
@@ -252,7 +268,7 @@ func rollingUpgrade(t *testing.T, c *Cluster, m *Monitor) {
 	if took.err != nil {
 		t.Errorf("a Service created during the upgrade: %v", took.err)
 	}
-	noneLost(t, m, "helm upgrade of the CCM", began)
+	noneLost(t, c, m, "helm upgrade of the CCM", began)
 }
 
 // killLeader kills the leading CCM's process (kill -9): the other replica
@@ -291,7 +307,7 @@ func killLeader(t *testing.T, c *Cluster, m *Monitor) {
 	if took.err != nil {
 		t.Errorf("a Service created after the leader was killed: %v", took.err)
 	}
-	noneLost(t, m, "kill -9 of the CCM's leader", began)
+	noneLost(t, c, m, "kill -9 of the CCM's leader", began)
 }
 
 // scaledToZero runs no CCM for away: nothing is withdrawn meanwhile (the
@@ -345,7 +361,7 @@ func scaledToZero(t *testing.T, c *Cluster, m *Monitor, away time.Duration, watc
 			t.Errorf("after the CCM came back Service %s has address %q (%v): want %s unchanged", name, got, err, ip)
 		}
 	}
-	noneLost(t, m, "the CCM scaled to 0 and back", began)
+	noneLost(t, c, m, "the CCM scaled to 0 and back", began)
 }
 
 // nodeDownBlackHole takes node-2 off the network under the monitor and
@@ -481,7 +497,7 @@ func equinixDown(t *testing.T, c *Cluster, m *Monitor, away time.Duration, gone 
 		t.Errorf("Service %s deleted while Equinix's API was down: it or its Elastic IP %s is still there 2 minutes after the API came back", gone, goneIP)
 	}
 	m.QuietFor(began, 5*time.Second, time.Minute)
-	noneLost(t, m, "Equinix's API down", began)
+	noneLost(t, c, m, "Equinix's API down", began)
 }
 
 // apiserverRestart restarts kube-apiserver (SIGTERM, then the same flags
@@ -507,7 +523,7 @@ func apiserverRestart(t *testing.T, c *Cluster, m *Monitor) {
 	}
 	m.QuietFor(began, 5*time.Second, time.Minute)
 	t.Logf("kube-apiserver restarted (%s until ready again); Lease holder %q, was %q; a Service created then: %v", gone.Round(100*time.Millisecond), leaseHolder(ctx, c), old, took)
-	noneLost(t, m, "kube-apiserver restarted", began)
+	noneLost(t, c, m, "kube-apiserver restarted", began)
 }
 
 // peerHoldTimes lists the holdTime of each of MetalLB's BGPPeers
