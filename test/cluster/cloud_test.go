@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -495,19 +496,34 @@ func drainWorker(t *testing.T, c *Cluster, node, ip string) {
 	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}}
-		if err := c.Client.CoreV1().Pods(ns).EvictV1(ctx, ev); err != nil {
-			t.Fatalf("evicting %s: %v", p.Name, err)
+	// Evicted as kubectl drain does; and again, saying so, a replacement
+	// the scheduler placed on the node after the cordon (its watch can lag
+	// behind, after kube-apiserver's restart just before).
+	evicted := map[string]bool{}
+	evict := func() {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil || evicted[p.Name] {
+				continue
+			}
+			if len(evicted) > 0 {
+				t.Logf("%s drained: %s was placed on it after it was cordoned; evicting it too", node, p.Name)
+			}
+			evicted[p.Name] = true
+			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}}
+			if err := c.Client.CoreV1().Pods(ns).EvictV1(ctx, ev); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatalf("evicting %s: %v", p.Name, err)
+			}
 		}
 	}
+	evict()
 	failed, total := 0, 0
 	withdrawn := time.Duration(0)
 	for time.Since(began) < 90*time.Second {
+		evict()
 		for _, src := range ClientIPs() {
 			total++
 			if _, err := get(c, src, url); err != nil {

@@ -514,6 +514,7 @@ func apiserverRestart(t *testing.T, c *Cluster, m *Monitor) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	back := time.Now()
 	took := <-createForAddress(c, "after-apiserver")
 	if took.err != nil {
 		t.Errorf("a Service created after kube-apiserver's restart: %v", took.err)
@@ -521,9 +522,37 @@ func apiserverRestart(t *testing.T, c *Cluster, m *Monitor) {
 	if err := waitRolledOut(ctx, c, 2); err != nil {
 		t.Fatal(err)
 	}
+	// The kubelets come back on their own backoff (up to 7 s between
+	// tries); what follows (a drain) needs them and the scheduler watching
+	// again, or a pod is placed on a node the test has just cordoned.
+	if err := waitNodeLeasesRenewed(ctx, c, back); err != nil {
+		t.Fatal(err)
+	}
 	m.QuietFor(began, 5*time.Second, time.Minute)
 	t.Logf("kube-apiserver restarted (%s until ready again); Lease holder %q, was %q; a Service created then: %v", gone.Round(100*time.Millisecond), leaseHolder(ctx, c), old, took)
 	noneLost(t, c, m, "kube-apiserver restarted", began)
+}
+
+// waitNodeLeasesRenewed waits until every node's kubelet has renewed its
+// Lease since since: each is talking to kube-apiserver again.
+func waitNodeLeasesRenewed(ctx context.Context, c *Cluster, since time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var stale []string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		stale = stale[:0]
+		for _, n := range c.Nodes {
+			l, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil || l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(since) {
+				stale = append(stale, n.Name)
+			}
+		}
+		return len(stale) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kubelets of %v have not renewed their Lease since kube-apiserver came back: %w", stale, err)
+	}
+	return nil
 }
 
 // peerHoldTimes lists the holdTime of each of MetalLB's BGPPeers
