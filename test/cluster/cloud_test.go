@@ -100,6 +100,23 @@ func untilAnswers(c *Cluster, url string, timeout time.Duration) (time.Duration,
 	return 0, fmt.Errorf("no answer from %s after %s: %v", url, timeout, last)
 }
 
+// getSettled is get from src, asked again for up to 20 s while it fails:
+// the first seconds after a Service is announced, a node whose kube-proxy
+// has not yet programmed the new address answers for it with ICMP
+// "network unreachable" (MetalLB's speaker and kube-proxy read the same
+// status, each at its own pace; the stage table and the monitor count
+// those seconds, this check is about where answers come from once
+// settled). waited says how long it took.
+func getSettled(c *Cluster, src, url string) (answer string, waited time.Duration, err error) {
+	began := time.Now()
+	for {
+		if answer, err = get(c, src, url); err == nil || time.Since(began) > 20*time.Second {
+			return answer, time.Since(began), err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // nexthops is what both routers forward ip to, sorted and deduplicated.
 func nexthops(t *testing.T, c *Cluster, ip string) []string {
 	t.Helper()
@@ -192,10 +209,13 @@ func TestCloudTraffic(t *testing.T) {
 	// masquerades Cluster traffic).
 	pods, via := map[string]int{}, map[string]int{}
 	for _, src := range ClientIPs() {
-		name, err := get(c, src, url+"/hostname")
+		name, waited, err := getSettled(c, src, url+"/hostname")
 		if err != nil {
 			t.Errorf("from %s: %v", src, err)
 			continue
+		}
+		if waited > time.Second {
+			t.Logf("from %s: answered after %s of retries (a node's kube-proxy behind its speaker)", src, waited.Round(100*time.Millisecond))
 		}
 		pods[name]++
 		cip, err := get(c, src, url+"/clientip")

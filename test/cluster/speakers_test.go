@@ -133,11 +133,14 @@ func speakerCheck(t *testing.T, c *Cluster) {
 	pods := map[string]int{}
 	failed := 0
 	for _, src := range ClientIPs() {
-		name, err := get(c, src, url+"/hostname")
+		name, waited, err := getSettled(c, src, url+"/hostname")
 		if err != nil {
 			failed++
 			t.Errorf("from %s: %v", src, err)
 			continue
+		}
+		if waited > time.Second {
+			t.Logf("from %s: answered after %s of retries (a node's kube-proxy behind its speaker)", src, waited.Round(100*time.Millisecond))
 		}
 		pods[name]++
 	}
