@@ -251,6 +251,8 @@ func TestCloudTraffic(t *testing.T) {
 	}
 	stageTable(t, c, 50)
 	t.Logf("50 Services created and deleted: %d session resets at the routers", sessionResets(t, c, ups))
+	// What those syncs cost, read as docs/metrics.md tells users to.
+	metricsByHand(t, c)
 
 	// From here on the client never stops asking web (Cluster) and
 	// web-local (Local, a pod on each worker), and every event is tallied
