@@ -106,7 +106,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		return err
 	}
 	r.rememberApplied(nil, next)
-	err = r.prune(ctx, d, desired, mergeTargets)
+	err = r.prune(ctx, d, desired, mergeTargets, live, owned)
 	phases.end("prune")
 	if err != nil {
 		return err

@@ -170,7 +170,12 @@ func mergeKinds(d sdk.Description) map[kindKey]bool {
 // namespace; a namespaced kind recorded without one is an error, never a
 // list across the cluster. A kind no longer declared leaves the record
 // once nothing owned is left of it.
-func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep map[objectKey]bool) error {
+//
+// live is what apply listed of the kinds it wrote (listed), before its
+// writes: those kinds are not listed again. An object made since by the
+// CCM is desired; one made by someone else waits for the next sync; one
+// deleted since is a NotFound, which prune tolerates.
+func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep map[objectKey]bool, live map[objectKey]version, listed map[kindKey]bool) error {
 	old, err := r.loadRecord(ctx)
 	if err != nil {
 		return r.applyErr("%v", err)
@@ -190,11 +195,17 @@ func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep
 		if m.Scope.Name() == meta.RESTScopeNameNamespace && k.Namespace == "" {
 			return r.applyErr("declares the namespaced kind %s %s without a namespace, so its objects cannot be pruned; declare the namespace in describe (for a module, the loadbalancer URL option ?namespace=<namespace>)", k.APIVersion, k.Kind)
 		}
-		left, err := r.pruneKind(ctx, m, k, desired, keep)
+		var known []liveObject
+		if listed[k] {
+			known = liveOfKind(live, k)
+		}
+		left, err := r.pruneKind(ctx, m, k, desired, keep, known)
 		if err != nil {
 			return err
 		}
-		if left == 0 {
+		// A kind apply wrote has objects (listed before they were
+		// written, they may not count in left): it stays recorded.
+		if left == 0 && !listed[k] {
 			delete(next, k) // recorded again before its next write
 		}
 	}
@@ -220,13 +231,29 @@ func pruneKinds(record map[kindKey]bool, d sdk.Description) []kindKey {
 	return sortedKeys(visit)
 }
 
-// pruneKind deletes the owned objects of one kind that are not wanted and
-// returns how many owned objects of it remain.
-func (r *Reconciler) pruneKind(ctx context.Context, m *meta.RESTMapping, k kindKey, desired, keep map[objectKey]bool) (int, error) {
+// liveOfKind are the objects of kind k in apply's listing.
+func liveOfKind(live map[objectKey]version, k kindKey) []liveObject {
 	gvk := k.gvk()
-	items, err := r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue)
-	if err != nil {
-		return 0, r.applyErr("listing owned %s to prune: %s", k.Kind, wasmhost.OneLine(err.Error()))
+	out := []liveObject{} // listed, even if empty
+	for key, v := range live {
+		if key.gvk == gvk && key.namespace == k.Namespace {
+			out = append(out, liveObject{Name: key.name, Namespace: key.namespace, ResourceVersion: v.rv, UID: v.uid, Generation: v.generation})
+		}
+	}
+	return out
+}
+
+// pruneKind deletes the owned objects of one kind that are not wanted and
+// returns how many owned objects of it remain. known, when not nil, is
+// the kind's owned objects as already listed in this sync.
+func (r *Reconciler) pruneKind(ctx context.Context, m *meta.RESTMapping, k kindKey, desired, keep map[objectKey]bool, known []liveObject) (int, error) {
+	gvk := k.gvk()
+	items := known
+	if items == nil {
+		var err error
+		if items, err = r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue); err != nil {
+			return 0, r.applyErr("listing owned %s to prune: %s", k.Kind, wasmhost.OneLine(err.Error()))
+		}
 	}
 	left := 0
 	for _, o := range items {
