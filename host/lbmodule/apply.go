@@ -50,13 +50,36 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	r.mu.Lock()
 	last := r.applied
 	r.mu.Unlock()
+	next, err := r.writeChanged(ctx, targets, resp.Objects, mergeTargets, last, live)
+	phases.end("write")
+	if err != nil {
+		r.rememberApplied(last, next)
+		return err
+	}
+	r.rememberApplied(nil, next)
+	err = r.prune(ctx, d, desired, mergeTargets, live, owned)
+	phases.end("prune")
+	if err != nil {
+		return err
+	}
+	err = r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
+	phases.end("annotations")
+	return err
+}
+
+// writeChanged applies the targets whose body or live object changed since
+// this process last applied them (last), and returns what it now knows it
+// applied; on an error, what it applied before it. It consumes targets'
+// objects and objects (resolveTargets' input), one at a time.
+//
+// The writes go out applyWorkers at a time: one at a time, a burst of 50
+// new Services' pools took seconds of round trips (each through MetalLB's
+// webhook), and each Service's first packet waited behind the pools before
+// its own. g.Go blocks while all are busy, so no more bodies than workers
+// are held at once.
+func (r *Reconciler) writeChanged(ctx context.Context, targets []target, objects []sdk.Object, mergeTargets map[objectKey]bool, last map[objectKey]appliedObject, live map[objectKey]version) (map[objectKey]appliedObject, error) {
 	next := make(map[objectKey]appliedObject, len(targets))
 	r.appliedLast = 0
-	// The writes go out applyWorkers at a time: one at a time, a burst of
-	// 50 new Services' pools took seconds of round trips (each through
-	// MetalLB's webhook), and each Service's first packet waited behind
-	// the pools before its own. g.Go blocks while all are busy, so no more
-	// bodies than workers are held at once.
 	var mu sync.Mutex // guards next and r.appliedLast
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(applyWorkers)
@@ -66,11 +89,10 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		}
 		body, err := r.encode(t, mergeTargets)
 		// Both references to the object go, so it can be collected.
-		targets[i].obj, resp.Objects[i] = nil, nil
+		targets[i].obj, objects[i] = nil, nil
 		if err != nil {
 			_ = g.Wait()
-			r.rememberApplied(last, next)
-			return err
+			return next, err
 		}
 		sum := sha256.Sum256(body)
 		if prev, ok := last[t.key]; ok && prev.body == sum {
@@ -96,24 +118,11 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 			return nil
 		})
 	}
-	err = g.Wait()
-	phases.end("write")
+	err := g.Wait()
 	if err == nil {
 		err = ctx.Err() // stopped between two writes
 	}
-	if err != nil {
-		r.rememberApplied(last, next)
-		return err
-	}
-	r.rememberApplied(nil, next)
-	err = r.prune(ctx, d, desired, mergeTargets, live, owned)
-	phases.end("prune")
-	if err != nil {
-		return err
-	}
-	err = r.applyNodeAnnotations(ctx, resp.NodeAnnotations)
-	phases.end("annotations")
-	return err
+	return next, err
 }
 
 // applyWorkers is how many server-side applies of one sync are in flight
