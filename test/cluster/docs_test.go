@@ -8,37 +8,27 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/mdblock"
 )
 
-// docBlockMarker precedes, in a Markdown file of the repository, a shell
-// block that a cluster test runs as it is written.
-const docBlockMarker = "<!-- test/cluster"
-
-// docBlock is the shell block that follows the marker naming test in the
-// repository's file path (relative to the repository's root).
+// docBlock is the shell block of the repository's file path (relative to
+// the repository's root) marked <!-- test/cluster: TEST ... -->.
 func docBlock(t *testing.T, path, test string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, part := range strings.Split(string(b), docBlockMarker)[1:] {
-		head, rest, _ := strings.Cut(part, "\n")
-		if !strings.Contains(head, "("+test+")") {
-			continue
-		}
-		body, ok := strings.CutPrefix(rest, "```sh\n")
-		if !ok {
-			t.Fatalf("%s: the block marked for %s is not a ```sh block right after the marker", path, test)
-		}
-		body, _, ok = strings.Cut(body, "```")
-		if !ok {
-			t.Fatalf("%s: the block marked for %s does not end", path, test)
-		}
-		return body
+	blocks, err := mdblock.Marked(string(b), "test/cluster")
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
-	t.Fatalf("%s has no block marked %q (%s)", path, docBlockMarker, test)
-	return ""
+	block, ok := blocks[test]
+	if !ok {
+		t.Fatalf("%s has no block marked <!-- test/cluster: %s -->", path, test)
+	}
+	return block
 }
 
 // runDocBlock runs a documented block with bash (errexit, pipefail), kubectl

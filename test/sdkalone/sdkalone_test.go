@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"golang.org/x/mod/modfile"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/mdblock"
 )
 
 const sdkPath = "github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
@@ -125,7 +127,7 @@ func TestREADMEModuleWorksAsPrinted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := markedBlocks(string(readme))
+	blocks, err := mdblock.Marked(string(readme), "sdkalone")
 	if err != nil {
 		t.Fatalf("sdk/README.md: %v", err)
 	}
@@ -239,42 +241,6 @@ func literals(m [][]byte) []string {
 		out = append(out, s)
 	}
 	return out
-}
-
-// markedBlocks returns the fenced code blocks of a Markdown text that follow
-// a line <!-- sdkalone: NAME --> (an HTML comment, which renders as
-// nothing), by NAME, with the fence's indentation (inside a list item)
-// removed from every line.
-func markedBlocks(md string) (map[string]string, error) {
-	marker := regexp.MustCompile(`^\s*<!-- sdkalone: (\S+) -->\s*$`)
-	lines := strings.Split(md, "\n")
-	blocks := map[string]string{}
-	for i := 0; i < len(lines); i++ {
-		m := marker.FindStringSubmatch(lines[i])
-		if m == nil {
-			continue
-		}
-		name := m[1]
-		if _, dup := blocks[name]; dup {
-			return nil, fmt.Errorf("two blocks marked %s", name)
-		}
-		if i+1 >= len(lines) || !strings.HasPrefix(strings.TrimLeft(lines[i+1], " "), "```") {
-			return nil, fmt.Errorf("the marker of %s (line %d) is not followed by a fenced code block", name, i+1)
-		}
-		indent := lines[i+1][:len(lines[i+1])-len(strings.TrimLeft(lines[i+1], " "))]
-		var b strings.Builder
-		for i += 2; ; i++ {
-			if i >= len(lines) {
-				return nil, fmt.Errorf("the block %s is not closed", name)
-			}
-			if strings.TrimSpace(lines[i]) == "```" {
-				break
-			}
-			b.WriteString(strings.TrimPrefix(lines[i], indent) + "\n")
-		}
-		blocks[name] = b.String()
-	}
-	return blocks, nil
 }
 
 // tidyClaim returns, sorted, the module paths the README names in its
