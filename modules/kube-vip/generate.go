@@ -43,6 +43,9 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		// no annotation carries a timer.
 		resp.Warnings = append(resp.Warnings, "holdTime and keepaliveTime are not written: kube-vip reads no BGP timer from node annotations; set them in kube-vip's own configuration")
 	}
+	if req.Options.Params["bfdInterval"] != "" {
+		resp.Warnings = append(resp.Warnings, "BFD (bfdInterval) is not written: kube-vip reads no BFD setting from node annotations; use MetalLB in FRR mode or with FRR-K8s (metallb:///?bgpType=frr-k8s) for BFD")
+	}
 	tmpl, ok := multiHopTemplate(req.Annotations)
 	if !ok {
 		return resp, nil

@@ -77,6 +77,11 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	if timers.Keepalive != 0 {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s is not written: MetalLB 0.12's ConfigMap has hold-time only (its speaker sends a keepalive every third of it)", metallb.KeepaliveTimeParam))
 	}
+	if req.Options.Params[metallb.BFDIntervalParam] != "" {
+		// MetalLB 0.12 runs BFD only in its experimental FRR mode, which
+		// this module does not write for.
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("BFD (%s) is not written: MetalLB 0.12's native speaker runs no BFD; use MetalLB >= 0.13 in FRR mode or with FRR-K8s (metallb:///%s?%s=frr-k8s)", metallb.BFDIntervalParam, ns, metallb.BGPTypeParam))
+	}
 	if cm == nil {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("the MetalLB ConfigMap %s/%s does not exist, so MetalLB gets no peers or pools; create it (an empty one will do: kubectl create configmap %s -n %s; MetalLB <= 0.12's manifest has none), or use metallb:///%s for MetalLB >= 0.13", ns, name, name, ns, ns))
 		return resp, nil

@@ -19,6 +19,7 @@ const (
 	poolAPI    = "metallb.io/v1beta1"
 	peerAPI    = "metallb.io/v1beta2" // the version MetalLB 0.16 stores
 	advAPI     = "metallb.io/v1beta1"
+	bfdAPI     = "metallb.io/v1beta1"
 	advName    = "equinix-metal-bgp-adv"
 	secretName = "equinix-metal-bgp-password"
 	cpLabel    = "cloud-provider"
@@ -44,6 +45,8 @@ func describe(o sdk.Options) (sdk.Description, error) {
 			{APIVersion: poolAPI, Kind: "IPAddressPool", Namespace: ns},
 			{APIVersion: peerAPI, Kind: "BGPPeer", Namespace: ns},
 			{APIVersion: advAPI, Kind: "BGPAdvertisement", Namespace: ns},
+			// The BFD settings the peers name (bfdProfile), when BFD is on.
+			{APIVersion: bfdAPI, Kind: "BFDProfile", Namespace: ns},
 			// The BGP password, referenced by the peers (passwordSecret).
 			{APIVersion: "v1", Kind: "Secret", Namespace: ns},
 		},
@@ -85,17 +88,11 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		}
 		nodesV6 = nil
 	}
-	timers, err := metallb.TimersFrom(req.Options)
+	timers, bfd, settingWarnings, err := sessionSettings(req.Options, ns)
 	if err != nil {
 		return sdk.GenerateResponse{}, err
 	}
-	if timers.Keepalive != 0 && !metallb.FRRMode(req.Options) {
-		// MetalLB's native speaker refuses a BGPPeer with keepaliveTime,
-		// and with it its whole configuration: no Service created after
-		// would be announced. It keeps alive at a third of the hold time.
-		warnings = append(warnings, fmt.Sprintf("%s is not written: MetalLB's native BGP speaker refuses a BGPPeer that sets it (and with it its whole configuration) and sends a keepalive every third of the hold time; if MetalLB runs in FRR mode, say so: metallb:///%s?%s=frr (or frr-k8s)", metallb.KeepaliveTimeParam, ns, metallb.BGPTypeParam))
-		timers.Keepalive = 0
-	}
+	warnings = append(warnings, settingWarnings...)
 	pools, poolWarnings := metallb.Pools(services)
 	resp := sdk.GenerateResponse{Warnings: append(warnings, poolWarnings...)}
 	if len(pools) == 0 {
@@ -127,17 +124,50 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 			"spec":     sdk.Fields{{Name: "addresses", Value: p.CIDRs}, {Name: "autoAssign", Value: false}},
 		})
 	}
+	if bfd.On() {
+		// Before the peers that name it: MetalLB takes a peer naming a
+		// profile not yet there for a passing error, and retries.
+		resp.Objects = append(resp.Objects, bfdProfile(ns, bfd))
+	}
 	secrets := passwordSecrets{}
 	// The IPv6 peers after the IPv4 ones, so that the IPv4 peers'
 	// password Secrets keep their names (numbered in order of first use).
 	for _, s := range append(metallb.Sessions(req.Nodes), metallb.SessionsV6(nodesV6)...) {
-		resp.Objects = append(resp.Objects, peer(s, ns, timers, &secrets))
+		resp.Objects = append(resp.Objects, peer(s, ns, timers, bfd.On(), &secrets))
 	}
 	resp.Objects = append(resp.Objects, secrets.objects(ns)...)
 	if !userAdvertisement(req.Existing, ns) || upstreamAdvertisement(req.Existing, ns) {
 		resp.Objects = append(resp.Objects, advertisements(ns, poolNames, byPlace, fallback)...)
 	}
 	return resp, nil
+}
+
+// sessionSettings are the BGP timers and BFD the options ask for, less
+// what MetalLB's native speaker would refuse (each left out with a
+// warning).
+func sessionSettings(o sdk.Options, ns string) (timers metallb.Timers, bfd metallb.BFD, warnings []string, err error) {
+	timers, err = metallb.TimersFrom(o)
+	if err != nil {
+		return timers, bfd, nil, err
+	}
+	if timers.Keepalive != 0 && !metallb.FRRMode(o) {
+		// MetalLB's native speaker refuses a BGPPeer with keepaliveTime,
+		// and with it its whole configuration: no Service created after
+		// would be announced. It keeps alive at a third of the hold time.
+		warnings = append(warnings, fmt.Sprintf("%s is not written: MetalLB's native BGP speaker refuses a BGPPeer that sets it (and with it its whole configuration) and sends a keepalive every third of the hold time; if MetalLB runs in FRR mode, say so: metallb:///%s?%s=frr (or frr-k8s)", metallb.KeepaliveTimeParam, ns, metallb.BGPTypeParam))
+		timers.Keepalive = 0
+	}
+	bfd, err = metallb.BFDFrom(o)
+	if err != nil {
+		return timers, bfd, nil, err
+	}
+	if bfd.On() && !metallb.FRRMode(o) {
+		// MetalLB's native speaker runs no BFD, and MetalLB refuses a
+		// native configuration whose peers name a BFD profile.
+		warnings = append(warnings, fmt.Sprintf("BFD (%s) is not written: MetalLB's native BGP speaker runs no BFD; it needs MetalLB in FRR mode or with FRR-K8s, and then say so: metallb:///%s?%s=frr (or frr-k8s)", metallb.BFDIntervalParam, ns, metallb.BGPTypeParam))
+		bfd = metallb.BFD{}
+	}
+	return timers, bfd, warnings, nil
 }
 
 // peer is the BGPPeer of one session, restricted to its node. An IPv6
@@ -147,10 +177,13 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 // session's family from the peer address and, without
 // dualStackAddressFamily, announces only that family's addresses on it,
 // as Equinix's separate IPv4 and IPv6 sessions want.
-func peer(s metallb.Session, ns string, timers metallb.Timers, secrets *passwordSecrets) sdk.Object {
+func peer(s metallb.Session, ns string, timers metallb.Timers, bfd bool, secrets *passwordSecrets) sdk.Object {
 	// Members in sorted order, as the encoder then writes them as they
 	// are.
-	spec := make(sdk.Fields, 0, 8)
+	spec := make(sdk.Fields, 0, 10)
+	if bfd {
+		spec = append(spec, sdk.Field{Name: "bfdProfile", Value: metallb.BFDProfileName})
+	}
 	if s.EBGPMultiHop() {
 		// Equinix's peers are routers' loopbacks behind the node's
 		// gateway: FRR (MetalLB's FRR and FRR-K8s modes) keeps an eBGP
@@ -188,6 +221,23 @@ func peer(s metallb.Session, ns string, timers metallb.Timers, secrets *password
 		"apiVersion": peerAPI, "kind": "BGPPeer",
 		"metadata": meta(name, ns),
 		"spec":     spec,
+	}
+}
+
+// bfdProfile is the one BFDProfile every peer names when BFD is on: both
+// intervals the user's, and any TTL taken (metallb.BFDMinimumTTL), since
+// Equinix's peers are multihop and FRR's default check would drop what
+// the routers send from further than one hop.
+func bfdProfile(ns string, b metallb.BFD) sdk.Object {
+	return sdk.Object{
+		"apiVersion": bfdAPI, "kind": "BFDProfile",
+		"metadata": meta(metallb.BFDProfileName, ns),
+		"spec": sdk.Fields{
+			{Name: "detectMultiplier", Value: b.Multiplier},
+			{Name: "minimumTtl", Value: metallb.BFDMinimumTTL},
+			{Name: "receiveInterval", Value: b.IntervalMs},
+			{Name: "transmitInterval", Value: b.IntervalMs},
+		},
 	}
 }
 

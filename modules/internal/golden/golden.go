@@ -208,6 +208,10 @@ func Cases() []Case {
 		// refuses a keepaliveTime.
 		{Name: "timers", Options: sdk.Options{Params: map[string]string{"holdTime": "9s", "keepaliveTime": "3s", "bgpType": "frr"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
 		{Name: "timers-native", Options: sdk.Options{Params: map[string]string{"holdTime": "9s", "keepaliveTime": "3s"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
+		// BFD (bgpBFDInterval, bgpBFDMultiplier) for the FRR-based
+		// speakers, and in native mode, whose speaker runs none.
+		{Name: "bfd", Options: sdk.Options{Params: map[string]string{"bfdInterval": "300ms", "bfdMultiplier": "3", "holdTime": "9s", "bgpType": "frr-k8s"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
+		{Name: "bfd-native", Options: sdk.Options{Params: map[string]string{"bfdInterval": "300ms"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
 	}
 }
 

@@ -248,3 +248,33 @@ func TestTimersFrom(t *testing.T) {
 		}
 	}
 }
+
+func TestBFDFrom(t *testing.T) {
+	for _, tc := range []struct {
+		params  map[string]string
+		want    BFD
+		wantErr string
+	}{
+		{params: nil},
+		{params: map[string]string{"bfdInterval": "300ms"}, want: BFD{IntervalMs: 300, Multiplier: 3}},
+		{params: map[string]string{"bfdInterval": "1s", "bfdMultiplier": "5"}, want: BFD{IntervalMs: 1000, Multiplier: 5}},
+		{params: map[string]string{"bfdInterval": "10ms", "bfdMultiplier": "2"}, want: BFD{IntervalMs: 10, Multiplier: 2}},
+		{params: map[string]string{"bfdInterval": "60s", "bfdMultiplier": "255"}, want: BFD{IntervalMs: 60000, Multiplier: 255}},
+		{params: map[string]string{"bfdInterval": "9ms"}, wantErr: "bfdInterval 9ms is out of range; use 10ms to 60s"},
+		{params: map[string]string{"bfdInterval": "61s"}, wantErr: "bfdInterval 61s is out of range"},
+		{params: map[string]string{"bfdInterval": "0s"}, wantErr: "bfdInterval 0s is out of range"},
+		{params: map[string]string{"bfdInterval": "300"}, wantErr: `bfdInterval "300" is not a whole number of milliseconds; write it as 300ms or 1s`},
+		{params: map[string]string{"bfdInterval": "300.5ms"}, wantErr: `bfdInterval "300.5ms" is not a whole number of milliseconds`},
+		{params: map[string]string{"bfdMultiplier": "3"}, wantErr: "bfdMultiplier 3 is set without bfdInterval; set bfdInterval"},
+		{params: map[string]string{"bfdInterval": "300ms", "bfdMultiplier": "1"}, wantErr: `bfdMultiplier "1" is out of range; use a whole number from 2 to 255`},
+		{params: map[string]string{"bfdInterval": "300ms", "bfdMultiplier": "three"}, wantErr: `bfdMultiplier "three" is out of range`},
+	} {
+		got, err := BFDFrom(sdk.Options{Params: tc.params})
+		switch {
+		case tc.wantErr == "" && (err != nil || got != tc.want):
+			t.Errorf("%v: got %+v, %v; want %+v", tc.params, got, err, tc.want)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%v: got %v, want an error containing %q", tc.params, err, tc.wantErr)
+		}
+	}
+}
