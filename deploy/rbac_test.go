@@ -122,6 +122,8 @@ func rbacCases() []rbacCase {
 		"delete bgppeers.metallb.io metallb-system/node-1-peer-0", "list bgpadvertisements.metallb.io metallb-system",
 		"list secrets metallb-system", "patch secrets metallb-system/equinix-metal-bgp-password",
 		"create secrets metallb-system", "delete secrets metallb-system/equinix-metal-bgp-password",
+		"list bfdprofiles.metallb.io metallb-system", "patch bfdprofiles.metallb.io metallb-system/equinix-metal-bfd",
+		"delete bfdprofiles.metallb.io metallb-system/equinix-metal-bfd",
 	)
 	metallbLegacy := calls(
 		"get configmaps metallb-system/config", "patch configmaps metallb-system/config",

@@ -79,6 +79,11 @@ type Config struct {
 	// them as its holdTime and keepaliveTime options (timers.go).
 	BGPHoldTime      time.Duration `key:"bgpHoldTime"`
 	BGPKeepaliveTime time.Duration `key:"bgpKeepaliveTime"`
+	// BGPBFDInterval and BGPBFDMultiplier turn BFD on for the FRR-based
+	// speakers (zero interval: off; zero multiplier: the speaker's 3); the
+	// module gets them as its bfdInterval and bfdMultiplier options.
+	BGPBFDInterval   time.Duration `key:"bgpBFDInterval"`
+	BGPBFDMultiplier int           `key:"bgpBFDMultiplier"`
 	// OrphanEIPs is what to do with this cluster's Service reservations
 	// whose Service is gone: orphanReport ("report", the default) or
 	// OrphanRelease ("release").
@@ -209,6 +214,10 @@ var options = []option{
 		usage: "BGP hold time of every session the load balancer's speakers open (whole seconds, 3s to 65535s; 0s: the speaker's default, MetalLB's 90s): how long the routers keep sending a dead node traffic; the module gets it as its holdTime option"},
 	{key: "bgpKeepaliveTime", env: "METAL_BGP_KEEPALIVE_TIME", flag: "metal-bgp-keepalive-time", def: "0s",
 		usage: "BGP keepalive interval of those sessions (whole seconds, shorter than the hold time; 0s: a third of the hold time); the module gets it as its keepaliveTime option"},
+	{key: "bgpBFDInterval", env: "METAL_BGP_BFD_INTERVAL", flag: "metal-bgp-bfd-interval", def: "0s",
+		usage: "BFD on those sessions: the interval at which each side sends and expects a BFD packet (whole milliseconds, 10ms to 60s; 0s: no BFD); a dead node is out of the routers' paths after bgpBFDMultiplier intervals. MetalLB in FRR mode or with FRR-K8s runs it; the module gets it as its bfdInterval option"},
+	{key: "bgpBFDMultiplier", env: "METAL_BGP_BFD_MULTIPLIER", flag: "metal-bgp-bfd-multiplier", def: "0",
+		usage: "BFD packets missed in a row before a peer is down (2 to 255; 0: the speaker's default, 3); needs bgpBFDInterval; the module gets it as its bfdMultiplier option"},
 	{key: "readinessAddress", env: "METAL_READINESS_ADDRESS", flag: "metal-readiness-address",
 		usage: "address (host:port) of /readyz and /livez over plain HTTP (Kubernetes' health format), for the Deployment's readiness probe; empty serves none"},
 	{key: "orphanEIPs", env: "METAL_ORPHAN_EIPS", flag: "metal-orphan-eips", def: orphanReport,

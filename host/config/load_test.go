@@ -52,10 +52,18 @@ var layerValues = map[string][3]string{
 	"bgpMaxPrefixesAction":         {"refuse", "warn", "refuse"},
 	"bgpHoldTime":                  {"9s", "30s", "3m"},
 	"bgpKeepaliveTime":             {"3s", "10s", "1m"},
+	"bgpBFDInterval":               {"300ms", "1s", "50ms"},
+	"bgpBFDMultiplier":             {"3", "5", "2"},
 	"annotateBGPPass":              {"false", "true", "false"},
 	"orphanEIPs":                   {"release", "report", "release"},
 	"orphanEIPGrace":               {"1m", "2m", "3m"},
 	"readinessAddress":             {":10270", "127.0.0.1:10271", ":10272"},
+}
+
+// layerCompanions are the options an option's layer values need beside
+// them to be valid, given in the file layer.
+var layerCompanions = map[string]map[string]string{
+	"bgpBFDMultiplier": {"bgpBFDInterval": "300ms"},
 }
 
 func TestEveryOptionHasLayerValues(t *testing.T) {
@@ -173,6 +181,12 @@ func TestLayerPrecedence(t *testing.T) {
 						s.l.file = map[string]string{}
 					}
 					s.l.file[req] = "base-" + req
+				}
+				for k, v := range layerCompanions[o.key] {
+					if s.l.file == nil {
+						s.l.file = map[string]string{}
+					}
+					s.l.file[k] = v
 				}
 				cfg, err := Load(s.l.sources(t))
 				if s.wantError {

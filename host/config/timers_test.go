@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// TestBGPTimers: bgpHoldTime and bgpKeepaliveTime reach the module as its
-// holdTime and keepaliveTime options, as the loadbalancer URL's would; a
+// TestBGPTimers: bgpHoldTime, bgpKeepaliveTime, bgpBFDInterval and
+// bgpBFDMultiplier reach the module as its holdTime, keepaliveTime,
+// bfdInterval and bfdMultiplier options, as the loadbalancer URL's would; a
 // bad value or a URL that says otherwise is an error naming the option.
 func TestBGPTimers(t *testing.T) {
 	base := []string{"METAL_API_KEY=k", "METAL_PROJECT_ID=p"}
@@ -36,6 +37,20 @@ func TestBGPTimers(t *testing.T) {
 			wantErr: "bgpKeepaliveTime (env METAL_BGP_KEEPALIVE_TIME): 9s must be shorter than the hold time (9s)"},
 		{name: "keepalive not below the default hold", env: []string{"METAL_LOAD_BALANCER=metallb:///", "METAL_BGP_KEEPALIVE_TIME=2m"},
 			wantErr: "must be shorter than the hold time (90s)"},
+		{name: "bfd", env: []string{"METAL_LOAD_BALANCER=metallb:///?bgpType=frr-k8s", "METAL_BGP_BFD_INTERVAL=300ms", "METAL_BGP_BFD_MULTIPLIER=3"},
+			want: map[string]string{"bgpType": "frr-k8s", "bfdInterval": "300ms", "bfdMultiplier": "3"}},
+		{name: "bfd in seconds", env: []string{"METAL_LOAD_BALANCER=metallb:///", "METAL_BGP_BFD_INTERVAL=1s"}, want: map[string]string{"bfdInterval": "1000ms"}},
+		{name: "bfd beside the URL's own", env: []string{"METAL_LOAD_BALANCER=metallb:///?bfdInterval=300ms", "METAL_BGP_BFD_INTERVAL=300ms"}, want: map[string]string{"bfdInterval": "300ms"}},
+		{name: "bfd the URL disagrees", env: []string{"METAL_LOAD_BALANCER=metallb:///?bfdInterval=1000ms", "METAL_BGP_BFD_INTERVAL=300ms"},
+			wantErr: "bgpBFDInterval (env METAL_BGP_BFD_INTERVAL): 300ms disagrees with the loadbalancer URL's bfdInterval=1000ms; set one of the two"},
+		{name: "bfd too fast", env: []string{"METAL_LOAD_BALANCER=metallb:///", "METAL_BGP_BFD_INTERVAL=5ms"},
+			wantErr: "bgpBFDInterval (env METAL_BGP_BFD_INTERVAL): 5ms is out of range; use 10ms to 60s, or 0s for no BFD"},
+		{name: "bfd not whole milliseconds", env: []string{"METAL_LOAD_BALANCER=metallb:///", "METAL_BGP_BFD_INTERVAL=300500us"},
+			wantErr: "bgpBFDInterval (env METAL_BGP_BFD_INTERVAL): 300.5ms is not a whole number of milliseconds"},
+		{name: "bfd multiplier out of range", env: []string{"METAL_LOAD_BALANCER=metallb:///", "METAL_BGP_BFD_INTERVAL=300ms", "METAL_BGP_BFD_MULTIPLIER=1"},
+			wantErr: "bgpBFDMultiplier (env METAL_BGP_BFD_MULTIPLIER): 1 is out of range; use 2 to 255"},
+		{name: "bfd multiplier without interval", env: []string{"METAL_LOAD_BALANCER=metallb:///", "METAL_BGP_BFD_MULTIPLIER=3"},
+			wantErr: "bgpBFDMultiplier (env METAL_BGP_BFD_MULTIPLIER): 3 is set but BFD is off; set bgpBFDInterval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Load(Sources{Environ: append(append([]string{}, base...), tc.env...)})

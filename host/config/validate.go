@@ -32,6 +32,7 @@ func validate(c *Config, source func(option) string, failed map[string]bool) []s
 	c.LB = lb
 	v.bgp(c)
 	v.bgpTimers(c)
+	v.bgpBFD(c)
 	v.annotations(c)
 	if c.APIServerPort < 0 || c.APIServerPort > 65535 {
 		v.add("apiServerPort", "%d is not a port; use a port between 1 and 65535, or 0 for the kube-apiserver's own port", c.APIServerPort)
