@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -21,7 +23,38 @@ const (
 	ParamNamespace = "namespace"
 	// ParamName overrides the ConfigMap's name.
 	ParamName = "name"
+
+	// ParamHoldTime and ParamKeepaliveTime are the BGP timers in whole
+	// seconds ("9s"): how soon the routers give up on a node that stopped
+	// answering, and so how long they send it traffic after it died. The
+	// CCM passes its bgpHoldTime and bgpKeepaliveTime to every module as
+	// these; unset, BIRD's defaults stand (hold 240 s, keepalive a third).
+	ParamHoldTime      = "holdTime"
+	ParamKeepaliveTime = "keepaliveTime"
+	// ParamBFDInterval (whole milliseconds, "300ms") turns BFD on;
+	// ParamBFDMultiplier is how many packets in a row may be lost before
+	// the peer is down. The CCM passes its bgpBFDInterval and
+	// bgpBFDMultiplier as these.
+	ParamBFDInterval   = "bfdInterval"
+	ParamBFDMultiplier = "bfdMultiplier"
 )
+
+// knownOptions are the options parseOptions accepts.
+var knownOptions = map[string]bool{
+	ParamNamespace: true, ParamName: true,
+	ParamHoldTime: true, ParamKeepaliveTime: true,
+	ParamBFDInterval: true, ParamBFDMultiplier: true,
+}
+
+// defaultHoldTime is what a keepaliveTime set alone is checked against:
+// MetalLB's default, which the CCM checks bgpKeepaliveTime against too, so
+// the module refuses exactly what the CCM refuses (BIRD's own default, 240
+// s, would allow more).
+const defaultHoldTime = 90
+
+// defaultBFDMultiplier is BIRD's, FRR's and MetalLB's: three lost packets
+// in a row and the peer is down.
+const defaultBFDMultiplier = 3
 
 // DefaultName is the ConfigMap's name when the URL does not set name=.
 const DefaultName = "bird"
@@ -50,7 +83,17 @@ const appLabel = "app.kubernetes.io/name"
 // settings are the validated options.
 type settings struct {
 	namespace, name string
+	timers          timers
+	bfd             bfd
 }
+
+// timers are the BGP timers in whole seconds; zero leaves BIRD's default.
+type timers struct{ hold, keepalive int }
+
+// bfd is the BFD interval in milliseconds (zero: BFD off) and multiplier.
+type bfd struct{ intervalMs, multiplier int }
+
+func (f bfd) on() bool { return f.intervalMs != 0 }
 
 // parseOptions validates the URL's query. Unknown parameters are errors, so
 // a typo (nampespace=) is a clear start-up error rather than a default.
@@ -61,8 +104,8 @@ func parseOptions(o sdk.Options) (settings, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if k != ParamNamespace && k != ParamName {
-			return settings{}, fmt.Errorf("does not know the option %q; it takes namespace=<ns> (required) and name=<configmap> (default %s)", k, DefaultName)
+		if !knownOptions[k] {
+			return settings{}, fmt.Errorf("does not know the option %q; it takes namespace=<ns> (required), name=<configmap> (default %s), holdTime and keepaliveTime (whole seconds, for example 9s and 3s), bfdInterval (whole milliseconds, for example 300ms) and bfdMultiplier (2 to 255)", k, DefaultName)
 		}
 	}
 	s := settings{namespace: o.Params[ParamNamespace], name: o.Params[ParamName]}
@@ -78,7 +121,87 @@ func parseOptions(o sdk.Options) (settings, error) {
 	if !isDNSSubdomain(s.name) {
 		return settings{}, fmt.Errorf("has name=%q, which is not a valid ConfigMap name (lower-case letters, digits, '-' and '.', at most 253)", s.name)
 	}
+	var err error
+	if s.timers, err = parseTimers(o.Params); err != nil {
+		return settings{}, err
+	}
+	if s.bfd, err = parseBFD(o.Params); err != nil {
+		return settings{}, err
+	}
 	return s, nil
+}
+
+// parseTimers reads and checks holdTime and keepaliveTime with the CCM's
+// ranges (MetalLB's, which BIRD accepts too): a hold time of 3 to 65535
+// seconds (RFC 4271; its 0, "never expire", would keep a dead node's
+// routes for ever), a keepalive of at least 1 second and below the hold
+// time. An empty value is unset, as the CCM leaves an unset timer.
+func parseTimers(params map[string]string) (timers, error) {
+	var t timers
+	var err error
+	if t.hold, err = wholeSeconds(params, ParamHoldTime); err != nil {
+		return timers{}, err
+	}
+	if t.keepalive, err = wholeSeconds(params, ParamKeepaliveTime); err != nil {
+		return timers{}, err
+	}
+	if v := params[ParamHoldTime]; v != "" && (t.hold < 3 || t.hold > 65535) {
+		return timers{}, fmt.Errorf("%s %s is out of range; use 3s to 65535s", ParamHoldTime, v)
+	}
+	hold := t.hold
+	if hold == 0 {
+		hold = defaultHoldTime
+	}
+	if v := params[ParamKeepaliveTime]; v != "" && (t.keepalive < 1 || t.keepalive >= hold) {
+		return timers{}, fmt.Errorf("%s %s is out of range; use at least 1s and less than the hold time (%ds), at most a third of it", ParamKeepaliveTime, v, hold)
+	}
+	return t, nil
+}
+
+// wholeSeconds reads a duration option of whole seconds ("9s", "1m");
+// unset or empty is 0. The range is the caller's to check.
+func wholeSeconds(params map[string]string, name string) (int, error) {
+	v := params[name]
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d%time.Second != 0 {
+		return 0, fmt.Errorf("%s %q is not a whole number of seconds; write it as 9s or 1m", name, v)
+	}
+	return int(d / time.Second), nil
+}
+
+// parseBFD reads and checks bfdInterval and bfdMultiplier with the CCM's
+// ranges (MetalLB's BFDProfile's, within BIRD's): an interval of 10 ms to
+// 60 s in whole milliseconds, a multiplier of 2 to 255 that only means
+// something with an interval.
+func parseBFD(params map[string]string) (bfd, error) {
+	var f bfd
+	if v := params[ParamBFDInterval]; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d%time.Millisecond != 0 {
+			return bfd{}, fmt.Errorf("%s %q is not a whole number of milliseconds; write it as 300ms or 1s", ParamBFDInterval, v)
+		}
+		if d < 10*time.Millisecond || d > time.Minute {
+			return bfd{}, fmt.Errorf("%s %s is out of range; use 10ms to 60s", ParamBFDInterval, v)
+		}
+		f.intervalMs = int(d / time.Millisecond)
+	}
+	if v := params[ParamBFDMultiplier]; v != "" {
+		if !f.on() {
+			return bfd{}, fmt.Errorf("%s %s is set without %s; set %s (for example 300ms) to turn BFD on", ParamBFDMultiplier, v, ParamBFDInterval, ParamBFDInterval)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 || n > 255 {
+			return bfd{}, fmt.Errorf("%s %q is out of range; use a whole number from 2 to 255", ParamBFDMultiplier, v)
+		}
+		f.multiplier = n
+	}
+	if f.on() && f.multiplier == 0 {
+		f.multiplier = defaultBFDMultiplier
+	}
+	return f, nil
 }
 
 // describe declares exactly one kind, ConfigMap, in exactly the namespace of
@@ -124,7 +247,7 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	nodes := append([]sdk.Node(nil), req.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {
-		conf, err := renderNode(n)
+		conf, err := renderNode(n, s)
 		if err != nil {
 			// One node's bad data must not stop BIRD on the others; its pod
 			// finds no file and fails visibly, and the warning says why.
@@ -236,8 +359,9 @@ func renderServices(routes []route) string {
 }
 
 // renderNode writes one node's bird.conf: a router id, the device protocol,
-// the shared routes and a BGP session per peer, in order of peer address.
-func renderNode(n sdk.Node) (string, error) {
+// the shared routes, BFD if the options ask for it and a BGP session per
+// peer, in order of peer address.
+func renderNode(n sdk.Node, s settings) (string, error) {
 	if len(n.Name)+len(".conf") > 253 {
 		return "", fmt.Errorf("its name is too long for a ConfigMap key")
 	}
@@ -248,10 +372,37 @@ func renderNode(n sdk.Node) (string, error) {
 	if n.LocalASN == 0 {
 		return "", fmt.Errorf("it has no local ASN")
 	}
-	type peer struct {
-		addr netip.Addr
-		sdk.Peer
+	peers, err := nodePeers(n)
+	if err != nil {
+		return "", err
 	}
+
+	var b strings.Builder
+	b.WriteString(header)
+	fmt.Fprintf(&b, "# BIRD 2 configuration of node %s: bird -c <mount>/%s.conf\n\n", n.Name, n.Name)
+	fmt.Fprintf(&b, "router id %s;\n\n", src)
+	b.WriteString("# Interface state, which BGP needs to reach its neighbours.\nprotocol device {\n}\n\n")
+	fmt.Fprintf(&b, "# The Service routes and the export filter %s; BIRD resolves the name\n# next to this file.\ninclude \"%s\";\n", exportFilter, ServicesKey)
+	if s.bfd.on() {
+		writeBFD(&b, s.bfd)
+	}
+	if len(peers) == 0 {
+		b.WriteString("\n# This node has no BGP peers yet.\n")
+	}
+	for _, p := range peers {
+		writeBGP(&b, src, n.LocalASN, p, s)
+	}
+	return b.String(), nil
+}
+
+// peer is one IPv4 BGP neighbour of a node, its address parsed.
+type peer struct {
+	addr netip.Addr
+	sdk.Peer
+}
+
+// nodePeers checks n's IPv4 peers and sorts them by address.
+func nodePeers(n sdk.Node) ([]peer, error) {
 	peers := make([]peer, 0, len(n.Peers))
 	for _, p := range n.Peers {
 		if sdk.IsIPv6(p.IP) {
@@ -261,52 +412,68 @@ func renderNode(n sdk.Node) (string, error) {
 		}
 		a, err := netip.ParseAddr(p.IP)
 		if err != nil || !a.Is4() {
-			return "", fmt.Errorf("its peer address %q is not an IPv4 address", p.IP)
+			return nil, fmt.Errorf("its peer address %q is not an IPv4 address", p.IP)
 		}
 		if p.ASN == 0 {
-			return "", fmt.Errorf("its peer %s has no ASN", p.IP)
+			return nil, fmt.Errorf("its peer %s has no ASN", p.IP)
 		}
 		// BIRD strings have no escapes: a quote or a line break would end
 		// the string early. The message names the peer, never the password.
 		if strings.ContainsAny(string(p.Password), "\"\n\r\x00") {
-			return "", fmt.Errorf("the BGP password of its peer %s contains a double quote, a line break or a NUL, which a BIRD configuration cannot hold; set a password without them", p.IP)
+			return nil, fmt.Errorf("the BGP password of its peer %s contains a double quote, a line break or a NUL, which a BIRD configuration cannot hold; set a password without them", p.IP)
 		}
 		peers = append(peers, peer{addr: a, Peer: p})
 	}
 	sort.SliceStable(peers, func(i, j int) bool { return peers[i].addr.Less(peers[j].addr) })
 	for i := 1; i < len(peers); i++ {
 		if peers[i].addr == peers[i-1].addr {
-			return "", fmt.Errorf("it lists the peer %s twice", peers[i].addr)
+			return nil, fmt.Errorf("it lists the peer %s twice", peers[i].addr)
 		}
 	}
+	return peers, nil
+}
 
-	var b strings.Builder
-	b.WriteString(header)
-	fmt.Fprintf(&b, "# BIRD 2 configuration of node %s: bird -c <mount>/%s.conf\n\n", n.Name, n.Name)
-	fmt.Fprintf(&b, "router id %s;\n\n", src)
-	b.WriteString("# Interface state, which BGP needs to reach its neighbours.\nprotocol device {\n}\n\n")
-	fmt.Fprintf(&b, "# The Service routes and the export filter %s; BIRD resolves the name\n# next to this file.\ninclude \"%s\";\n", exportFilter, ServicesKey)
-	if len(peers) == 0 {
-		b.WriteString("\n# This node has no BGP peers yet.\n")
+// writeBFD writes the node's one BFD protocol, whose session options apply
+// to direct neighbours (interface "*") and multihop ones (Equinix Metal's)
+// alike; the BGP sessions ask it for a session with bfd on. BFD tells the
+// routers within a fraction of a second that the node is gone, where the
+// BGP hold time takes seconds, so they stop sending it traffic at once.
+// Equinix's documentation says nothing about BFD (or the BGP timers) at its
+// routers: if they do not answer, the session stays down and BGP carries
+// on without it.
+func writeBFD(b *strings.Builder, f bfd) {
+	opts := fmt.Sprintf("min rx interval %d ms; min tx interval %d ms; multiplier %d;", f.intervalMs, f.intervalMs, f.multiplier)
+	b.WriteString("\n# BFD, so the routers learn within a fraction of a second that this node\n# is gone.\n")
+	fmt.Fprintf(b, "protocol bfd {\n\tinterface \"*\" { %s };\n\tmultihop { %s };\n}\n", opts, opts)
+}
+
+// writeBGP writes the BGP session of the node (source address src, local
+// ASN asn) with p, with the timers and BFD the options ask for.
+func writeBGP(b *strings.Builder, src netip.Addr, asn uint32, p peer, s settings) {
+	fmt.Fprintf(b, "\nprotocol bgp %s {\n", protocolName(p.addr))
+	fmt.Fprintf(b, "\tdescription \"Equinix Metal peer %s\";\n", p.addr)
+	fmt.Fprintf(b, "\tlocal %s as %d;\n", src, asn)
+	fmt.Fprintf(b, "\tneighbor %s as %d;\n", p.addr, p.ASN)
+	// Equinix Metal's peers sit behind the node's private gateway, two
+	// hops away, and its neighbour data says multihop of each (ABI
+	// version 6): BIRD would otherwise take the peer for a directly
+	// connected one, which it is not.
+	if p.Multihop {
+		b.WriteString("\tmultihop 2;\n")
 	}
-	for _, p := range peers {
-		fmt.Fprintf(&b, "\nprotocol bgp %s {\n", protocolName(p.addr))
-		fmt.Fprintf(&b, "\tdescription \"Equinix Metal peer %s\";\n", p.addr)
-		fmt.Fprintf(&b, "\tlocal %s as %d;\n", src, n.LocalASN)
-		fmt.Fprintf(&b, "\tneighbor %s as %d;\n", p.addr, p.ASN)
-		// Equinix Metal's peers sit behind the node's private gateway, two
-		// hops away, and its neighbour data says multihop of each (ABI
-		// version 6): BIRD would otherwise take the peer for a directly
-		// connected one, which it is not.
-		if p.Multihop {
-			b.WriteString("\tmultihop 2;\n")
-		}
-		if p.Password != "" {
-			fmt.Fprintf(&b, "\tpassword \"%s\";\n", string(p.Password))
-		}
-		fmt.Fprintf(&b, "\tipv4 {\n\t\timport none;\n\t\texport filter %s;\n\t};\n}\n", exportFilter)
+	if p.Password != "" {
+		fmt.Fprintf(b, "\tpassword \"%s\";\n", string(p.Password))
 	}
-	return b.String(), nil
+	if s.timers.hold != 0 {
+		fmt.Fprintf(b, "\thold time %d;\n", s.timers.hold)
+	}
+	if s.timers.keepalive != 0 {
+		fmt.Fprintf(b, "\tkeepalive time %d;\n", s.timers.keepalive)
+	}
+	if s.bfd.on() {
+		b.WriteString("\tbfd on;\n")
+	}
+	fmt.Fprintf(b, "\tipv4 {\n\t\timport none;\n\t\texport filter %s;\n\t};\n}\n", exportFilter)
 }
 
 // protocolName is a BIRD symbol derived from the peer's address, so the

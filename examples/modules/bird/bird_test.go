@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -27,6 +28,8 @@ func TestOptions(t *testing.T) {
 		{name: "invalid namespace", params: map[string]string{"namespace": "Bird_NS"}, wantErr: `namespace="Bird_NS", which is not a valid namespace name`},
 		{name: "invalid name", params: map[string]string{"namespace": "bird", "name": "-x"}, wantErr: `name="-x", which is not a valid ConfigMap name`},
 		{name: "typo", params: map[string]string{"nampespace": "bird"}, wantErr: `does not know the option "nampespace"`},
+		{name: "BGP timers and BFD", params: map[string]string{"namespace": "bird", "holdTime": "9s", "keepaliveTime": "3s", "bfdInterval": "300ms", "bfdMultiplier": "5"}, wantNS: "bird", wantName: "bird"},
+		{name: "bad option value", params: map[string]string{"namespace": "bird", "holdTime": "1s"}, wantErr: "holdTime 1s is out of range; use 3s to 65535s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := describe(sdk.Options{Params: tc.params})
@@ -220,6 +223,153 @@ func TestGenerate(t *testing.T) {
 				t.Errorf("warnings:\n got %q\nwant %q", resp.Warnings, tc.warnings)
 			}
 		})
+	}
+}
+
+// TestBGPOptions: the BGP timers and BFD the CCM passes as options are
+// checked with the CCM's ranges, refused with a message naming the option,
+// the value and what to write, and rendered into every node's sessions in
+// syntax the real BIRD parser accepts.
+func TestBGPOptions(t *testing.T) {
+	bird, _ := exec.LookPath("bird")
+	for _, tc := range bgpOptionCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			c := goldenCase{req: sdk.GenerateRequest{Nodes: []sdk.Node{node("worker-1", "10.66.0.1", "169.254.255.2", "169.254.255.1")}}, params: tc.params}
+			_, derr := describe(c.options())
+			resp, err := generate(withOptions(c))
+			if tc.wantErr != "" {
+				if derr == nil || derr.Error() != tc.wantErr {
+					t.Fatalf("describe error = %v, want %q", derr, tc.wantErr)
+				}
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("generate error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if derr != nil || err != nil {
+				t.Fatalf("describe error %v, generate error %v", derr, err)
+			}
+			data := configMapData(t, resp)
+			conf := data["worker-1.conf"]
+			rest := conf
+			for _, w := range tc.contains {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("worker-1.conf lacks %q (or has it out of order):\n%s", w, conf)
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, b := range tc.excludes {
+				if strings.Contains(conf, b) {
+					t.Errorf("worker-1.conf contains %q:\n%s", b, conf)
+				}
+			}
+			if n := strings.Count(conf, "protocol bfd {"); n > 1 {
+				t.Errorf("worker-1.conf has %d BFD protocols, want at most one:\n%s", n, conf)
+			}
+			// Without bird, TestBIRDParses says it was skipped.
+			if bird != "" {
+				birdParse(t, bird, data)
+			}
+		})
+	}
+}
+
+// bgpOptionCase is one case of TestBGPOptions: the options besides
+// namespace, and either what worker-1.conf (two multihop peers) contains,
+// in order, and excludes, or the whole error message.
+type bgpOptionCase struct {
+	name               string
+	params             map[string]string
+	contains, excludes []string
+	wantErr            string
+}
+
+func bgpOptionCases() []bgpOptionCase {
+	bgp1, bgp2 := "protocol bgp peer_169_254_255_1 {", "protocol bgp peer_169_254_255_2 {"
+	bfdBlock := func(ms, mult int) string {
+		o := fmt.Sprintf("min rx interval %d ms; min tx interval %d ms; multiplier %d;", ms, ms, mult)
+		return "protocol bfd {\n\tinterface \"*\" { " + o + " };\n\tmultihop { " + o + " };\n}\n"
+	}
+	return []bgpOptionCase{
+		{name: "holdTime", params: map[string]string{"holdTime": "9s"},
+			contains: []string{bgp1, "\tpassword \"" + fakePassword + "\";\n\thold time 9;\n\tipv4 {", bgp2, "\thold time 9;\n"},
+			excludes: []string{"keepalive", "bfd"}},
+		{name: "holdTime lowest", params: map[string]string{"holdTime": "3s"}, contains: []string{"\thold time 3;\n"}},
+		{name: "holdTime highest", params: map[string]string{"holdTime": "65535s"}, contains: []string{"\thold time 65535;\n"}},
+		{name: "holdTime in minutes", params: map[string]string{"holdTime": "1m30s"}, contains: []string{"\thold time 90;\n"}},
+		{name: "keepaliveTime", params: map[string]string{"keepaliveTime": "3s"},
+			contains: []string{bgp1, "\tkeepalive time 3;\n\tipv4 {", bgp2, "\tkeepalive time 3;\n"},
+			excludes: []string{"hold time", "bfd"}},
+		{name: "keepaliveTime alone, below the default hold time", params: map[string]string{"keepaliveTime": "89s"}, contains: []string{"\tkeepalive time 89;\n"}},
+		{name: "both timers", params: map[string]string{"holdTime": "9s", "keepaliveTime": "3s"},
+			contains: []string{bgp1, "\thold time 9;\n\tkeepalive time 3;\n\tipv4 {", bgp2, "\thold time 9;\n\tkeepalive time 3;\n"}},
+		{name: "bfdInterval, default multiplier", params: map[string]string{"bfdInterval": "300ms"},
+			contains: []string{`include "ccm_services.conf";`, bfdBlock(300, 3), bgp1, "\tbfd on;\n\tipv4 {", bgp2, "\tbfd on;\n"},
+			excludes: []string{"hold time", "keepalive"}},
+		{name: "bfdInterval lowest, bfdMultiplier lowest", params: map[string]string{"bfdInterval": "10ms", "bfdMultiplier": "2"}, contains: []string{bfdBlock(10, 2)}},
+		{name: "bfdInterval highest, bfdMultiplier highest", params: map[string]string{"bfdInterval": "60s", "bfdMultiplier": "255"}, contains: []string{bfdBlock(60000, 255)}},
+		{name: "bfdInterval in seconds", params: map[string]string{"bfdInterval": "1s"}, contains: []string{bfdBlock(1000, 3)}},
+		{name: "all four", params: map[string]string{"holdTime": "9s", "keepaliveTime": "3s", "bfdInterval": "300ms", "bfdMultiplier": "5"},
+			contains: []string{bfdBlock(300, 5), bgp1, "\thold time 9;\n\tkeepalive time 3;\n\tbfd on;\n\tipv4 {", bgp2, "\thold time 9;\n\tkeepalive time 3;\n\tbfd on;\n"}},
+
+		{name: "holdTime without unit", params: map[string]string{"holdTime": "9"}, wantErr: `holdTime "9" is not a whole number of seconds; write it as 9s or 1m`},
+		{name: "holdTime fraction", params: map[string]string{"holdTime": "9.5s"}, wantErr: `holdTime "9.5s" is not a whole number of seconds; write it as 9s or 1m`},
+		{name: "holdTime too short", params: map[string]string{"holdTime": "2s"}, wantErr: "holdTime 2s is out of range; use 3s to 65535s"},
+		{name: "holdTime zero", params: map[string]string{"holdTime": "0s"}, wantErr: "holdTime 0s is out of range; use 3s to 65535s"},
+		{name: "holdTime too long", params: map[string]string{"holdTime": "65536s"}, wantErr: "holdTime 65536s is out of range; use 3s to 65535s"},
+		{name: "keepaliveTime garbage", params: map[string]string{"keepaliveTime": "often"}, wantErr: `keepaliveTime "often" is not a whole number of seconds; write it as 9s or 1m`},
+		{name: "keepaliveTime zero", params: map[string]string{"keepaliveTime": "0s"}, wantErr: "keepaliveTime 0s is out of range; use at least 1s and less than the hold time (90s), at most a third of it"},
+		{name: "keepaliveTime equal to holdTime", params: map[string]string{"holdTime": "9s", "keepaliveTime": "9s"}, wantErr: "keepaliveTime 9s is out of range; use at least 1s and less than the hold time (9s), at most a third of it"},
+		{name: "keepaliveTime alone, at the default hold time", params: map[string]string{"keepaliveTime": "90s"}, wantErr: "keepaliveTime 90s is out of range; use at least 1s and less than the hold time (90s), at most a third of it"},
+		{name: "bfdInterval without unit", params: map[string]string{"bfdInterval": "300"}, wantErr: `bfdInterval "300" is not a whole number of milliseconds; write it as 300ms or 1s`},
+		{name: "bfdInterval fraction", params: map[string]string{"bfdInterval": "1.5ms"}, wantErr: `bfdInterval "1.5ms" is not a whole number of milliseconds; write it as 300ms or 1s`},
+		{name: "bfdInterval too short", params: map[string]string{"bfdInterval": "5ms"}, wantErr: "bfdInterval 5ms is out of range; use 10ms to 60s"},
+		{name: "bfdInterval too long", params: map[string]string{"bfdInterval": "61s"}, wantErr: "bfdInterval 61s is out of range; use 10ms to 60s"},
+		{name: "bfdMultiplier without bfdInterval", params: map[string]string{"bfdMultiplier": "3"}, wantErr: "bfdMultiplier 3 is set without bfdInterval; set bfdInterval (for example 300ms) to turn BFD on"},
+		{name: "bfdMultiplier too small", params: map[string]string{"bfdInterval": "300ms", "bfdMultiplier": "1"}, wantErr: `bfdMultiplier "1" is out of range; use a whole number from 2 to 255`},
+		{name: "bfdMultiplier too large", params: map[string]string{"bfdInterval": "300ms", "bfdMultiplier": "256"}, wantErr: `bfdMultiplier "256" is out of range; use a whole number from 2 to 255`},
+		{name: "bfdMultiplier not a number", params: map[string]string{"bfdInterval": "300ms", "bfdMultiplier": "three"}, wantErr: `bfdMultiplier "three" is out of range; use a whole number from 2 to 255`},
+		{name: "unknown option", params: map[string]string{"bfdMultipler": "3"}, wantErr: `does not know the option "bfdMultipler"; it takes namespace=<ns> (required), name=<configmap> (default bird), holdTime and keepaliveTime (whole seconds, for example 9s and 3s), bfdInterval (whole milliseconds, for example 300ms) and bfdMultiplier (2 to 255)`},
+	}
+}
+
+// TestNoBGPOptionsUnchanged: options set but empty (as a URL with
+// holdTime= gives) change nothing; the golden files pin the output
+// without them byte for byte.
+func TestNoBGPOptionsUnchanged(t *testing.T) {
+	for _, c := range goldenCases() {
+		if c.params != nil {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			want, err := handle(t, c.options(), c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.params = map[string]string{ParamHoldTime: "", ParamKeepaliveTime: "", ParamBFDInterval: "", ParamBFDMultiplier: ""}
+			got, err := handle(t, c.options(), c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("empty options changed the output:\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestBFDWithoutPeers: BFD is per node, so a node without peers yet gets
+// its BFD protocol too (idle until BGP asks it for sessions).
+func TestBFDWithoutPeers(t *testing.T) {
+	c := goldenCase{req: sdk.GenerateRequest{Nodes: []sdk.Node{node("worker-1", "10.66.0.1")}}, params: timersAndBFD}
+	resp, err := generate(withOptions(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := configMapData(t, resp)["worker-1.conf"]
+	if !strings.Contains(conf, "protocol bfd {") || strings.Contains(conf, "protocol bgp") || !strings.Contains(conf, "# This node has no BGP peers yet.") {
+		t.Fatalf("worker-1.conf:\n%s", conf)
 	}
 }
 

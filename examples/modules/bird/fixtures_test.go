@@ -60,14 +60,33 @@ func fixtureNodes() []sdk.Node {
 type goldenCase struct {
 	name string
 	req  sdk.GenerateRequest
+	// params are added to birdOptions' (the BGP timers and BFD).
+	params map[string]string
 }
+
+// options are the module options of c: birdOptions and c's params.
+func (c goldenCase) options() sdk.Options {
+	params := map[string]string{}
+	for k, v := range birdOptions.Params {
+		params[k] = v
+	}
+	for k, v := range c.params {
+		params[k] = v
+	}
+	return sdk.Options{Params: params}
+}
+
+// timersAndBFD are the options the CCM passes for bgpHoldTime: 9s,
+// bgpKeepaliveTime: 3s and bgpBFDInterval: 300ms.
+var timersAndBFD = map[string]string{ParamHoldTime: "9s", ParamKeepaliveTime: "3s", ParamBFDInterval: "300ms"}
 
 func goldenCases() []goldenCase {
 	return []goldenCase{
-		{"services", sdk.GenerateRequest{Services: fixtureServices(), Nodes: fixtureNodes()}},
-		{"no-services", sdk.GenerateRequest{Nodes: fixtureNodes()}},
-		{"no-peers", sdk.GenerateRequest{Services: fixtureServices(), Nodes: []sdk.Node{node("worker-1", "10.66.0.1")}}},
-		{"no-nodes", sdk.GenerateRequest{Services: fixtureServices()}},
+		{name: "services", req: sdk.GenerateRequest{Services: fixtureServices(), Nodes: fixtureNodes()}},
+		{name: "no-services", req: sdk.GenerateRequest{Nodes: fixtureNodes()}},
+		{name: "no-peers", req: sdk.GenerateRequest{Services: fixtureServices(), Nodes: []sdk.Node{node("worker-1", "10.66.0.1")}}},
+		{name: "no-nodes", req: sdk.GenerateRequest{Services: fixtureServices()}},
+		{name: "timers-bfd", req: sdk.GenerateRequest{Services: fixtureServices(), Nodes: fixtureNodes()}, params: timersAndBFD},
 	}
 }
 
@@ -116,6 +135,6 @@ func mustAddr(t testing.TB, s string) netip.Addr {
 // withOptions is c's request with the envelope and options the host sets.
 func withOptions(c goldenCase) sdk.GenerateRequest {
 	req := c.req
-	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, birdOptions
+	req.APIVersion, req.Kind, req.Options = sdk.APIVersion, sdk.KindGenerateRequest, c.options()
 	return req
 }

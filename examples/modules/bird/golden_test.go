@@ -26,7 +26,7 @@ func TestGoldenWasm(t *testing.T) {
 	wasm := sdktest.Build(t, ".")
 	for _, c := range goldenCases() {
 		t.Run(c.name, func(t *testing.T) {
-			resp, err := sdktest.Generate(t, wasm, birdOptions, c.req)
+			resp, err := sdktest.Generate(t, wasm, c.options(), c.req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -34,7 +34,7 @@ func TestGoldenWasm(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			native, err := handle(t, birdOptions, c.req)
+			native, err := handle(t, c.options(), c.req)
 			if err != nil {
 				t.Fatal(err)
 			}

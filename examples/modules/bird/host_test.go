@@ -42,6 +42,8 @@ func TestSelectedByURL(t *testing.T) {
 		{name: "pinned, other name", query: "?namespace=net&name=bird-peers&sha256=" + digest, wantNS: "net"},
 		{name: "no namespace", query: "", wantErr: "needs the namespace of its ConfigMap; add ?namespace=<ns>"},
 		{name: "typo", query: "?namespace=bird&nmae=x", wantErr: `does not know the option "nmae"`},
+		{name: "BGP timers and BFD", query: "?namespace=bird&holdTime=9s&keepaliveTime=3s&bfdInterval=300ms&bfdMultiplier=3", wantNS: "bird"},
+		{name: "bad hold time", query: "?namespace=bird&holdTime=2s", wantErr: "holdTime 2s is out of range; use 3s to 65535s"},
 		{name: "wrong pin", query: "?namespace=bird&sha256=" + strings.Repeat("0", 64), wantErr: "but the loadbalancer URL pins"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
