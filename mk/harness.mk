@@ -135,11 +135,14 @@ cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN) ## every real-cl
 # version only) and kube-vip told no multihop (FRR's case shows the
 # gateway stops a TTL-1 session). CLUSTER_CHECK_SKIP= runs them too.
 # (-skip splits at each /: the second level names the subtests.)
+# CLUSTER_CHECK_RUN narrows it to some tests, for example
+#   make cluster-check CLUSTER_CHECK_RUN='TestCloudSpeakers/frr-k8s'
 CLUSTER_CHECK_SKIP ?= /^(metallb-0.16.1-native|kube-vip-told-no-multihop)$$
+CLUSTER_CHECK_RUN ?= TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop|TestCloudSpeakers
 cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN) ## the short real-cluster check (root) of make ci, every speaker (CLUSTER_CCM_IMAGE=an OCI layout)
 	@mkdir -p $(TEST_LOG_DIR)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) \
-	  $(GO) test -tags cluster -count=1 -v -timeout 50m -run 'TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop|TestCloudSpeakers' \
+	  $(GO) test -tags cluster -count=1 -v -timeout 50m -run '$(CLUSTER_CHECK_RUN)' \
 	  -skip '$(CLUSTER_CHECK_SKIP)' ./test/cluster/ $(call with-digest,cluster-check)
 
 # Kubernetes' own LoadBalancer e2e tests against a cloud cluster; the JUnit

@@ -325,11 +325,16 @@ func frrBinaries(o *CloudOptions) dataplane.Binaries {
 		FRRSpeaker: filepath.Join(o.MetalLBBins, "speaker")}
 }
 
-// startFRR gives each node a bgpd in its netns, its files in
+// startFRR gives each node a bgpd (with BFD asked for, bfdd and zebra too)
+// in its netns, its files in
 // <Dir>/frr-<node>, which frrSpeaker mounts into the node's speaker.
 func (c *Cluster) startFRR(o *CloudOptions) error {
 	for _, n := range c.Nodes {
-		f, err := dataplane.StartFRRIn(n.NetNS, frrBinaries(o), c.Dir, n.Name, n.IP)
+		start := dataplane.StartFRRIn
+		if o.configValue("bgpBFDInterval") != "" {
+			start = dataplane.StartFRRBFD // bfdd, and zebra for bgpd to reach it
+		}
+		f, err := start(n.NetNS, frrBinaries(o), c.Dir, n.Name, n.IP)
 		if err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
@@ -373,6 +378,13 @@ func frrSpeaker(objs []*unstructured.Unstructured, hostDir string) error {
 		return unstructured.SetNestedMap(u.Object, spec, "spec", "template", "spec")
 	}
 	return fmt.Errorf("cluster: MetalLB's manifest has no speaker DaemonSet")
+}
+
+// configValue is the chart's config value key, if the options set it.
+func (o *CloudOptions) configValue(key string) string {
+	cfg, _ := o.Values["config"].(map[string]any)
+	v, _ := cfg[key].(string)
+	return v
 }
 
 func mergeValues(dst, src map[string]any) map[string]any {

@@ -32,10 +32,20 @@ func TestCloudSpeakers(t *testing.T) {
 			// hold time, not MetalLB's default 90 s (kube-vip takes no
 			// timer from the CCM and keeps its own).
 			o.Values = mergeValues(map[string]any{"config": map[string]any{"bgpHoldTime": "3s", "bgpKeepaliveTime": "1s"}}, o.Values)
+			if o.FRRK8s != "" {
+				// And BFD, which FRR runs: a dead node's routes go when
+				// BFD says so, not when a hold timer runs out and graceful
+				// restart keeps them 120 s more.
+				o.Values = mergeValues(o.Values, map[string]any{"config": map[string]any{"bgpBFDInterval": bfdInterval}})
+			}
 			speakerCheck(t, startCloud(t, o))
 		})
 	}
 }
+
+// bfdInterval is the BFD interval TestCloudSpeakers sets for FRR-K8s:
+// MetalLB's default profile's, 300 ms, three missed and the node is down.
+const bfdInterval = "300ms"
 
 // speakerNames are what speakerOptions knows (CONFORMANCE_SPEAKER's
 // values), the first the default.
@@ -111,16 +121,11 @@ func speakerCheck(t *testing.T, c *Cluster) {
 		}
 		sessions += n4
 	}
-	// Every node with a speaker announces (one path each), and no other.
-	var want []string
-	for _, name := range c.SpeakerNodes() {
-		for _, n := range c.Nodes {
-			if n.Name == name {
-				want = append(want, n.IP)
-			}
-		}
+	if c.cloud.configValue("bgpBFDInterval") != "" {
+		bfdUpWithEverySpeaker(t, c)
 	}
-	sort.Strings(want)
+	// Every node with a speaker announces (one path each), and no other.
+	want := speakerNodeIPs(c)
 	var hops []string
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
 		if hops = nexthops(t, c, ip); slices.Equal(hops, want) {
@@ -166,4 +171,50 @@ func speakerCheck(t *testing.T, c *Cluster) {
 	nodeDownBlackHole(t, c, m, speaker, false) // the cluster ends here
 	t.Logf("speaker %s: %d sessions at the routers (speakers on %v); web's %s first answered %s after creation, via %d nodes %v, %d of 16 client addresses failed, UDP answered by %q; Local %s via %v",
 		speaker, sessions, c.SpeakerNodes(), ip, first.Round(time.Millisecond), len(hops), hops, failed, udp, lip, lhops)
+}
+
+// bfdUpWithEverySpeaker checks that each router has a BFD session up with
+// every node that runs a speaker (the CCM was told bgpBFDInterval).
+func bfdUpWithEverySpeaker(t *testing.T, c *Cluster) {
+	t.Helper()
+	want := speakerNodeIPs(c)
+	for _, r := range c.Routers {
+		var up []string
+		var err error
+		// BFD comes up once FRR has the profile: a sync and a reload
+		// after the BGP sessions.
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+			if up, err = r.BFDUp(); err == nil && slices.Equal(sorted(up), want) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(sorted(up), want) {
+			out, _ := r.Birdc("show", "bfd", "sessions")
+			t.Errorf("%s has BFD up with %v, want every speaker node %v; birdc show bfd sessions:\n%s", r.Name, up, want, out)
+		}
+	}
+	t.Logf("BFD (%s) up at both routers with %v", c.cloud.configValue("bgpBFDInterval"), want)
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	sort.Strings(s)
+	return s
+}
+
+// speakerNodeIPs are the addresses of the nodes that run a speaker, sorted.
+func speakerNodeIPs(c *Cluster) []string {
+	var ips []string
+	for _, name := range c.SpeakerNodes() {
+		for _, n := range c.Nodes {
+			if n.Name == name {
+				ips = append(ips, n.IP)
+			}
+		}
+	}
+	sort.Strings(ips)
+	return ips
 }

@@ -375,11 +375,17 @@ func scaledToZero(t *testing.T, c *Cluster, m *Monitor, away time.Duration, watc
 func nodeDownBlackHole(t *testing.T, c *Cluster, m *Monitor, label string, back bool) map[string]time.Duration {
 	t.Helper()
 	n2 := c.Nodes[1]
+	targets := m.Targets()
 	began := m.Mark()
 	if err := c.SetNodeLink(n2, false); err != nil {
 		t.Fatal(err)
 	}
+	outOfPaths := make(chan time.Duration, 1)
+	go func() { outOfPaths <- nodeOutOfPaths(c, n2.IP, targets, began, 4*time.Minute) }()
 	quiet := m.QuietFor(began, 10*time.Second, 4*time.Minute)
+	if d := <-outOfPaths; d > 0 {
+		t.Logf("node-2 down (%s): both routers dropped it from every watched address's paths after %s", label, d.Round(10*time.Millisecond))
+	}
 	for name, ip := range m.Targets() {
 		if slices.Contains(nexthops(t, c, ip), n2.IP) {
 			proto, _ := c.Routers[0].Birdc("show", "protocols", "all", "node2")
@@ -422,6 +428,27 @@ func nodeDownBlackHole(t *testing.T, c *Cluster, m *Monitor, label string, back 
 		t.Fatalf("node-2 not Ready again: %v", err)
 	}
 	return out
+}
+
+// nodeOutOfPaths polls the routers every 100 ms until no target's route
+// has nodeIP as a next hop, and returns how long after start that was
+// (zero if not within limit): the routers' side of a node failure, which
+// the BGP hold time or BFD decides, apart from what kube-proxy adds.
+func nodeOutOfPaths(c *Cluster, nodeIP string, targets map[string]string, start time.Time, limit time.Duration) time.Duration {
+	for time.Since(start) < limit {
+		in := false
+		for _, ip := range targets {
+			for _, r := range c.Routers {
+				hops, err := r.Nexthops(ip)
+				in = in || err != nil || slices.Contains(hops, nodeIP)
+			}
+		}
+		if !in {
+			return time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return 0
 }
 
 // equinixDown makes every Equinix API call fail (each connection reset)

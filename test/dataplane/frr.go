@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -36,18 +37,33 @@ import (
 // IPv4 address. zebra would give bgpd one from the node's interfaces; bgpd
 // without zebra has none, and a BGP OPEN with router-id 0.0.0.0 is refused.
 //
+// With BFD (StartFRRBFD) a node runs FRR's bfdd and zebra beside bgpd, as
+// MetalLB's FRR container does: bgpd asks bfdd for its peers' BFD sessions
+// through zebra, so BFD needs both. That is for a node with a netns of its
+// own (a real cluster's), where one zebra owns its routing table. zebra and
+// bfdd refuse to run as root outside FRR's vty group, so they run as FRR's
+// user, and every daemon's vty socket is in a directory of its group's.
+// frr-reload.py then reloads every daemon, not bgpd alone:
+// MetalLB's BFD profiles are bfdd's configuration.
+//
 // MetalLB's reloader also writes the result to /etc/frr_reloader/.status,
 // a path the speaker reads fixed; the speaker ignores a missing file, and
 // the result goes to the node's frr-reload.log instead.
 
 // FRR is one node's bgpd and the files its speaker and reloader share.
 type FRR struct {
-	Node     string
-	Dir      string // frr.conf (the speaker's), reloader.pid, the vty socket, logs
+	Node string
+	Dir  string // frr.conf (the speaker's), reloader.pid, the vty socket, logs
+	// vty is where the daemons' vty sockets (and, with BFD, their pid
+	// files and zebra's socket) are: Dir, or with BFD a directory FRR's
+	// user can reach (startBFD).
+	vty      string
 	routerID string
 	bins     Binaries
 	bgpd     *Proc
-	ports    int32 // the speaker's metrics port; health is the next
+	// zebra and bfdd run with BFD only (StartFRRBFD).
+	zebra, bfdd *Proc
+	ports       int32 // the speaker's metrics port; health is the next
 
 	mu      sync.Mutex // one reload at a time
 	applied []byte     // the speaker's file as last applied
@@ -87,6 +103,19 @@ func StartFRR(bins Binaries, dir, node, routerID string) (*FRR, error) {
 // has a netns of its own. frr-reload.py reaches bgpd by its vty socket,
 // a file, from any netns.
 func StartFRRIn(netns string, bins Binaries, dir, node, routerID string) (*FRR, error) {
+	return startFRR(netns, bins, dir, node, routerID, false)
+}
+
+// StartFRRBFD is StartFRRIn with bfdd and zebra beside bgpd, so that the
+// speaker's BFD profiles run. netns must be the node's own.
+func StartFRRBFD(netns string, bins Binaries, dir, node, routerID string) (*FRR, error) {
+	if netns == "" {
+		return nil, fmt.Errorf("FRR with BFD for %s: zebra needs a network namespace of the node's own", node)
+	}
+	return startFRR(netns, bins, dir, node, routerID, true)
+}
+
+func startFRR(netns string, bins Binaries, dir, node, routerID string, bfd bool) (*FRR, error) {
 	if err := bins.CheckFRR(); err != nil {
 		return nil, err
 	}
@@ -95,6 +124,7 @@ func StartFRRIn(netns string, bins Binaries, dir, node, routerID string) (*FRR, 
 	if err := os.MkdirAll(f.Dir, 0o700); err != nil {
 		return nil, err
 	}
+	f.vty = f.Dir
 	initial := filepath.Join(f.Dir, "bgpd-initial.conf")
 	if err := os.WriteFile(initial, []byte("hostname "+node+"\n"), 0o600); err != nil {
 		return nil, err
@@ -103,27 +133,78 @@ func StartFRRIn(netns string, bins Binaries, dir, node, routerID string) (*FRR, 
 	if err := os.WriteFile(f.pidFile(), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 		return nil, err
 	}
-	bin, args := filepath.Join(bins.FRR, "bgpd"), []string{
-		"--no_zebra", "--skip_runas", "--bgp_port", "0", "--vty_port", "0",
-		"--vty_socket", f.Dir, "--pid_file", filepath.Join(f.Dir, "bgpd.pid"),
-		"--config_file", initial, "--log", "stdout",
+	zebra := []string{"--no_zebra"}
+	if bfd {
+		if err := f.startBFD(netns, dir); err != nil {
+			f.Stop()
+			return nil, err
+		}
+		zebra = []string{"--socket", f.zserv()}
 	}
-	if netns != "" {
-		// nsenter execs bgpd: the process Stop ends is bgpd itself.
-		bin, args = "nsenter", append([]string{"--net=/run/netns/" + netns, "--", bin}, args...)
-	}
-	p, err := Start(dir, "bgpd-"+node, bin, args, nil)
+	p, err := f.startDaemon(netns, dir, "bgpd", append(zebra, "--skip_runas", "--bgp_port", "0", "--vty_port", "0",
+		"--vty_socket", f.vty, "--pid_file", filepath.Join(f.vty, "bgpd.pid"),
+		"--config_file", initial, "--log", "stdout"))
 	if err != nil {
+		f.Stop()
 		return nil, err
 	}
 	f.bgpd = p
-	if err := f.waitVTY(); err != nil {
-		p.Stop()
-		return nil, err
-	}
 	reloaders.add(f)
 	return f, nil
 }
+
+// startBFD starts the node's zebra, then its bfdd, as FRR's user (see
+// the package comment). Their sockets, and bgpd's, go to a directory of
+// FRR's group under the system's temporary directory: the caller's dir
+// may be one FRR's user cannot reach.
+func (f *FRR) startBFD(netns, dir string) error {
+	g, err := user.LookupGroup("frr")
+	if err != nil {
+		return fmt.Errorf("FRR with BFD: %v; the Debian package frr creates FRR's user and group", err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	if f.vty, err = os.MkdirTemp("", "frr-"+f.Node+"-"); err != nil {
+		return err
+	}
+	if err := os.Chown(f.vty, -1, gid); err != nil {
+		return err
+	}
+	if err := os.Chmod(f.vty, 0o770); err != nil {
+		return err
+	}
+	initial := filepath.Join(f.vty, "daemons-initial.conf")
+	if err := os.WriteFile(initial, []byte("hostname "+f.Node+"\n"), 0o644); err != nil {
+		return err
+	}
+	common := []string{"--user", "frr", "--group", "frr", "--vty_port", "0", "--vty_socket", f.vty,
+		"--socket", f.zserv(), "--config_file", initial, "--log", "stdout"}
+	if f.zebra, err = f.startDaemon(netns, dir, "zebra", append(common, "--pid_file", filepath.Join(f.vty, "zebra.pid"))); err != nil {
+		return err
+	}
+	f.bfdd, err = f.startDaemon(netns, dir, "bfdd", append(common, "--pid_file", filepath.Join(f.vty, "bfdd.pid"),
+		"--bfdctl", filepath.Join(f.vty, "bfdd.sock")))
+	return err
+}
+
+// startDaemon runs FRR's daemon in netns and waits for its vty socket.
+func (f *FRR) startDaemon(netns, dir, daemon string, args []string) (*Proc, error) {
+	bin := filepath.Join(f.bins.FRR, daemon)
+	if netns != "" {
+		// nsenter execs the daemon: the process Stop ends is the daemon.
+		bin, args = "nsenter", append([]string{"--net=/run/netns/" + netns, "--", bin}, args...)
+	}
+	p, err := Start(dir, daemon+"-"+f.Node, bin, args, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.waitVTY(daemon, p); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (f *FRR) zserv() string { return filepath.Join(f.vty, "zserv.api") }
 
 // SpeakerEnv is what MetalLB's speaker needs to drive this FRR.
 func (f *FRR) SpeakerEnv() []string {
@@ -142,27 +223,33 @@ var frrPorts atomic.Int32
 
 const frrPortBase = 17600
 
-// Stop ends bgpd (its sessions close) and the reloading.
+// Stop ends bgpd (its sessions close), bfdd and zebra, and the reloading.
 func (f *FRR) Stop() {
 	reloaders.remove(f)
 	f.bgpd.Stop()
+	f.bfdd.Stop()
+	f.zebra.Stop()
+	if f.vty != f.Dir {
+		_ = os.RemoveAll(f.vty)
+	}
 }
 
 func (f *FRR) configFile() string { return filepath.Join(f.Dir, "frr.conf") }
 func (f *FRR) pidFile() string    { return filepath.Join(f.Dir, "reloader.pid") }
 
-// waitVTY waits for bgpd's vty socket, where frr-reload.py talks to it.
-func (f *FRR) waitVTY() error {
-	sock := filepath.Join(f.Dir, "bgpd.vty")
+// waitVTY waits for the daemon's vty socket, where frr-reload.py talks to
+// it.
+func (f *FRR) waitVTY(daemon string, p *Proc) error {
+	sock := filepath.Join(f.vty, daemon+".vty")
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if _, err := os.Stat(sock); err == nil {
 			return nil
 		}
-		if done, err := f.bgpd.Exited(); done {
-			return fmt.Errorf("bgpd for %s exited (%v); see %s", f.Node, err, f.bgpd.Log)
+		if done, err := p.Exited(); done {
+			return fmt.Errorf("%s for %s exited (%v); see %s", daemon, f.Node, err, p.Log)
 		}
 	}
-	return fmt.Errorf("bgpd for %s: no vty socket %s after 20s; see %s", f.Node, sock, f.bgpd.Log)
+	return fmt.Errorf("%s for %s: no vty socket %s after 20s; see %s", daemon, f.Node, sock, p.Log)
 }
 
 // reload applies the speaker's file when it changed since the last time,
@@ -207,8 +294,16 @@ func (f *FRR) apply(conf []byte) error {
 	if err := os.MkdirAll(run, 0o700); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "python3", filepath.Join(f.bins.FRR, "frr-reload.py"), "--reload", "--stdout",
-		"--daemon", "bgpd", "--vty_socket", f.Dir, "--bindir", filepath.Dir(vtysh), "--confdir", f.Dir, "--rundir", run, withID)
+	args := []string{filepath.Join(f.bins.FRR, "frr-reload.py"), "--reload", "--stdout",
+		"--vty_socket", f.vty, "--bindir", filepath.Dir(vtysh), "--confdir", f.vty, "--rundir", run, withID}
+	// Reloading every daemon, frr-reload.py ends with vtysh's write, which
+	// saves the running configuration as <confdir>/frr.conf: with BFD the
+	// confdir is the sockets' directory, not the one where the speaker
+	// writes its frr.conf.
+	if f.bfdd == nil {
+		args = append(args, "--daemon", "bgpd")
+	}
+	cmd := exec.CommandContext(ctx, "python3", args...)
 	out, err := cmd.CombinedOutput()
 	// frr-reload.py prints the lines it applies, the BGP password's too;
 	// MetalLB's reloader blanks it the same way.
