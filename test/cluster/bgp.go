@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -440,7 +441,7 @@ func (r *Router) SessionUps() (map[string]int, error) {
 }
 
 // BFDUp lists the addresses of the nodes whose BFD session with the router
-// is up.
+// is up, sorted.
 func (r *Router) BFDUp() ([]string, error) {
 	out, err := r.Birdc("show", "bfd", "sessions")
 	if err != nil {
@@ -453,6 +454,7 @@ func (r *Router) BFDUp() ([]string, error) {
 			up = append(up, f[0])
 		}
 	}
+	sort.Strings(up)
 	return up, nil
 }
 

@@ -184,25 +184,19 @@ func bfdUpWithEverySpeaker(t *testing.T, c *Cluster) {
 		// BFD comes up once FRR has the profile: a sync and a reload
 		// after the BGP sessions.
 		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
-			if up, err = r.BFDUp(); err == nil && slices.Equal(sorted(up), want) {
+			if up, err = r.BFDUp(); err == nil && slices.Equal(up, want) {
 				break
 			}
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(sorted(up), want) {
+		if !slices.Equal(up, want) {
 			out, _ := r.Birdc("show", "bfd", "sessions")
 			t.Errorf("%s has BFD up with %v, want every speaker node %v; birdc show bfd sessions:\n%s", r.Name, up, want, out)
 		}
 	}
 	t.Logf("BFD (%s) up at both routers with %v", c.cloud.configValue("bgpBFDInterval"), want)
-}
-
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	sort.Strings(s)
-	return s
 }
 
 // speakerNodeIPs are the addresses of the nodes that run a speaker, sorted.
