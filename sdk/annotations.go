@@ -13,7 +13,9 @@ const Placeholder = "{{n}}"
 // RenderBGPAnnotations returns the BGP node annotations upstream documents:
 // for each IPv4 peer, in order of peer IP (compared as strings, as upstream
 // sorts them), the local ASN, peer ASN, peer IP, source IP and the base64 of
-// the password, under the template names with {{n}} replaced by 0, 1, ...
+// the password, under the template names with {{n}} replaced by 0, 1, ...;
+// and beside them one upstream never wrote, the peer's multihop ("true" or
+// "false", under MultiHop's name), which kube-vip reads.
 //
 // The CCM core writes these on every BGP node through this very function, so
 // modules and core agree byte for byte; modules need it only to reason about
@@ -28,7 +30,7 @@ func RenderBGPAnnotations(t AnnotationTemplates, n Node) map[string]string {
 }
 
 // RenderBGPAnnotationsIPv6 returns the annotations of the node's IPv6
-// peers (ABI version 5): the same five per peer, under the names of
+// peers (ABI version 5): the same six per peer, under the names of
 // t.IPv6() (metal.equinix.com/bgp-peers-v6-0-peer-ip, …), with SourceIPv6
 // as the source. Their own names leave the IPv4 annotations' names and
 // indexes as they were. Empty while the node has no IPv6 peer: the CCM
@@ -46,7 +48,8 @@ func renderPeers(t AnnotationTemplates, n Node, src string, keep func(Peer) bool
 		}
 	}
 	sort.SliceStable(peers, func(i, j int) bool { return peers[i].IP < peers[j].IP })
-	out := make(map[string]string, 5*len(peers))
+	multiHop := t.MultiHop()
+	out := make(map[string]string, 6*len(peers))
 	for i, p := range peers {
 		idx := strconv.Itoa(i)
 		name := func(tmpl string) string { return strings.ReplaceAll(tmpl, Placeholder, idx) }
@@ -60,8 +63,37 @@ func renderPeers(t AnnotationTemplates, n Node, src string, keep func(Peer) bool
 		put(t.PeerIP, p.IP)
 		put(t.SrcIP, src)
 		put(t.BGPPass, base64.StdEncoding.EncodeToString([]byte(p.Password)))
+		put(multiHop, strconv.FormatBool(p.Multihop))
 	}
 	return out
+}
+
+// peerIPSuffix and multiHopSuffix end the names kube-vip v1.2 reads
+// (pkg/manager/watch_annotations.go): <prefix>/bgp-peers-0-peer-ip and,
+// beside it, <prefix>/bgp-peers-0-peer-multi-hop.
+const (
+	peerIPSuffix   = "peer-ip"
+	multiHopSuffix = "peer-multi-hop"
+)
+
+// MultiHop is the template of the peer's multihop annotation, named from
+// the peer IP template: metal.equinix.com/bgp-peers-{{n}}-peer-ip gives
+// metal.equinix.com/bgp-peers-{{n}}-peer-multi-hop. It is derived, not a
+// setting of its own, so it needs no new field in the request a module
+// reads. A peer IP template with another ending (or without {{n}}) names
+// no multihop annotation: "".
+//
+// The core writes it in the same patch as the other peer annotations, and
+// that is the point: kube-vip stops watching a node's annotations the
+// moment they name a peer, so a multihop value written after the peer IP
+// (as the kube-vip module once did, in its own later write) is never read,
+// and the session stays at TTL 1, which never crosses the gateway in
+// front of Equinix's peers.
+func (t AnnotationTemplates) MultiHop() string {
+	if !strings.Contains(t.PeerIP, Placeholder) || !strings.HasSuffix(t.PeerIP, peerIPSuffix) {
+		return ""
+	}
+	return strings.TrimSuffix(t.PeerIP, peerIPSuffix) + multiHopSuffix
 }
 
 // IPv6 returns the templates of the IPv6 peer annotations: each name with
@@ -93,7 +125,7 @@ func (t AnnotationTemplates) IsCoreAnnotation(name string) bool {
 // annotations of a peer index that went away, and the host uses it to refuse
 // a module that tries to write them.
 func (t AnnotationTemplates) IsPeerAnnotation(name string) bool {
-	for _, tmpl := range []string{t.LocalASN, t.PeerASN, t.PeerIP, t.SrcIP, t.BGPPass} {
+	for _, tmpl := range []string{t.LocalASN, t.PeerASN, t.PeerIP, t.SrcIP, t.BGPPass, t.MultiHop()} {
 		pre, suf, ok := strings.Cut(tmpl, Placeholder)
 		if ok && indexed(name, pre, suf) {
 			return true

@@ -18,6 +18,8 @@ func TestIsPeerAnnotation(t *testing.T) {
 		{templates, "metal.equinix.com/bgp-peers-0-node-asn", true},
 		{templates, "metal.equinix.com/bgp-peers-1-peer-asn", true},
 		{templates, "metal.equinix.com/bgp-peers-1-src-ip", true},
+		{templates, "metal.equinix.com/bgp-peers-0-peer-multi-hop", true}, // derived from peer-ip
+		{templates, "metal.equinix.com/bgp-peers-0-multi-hop", false},
 		{templates, "metal.equinix.com/bgp-peers--peer-ip", false},   // no index
 		{templates, "metal.equinix.com/bgp-peers-x-peer-ip", false},  // not a number
 		{templates, "metal.equinix.com/bgp-peers-1a-peer-ip", false}, // not only digits
@@ -32,6 +34,7 @@ func TestIsPeerAnnotation(t *testing.T) {
 		{custom, "pass-3-", false},
 		{custom, "no-placeholder", false}, // a template without {{n}} matches nothing
 		{custom, "metal.equinix.com/bgp-peers-0-peer-ip", false},
+		{custom, "x.io/7-multi-hop", false}, // custom peer IP not ending peer-ip: no multihop name
 		{sdk.AnnotationTemplates{}, "", false},
 	} {
 		if got := tc.tmpl.IsPeerAnnotation(tc.name); got != tc.want {

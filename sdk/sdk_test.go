@@ -30,14 +30,14 @@ func TestRenderBGPAnnotations(t *testing.T) {
 		want map[string]string
 	}{
 		{"peers indexed by sorted IP, password base64", templates, sdk.Node{Name: "n", LocalASN: 65000, SourceIP: "10.0.0.1", Peers: []sdk.Peer{
-			{ASN: 65530, IP: "169.254.255.2", Password: "b"}, {ASN: 65531, IP: "169.254.255.1", Password: "a"}}},
+			{ASN: 65530, IP: "169.254.255.2", Password: "b", Multihop: true}, {ASN: 65531, IP: "169.254.255.1", Password: "a"}}},
 			map[string]string{
 				"metal.equinix.com/bgp-peers-0-node-asn": "65000", "metal.equinix.com/bgp-peers-0-peer-asn": "65531",
 				"metal.equinix.com/bgp-peers-0-peer-ip": "169.254.255.1", "metal.equinix.com/bgp-peers-0-src-ip": "10.0.0.1",
-				"metal.equinix.com/bgp-peers-0-bgp-pass": "YQ==",
+				"metal.equinix.com/bgp-peers-0-bgp-pass": "YQ==", "metal.equinix.com/bgp-peers-0-peer-multi-hop": "false",
 				"metal.equinix.com/bgp-peers-1-node-asn": "65000", "metal.equinix.com/bgp-peers-1-peer-asn": "65530",
 				"metal.equinix.com/bgp-peers-1-peer-ip": "169.254.255.2", "metal.equinix.com/bgp-peers-1-src-ip": "10.0.0.1",
-				"metal.equinix.com/bgp-peers-1-bgp-pass": "Yg==",
+				"metal.equinix.com/bgp-peers-1-bgp-pass": "Yg==", "metal.equinix.com/bgp-peers-1-peer-multi-hop": "true",
 			}},
 		{"IPv6 peers left out, the IPv4 indexes as without them", templates, sdk.Node{Name: "n", LocalASN: 65000, SourceIP: "10.0.0.1",
 			SourceIPv6: "2604:1380:4641:c500::1", Peers: []sdk.Peer{
@@ -45,12 +45,16 @@ func TestRenderBGPAnnotations(t *testing.T) {
 			map[string]string{
 				"metal.equinix.com/bgp-peers-0-node-asn": "65000", "metal.equinix.com/bgp-peers-0-peer-asn": "65530",
 				"metal.equinix.com/bgp-peers-0-peer-ip": "169.254.255.1", "metal.equinix.com/bgp-peers-0-src-ip": "10.0.0.1",
-				"metal.equinix.com/bgp-peers-0-bgp-pass": "YQ==",
+				"metal.equinix.com/bgp-peers-0-bgp-pass": "YQ==", "metal.equinix.com/bgp-peers-0-peer-multi-hop": "false",
 			}},
 		{"no peers, no annotations", templates, sdk.Node{Name: "n", LocalASN: 65000}, map[string]string{}},
-		{"custom templates, one left empty, no password", sdk.AnnotationTemplates{PeerIP: "x.io/{{n}}.ip", BGPPass: "x.io/pass-{{n}}"},
-			sdk.Node{Peers: []sdk.Peer{{IP: "192.0.2.1"}}},
+		{"custom templates, one left empty, no password; no multihop name beside a peer IP not ending peer-ip",
+			sdk.AnnotationTemplates{PeerIP: "x.io/{{n}}.ip", BGPPass: "x.io/pass-{{n}}"},
+			sdk.Node{Peers: []sdk.Peer{{IP: "192.0.2.1", Multihop: true}}},
 			map[string]string{"x.io/0.ip": "192.0.2.1", "x.io/pass-0": ""}},
+		{"custom templates ending peer-ip: multihop beside them", sdk.AnnotationTemplates{PeerIP: "x.io/p{{n}}-peer-ip"},
+			sdk.Node{Peers: []sdk.Peer{{IP: "192.0.2.1", Multihop: true}}},
+			map[string]string{"x.io/p0-peer-ip": "192.0.2.1", "x.io/p0-peer-multi-hop": "true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := sdk.RenderBGPAnnotations(tc.tmpl, tc.node); !reflect.DeepEqual(got, tc.want) {
@@ -65,14 +69,14 @@ func TestRenderBGPAnnotations(t *testing.T) {
 // module may not write them); the IPv4 matcher does not take them.
 func TestIPv6Annotations(t *testing.T) {
 	n := sdk.Node{Name: "n", LocalASN: 65000, SourceIP: "10.0.0.1", SourceIPv6: "2604:1380:4641:c500::1", Peers: []sdk.Peer{
-		{ASN: 65530, IP: "fc00::f", Password: "b"}, {ASN: 65530, IP: "169.254.255.1", Password: "a"}, {ASN: 65530, IP: "fc00::e", Password: "a"}}}
+		{ASN: 65530, IP: "fc00::f", Password: "b", Multihop: true}, {ASN: 65530, IP: "169.254.255.1", Password: "a"}, {ASN: 65530, IP: "fc00::e", Password: "a", Multihop: true}}}
 	want := map[string]string{
 		"metal.equinix.com/bgp-peers-v6-0-node-asn": "65000", "metal.equinix.com/bgp-peers-v6-0-peer-asn": "65530",
 		"metal.equinix.com/bgp-peers-v6-0-peer-ip": "fc00::e", "metal.equinix.com/bgp-peers-v6-0-src-ip": "2604:1380:4641:c500::1",
-		"metal.equinix.com/bgp-peers-v6-0-bgp-pass": "YQ==",
+		"metal.equinix.com/bgp-peers-v6-0-bgp-pass": "YQ==", "metal.equinix.com/bgp-peers-v6-0-peer-multi-hop": "true",
 		"metal.equinix.com/bgp-peers-v6-1-node-asn": "65000", "metal.equinix.com/bgp-peers-v6-1-peer-asn": "65530",
 		"metal.equinix.com/bgp-peers-v6-1-peer-ip": "fc00::f", "metal.equinix.com/bgp-peers-v6-1-src-ip": "2604:1380:4641:c500::1",
-		"metal.equinix.com/bgp-peers-v6-1-bgp-pass": "Yg==",
+		"metal.equinix.com/bgp-peers-v6-1-bgp-pass": "Yg==", "metal.equinix.com/bgp-peers-v6-1-peer-multi-hop": "true",
 	}
 	if got := sdk.RenderBGPAnnotationsIPv6(templates, n); !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v\nwant %v", got, want)
@@ -81,9 +85,11 @@ func TestIPv6Annotations(t *testing.T) {
 		t.Errorf("IPv6 peer IP template %q", got)
 	}
 	for name, want := range map[string][2]bool{ // IsPeerAnnotation, IsCoreAnnotation
-		"metal.equinix.com/bgp-peers-v6-1-peer-ip": {false, true},
-		"metal.equinix.com/bgp-peers-1-peer-ip":    {true, true},
-		"metal.equinix.com/bgp-peers-v7-1-peer-ip": {false, false},
+		"metal.equinix.com/bgp-peers-v6-1-peer-ip":        {false, true},
+		"metal.equinix.com/bgp-peers-1-peer-ip":           {true, true},
+		"metal.equinix.com/bgp-peers-v7-1-peer-ip":        {false, false},
+		"metal.equinix.com/bgp-peers-1-peer-multi-hop":    {true, true},
+		"metal.equinix.com/bgp-peers-v6-0-peer-multi-hop": {false, true},
 	} {
 		if got := [2]bool{templates.IsPeerAnnotation(name), templates.IsCoreAnnotation(name)}; got != want {
 			t.Errorf("%s: IsPeerAnnotation, IsCoreAnnotation = %v, want %v", name, got, want)

@@ -23,7 +23,7 @@ func sp(s string) *string { return &s }
 func TestAnnotations(t *testing.T) {
 	n := lbsnapshot.Node{Name: "w1", LocalASN: 65000, SourceIP: "10.0.0.5", PrivateNetwork: "10.0.0.0/25",
 		// deliberately unsorted: numbering follows the peer IP
-		Peers: []lbsnapshot.Peer{{ASN: 65530, IP: "169.254.255.2", Password: "pw"}, {ASN: 65530, IP: "169.254.255.1", Password: "pw"}}}
+		Peers: []lbsnapshot.Peer{{ASN: 65530, IP: "169.254.255.2", Password: "pw", Multihop: true}, {ASN: 65530, IP: "169.254.255.1", Password: "pw", Multihop: true}}}
 	want := map[string]string{
 		"metal.equinix.com/network-4-private":    "10.0.0.0/25",
 		"metal.equinix.com/bgp-peers-0-node-asn": "65000",
@@ -36,6 +36,9 @@ func TestAnnotations(t *testing.T) {
 		"metal.equinix.com/bgp-peers-1-peer-ip":  "169.254.255.2",
 		"metal.equinix.com/bgp-peers-1-src-ip":   "10.0.0.5",
 		"metal.equinix.com/bgp-peers-1-bgp-pass": "cHc=",
+		// Beside the peer IP, in the same write: kube-vip reads once.
+		"metal.equinix.com/bgp-peers-0-peer-multi-hop": "true",
+		"metal.equinix.com/bgp-peers-1-peer-multi-hop": "true",
 	}
 	if got := Annotations(tmpl, n); !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v\nwant %v", got, want)
@@ -139,8 +142,8 @@ func TestIPv6Annotations(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
 	}
-	if len(got) != 20 { // 2×5 IPv4, 2×5 IPv6; no private network in n
-		t.Errorf("%d annotations, want 20: %v", len(got), got)
+	if len(got) != 24 { // 2×6 IPv4, 2×6 IPv6; no private network in n
+		t.Errorf("%d annotations, want 24: %v", len(got), got)
 	}
 	patch := AnnotationPatch(tmpl, got, map[string]string{})
 	for k := range got {

@@ -181,8 +181,12 @@ func checkTemplates(t *testing.T, at sdk.AnnotationTemplates) {
 		node.Peers = append(node.Peers, sdk.Peer{ASN: 65530, IP: ip, Password: "pw"})
 	}
 	v4, v6 := sdk.RenderBGPAnnotations(at, node), sdk.RenderBGPAnnotationsIPv6(at, node)
-	if len(v4) != 10 || len(v6) != 10 {
-		t.Fatalf("templates %+v render %d IPv4 and %d IPv6 names for 2 peers each, want 10 and 10: %v %v", at, len(v4), len(v6), v4, v6)
+	want := 10 // five templates, two peers
+	if at.MultiHop() != "" {
+		want += 2 // and the multihop beside each peer IP
+	}
+	if len(v4) != want || len(v6) != want {
+		t.Fatalf("templates %+v render %d IPv4 and %d IPv6 names for 2 peers each, want %d and %d: %v %v", at, len(v4), len(v6), want, want, v4, v6)
 	}
 	for name := range v4 {
 		if _, both := v6[name]; both {

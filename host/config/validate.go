@@ -115,6 +115,18 @@ func (v *validator) bgp(c *Config) {
 		}
 		seen[t.value] = t.key
 	}
+	// The multihop annotation's name is derived from the peer IP's
+	// (sdk.AnnotationTemplates.MultiHop), 7 characters longer: it must be
+	// a valid name too, and no other template's.
+	mh := sdk.AnnotationTemplates{PeerIP: c.AnnotationPeerIP}.MultiHop()
+	if mh == "" || strings.Count(mh, peerIndex) != 1 {
+		return
+	}
+	if errs := content.IsLabelKey(strings.ReplaceAll(mh, peerIndex, "0")); len(errs) > 0 {
+		v.add("annotationPeerIP", "%q gives the peer's multihop annotation the name %q, which is not a valid annotation name: %s; use a shorter name, for example %s", c.AnnotationPeerIP, mh, errs[0], defaultOf("annotationPeerIP"))
+	} else if other, dup := seen[mh]; dup {
+		v.add(other, "%q is the name of the peer's multihop annotation (from annotationPeerIP); each BGP annotation needs its own name", mh)
+	}
 }
 
 // annotations checks the single (not per-peer) annotation names.

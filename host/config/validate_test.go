@@ -28,6 +28,8 @@ func TestValidationProblems(t *testing.T) {
 		{name: "template with n twice", env: append(base, "METAL_ANNOTATION_LOCAL_ASN=a/{{n}}-x-{{n}}"), want: []string{"annotationLocalASN", "more than once"}},
 		{name: "template invalid name", env: append(base, "METAL_ANNOTATION_SRC_IP=bad key {{n}}"), want: []string{"annotationSrcIP", "not a valid annotation name"}},
 		{name: "templates collide", env: append(base, "METAL_ANNOTATION_SRC_IP="+DefaultAnnotationPeerIP), want: []string{"annotationSrcIP", "the same as annotationPeerIP"}},
+		{name: "a template is the multihop annotation's name", env: append(base, "METAL_ANNOTATION_SRC_IP=metal.equinix.com/bgp-peers-{{n}}-peer-multi-hop"), want: []string{"annotationSrcIP", "multihop annotation (from annotationPeerIP)"}},
+		{name: "the multihop annotation's name too long", env: append(base, "METAL_ANNOTATION_PEER_IP=metal.equinix.com/"+strings.Repeat("p", 50)+"-{{n}}-peer-ip"), want: []string{"annotationPeerIP", "multihop annotation the name", "use a shorter name"}},
 		{name: "port out of range", env: append(base, "METAL_API_SERVER_PORT=70000"), want: []string{"apiServerPort (env METAL_API_SERVER_PORT): 70000 is not a port"}},
 		{name: "negative port", file: `{"apiServerPort": -1}`, env: base, want: []string{"apiServerPort", `cloud-config field "apiServerPort"`}},
 		{name: "bad bool", env: append(base, "METAL_EIP_HEALTH_CHECK_USE_HOST_IP=yes please"), want: []string{"eipHealthCheckUseHostIP", "not a boolean"}},
