@@ -109,9 +109,8 @@ system: k8s-bins modules image-check ## the Go tests that build the CCM and run 
 # kube-apiserver is built, so the node binaries reuse its compiled
 # packages, and are waited for before anything runs them: two makes never
 # build one file at once. Their log: $(TEST_LOG_DIR)/ci-prebuild.log.
-CI_PREBUILD := $(E2E_BINS) $(CLUSTER_BINS) $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(KUBE_VIP) $(FRR_K8S) \
-  $(GOVULNCHECK) $(VULNDB)/index/db.json
-ci-prebuild: $(CI_PREBUILD)
+# (Its rule is at the end: a rule's prerequisites are expanded where it
+# is read, and lint.mk, included there, defines the vulnerability tools.)
 ci: cluster-debs e2e-debs k8s-bins ## everything CI runs: make test, vulncheck, system, e2e and the real cluster's check (root, apt-get)
 	@mkdir -p $(TEST_LOG_DIR); \
 	nice -n 19 $(MAKE) --no-print-directory ci-prebuild >$(TEST_LOG_DIR)/ci-prebuild.log 2>&1 & pre=$$!; \
@@ -203,3 +202,8 @@ clean: ## remove bin/
 	rm -rf $(BIN_DIR)
 
 include mk/lint.mk mk/image.mk mk/harness.mk
+
+# make ci's background builds (see ci).
+CI_PREBUILD := $(E2E_BINS) $(CLUSTER_BINS) $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(KUBE_VIP) $(FRR_K8S) \
+  $(GOVULNCHECK) $(VULNDB)/index/db.json
+ci-prebuild: $(CI_PREBUILD)
