@@ -109,18 +109,18 @@ system: k8s-bins modules image-check ## the Go tests that build the CCM and run 
 # kube-apiserver is built, so the node binaries reuse its compiled
 # packages, and are waited for before anything runs them: two makes never
 # build one file at once. Their log: $(TEST_LOG_DIR)/ci-prebuild.log.
+# Each phase prints when it ended, in seconds from here (">> make ci:").
 # (Its rule is at the end: a rule's prerequisites are expanded where it
 # is read, and lint.mk, included there, defines the vulnerability tools.)
 ci: cluster-debs e2e-debs k8s-bins ## everything CI runs: make test, vulncheck, system, e2e and the real cluster's check (root, apt-get)
-	@mkdir -p $(TEST_LOG_DIR); \
+	@mkdir -p $(TEST_LOG_DIR); t0=$$(date +%s); at() { echo ">> make ci: $$1 after $$(( $$(date +%s) - t0 ))s"; }; \
 	nice -n 19 $(MAKE) --no-print-directory ci-prebuild >$(TEST_LOG_DIR)/ci-prebuild.log 2>&1 & pre=$$!; \
-	$(MAKE) --no-print-directory test system || { rc=$$?; kill $$pre 2>/dev/null; exit $$rc; }; \
-	echo ">> waiting for the background builds ($(TEST_LOG_DIR)/ci-prebuild.log)"; start=$$(date +%s); \
+	$(MAKE) --no-print-directory test || { rc=$$?; kill $$pre 2>/dev/null; exit $$rc; }; at "make test done"; \
+	$(MAKE) --no-print-directory system || { rc=$$?; kill $$pre 2>/dev/null; exit $$rc; }; at "make system done"; \
 	wait $$pre || { tail -n 40 $(TEST_LOG_DIR)/ci-prebuild.log; echo "the background builds failed (above)"; exit 1; }; \
-	grep '^>>' $(TEST_LOG_DIR)/ci-prebuild.log || true; \
-	echo ">> waited $$(( $$(date +%s) - start ))s for the background builds"; \
-	$(MAKE) --no-print-directory vulncheck e2e && \
-	$(MAKE) --no-print-directory cluster-check CLUSTER_CCM_IMAGE=$(IMAGE_CHECK_DIR)/1/image
+	grep '^>>' $(TEST_LOG_DIR)/ci-prebuild.log || true; at "the background builds done"; \
+	$(MAKE) --no-print-directory vulncheck e2e || exit $$?; at "make vulncheck and make e2e done"; \
+	$(MAKE) --no-print-directory cluster-check CLUSTER_CCM_IMAGE=$(IMAGE_CHECK_DIR)/1/image || exit $$?; at "make cluster-check done"
 
 # The quickest loop: go test -short leaves out the tests that build or start
 # whole binaries (each says so when skipped).
