@@ -79,6 +79,12 @@ type CloudOptions struct {
 	// (frrk8s.go). FRR must be set too (the nodes' bgpd), and
 	// MetalLBManifest be metallb-frr-k8s.yaml of MetalLB >= 0.16.1.
 	FRRK8s string
+	// Upstream, when set, is a folder of upstream v3.8.1's captured state
+	// in MetalLB CRD mode (upstreamfixture's format): the cluster starts
+	// as upstream left it, without this CCM (upstream.go), MetalLB
+	// announcing upstream's Services; UpgradeCloud then installs the CCM
+	// to take over. Only with MetalLB's native speaker.
+	Upstream string
 }
 
 // Speaker names what announces the cluster's Services: a row of the
@@ -417,6 +423,13 @@ func (c *Cluster) installCloud(ctx context.Context, o *CloudOptions, metallb []*
 			return err
 		}
 	}
+	if o.Upstream != "" {
+		if err := c.installUpstream(ctx, o, metallb); err != nil {
+			return err
+		}
+		c.logf("cluster: upstream's leftovers in place, MetalLB's controller and speakers on %v ready after %s", c.speakerNodes, time.Since(began).Round(time.Millisecond))
+		return nil
+	}
 	ch, err := deploycheck.LoadChart(chartDir())
 	if err != nil {
 		return err
@@ -690,6 +703,9 @@ func (c *Cluster) events(ns, name string) string {
 // does: the chart rendered again with values over the ones it was last
 // installed or upgraded with, and applied. A change of the pod template (an annotation, the
 // config Secret's checksum) rolls the Deployment, one replica at a time.
+//
+// In a cluster that started as upstream left it (CloudOptions.Upstream),
+// the first call installs the CCM.
 func (c *Cluster) UpgradeCloud(ctx context.Context, values map[string]any) error {
 	ch, err := deploycheck.LoadChart(chartDir())
 	if err != nil {

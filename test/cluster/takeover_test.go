@@ -1,0 +1,143 @@
+//go:build cluster && linux
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+)
+
+// TestCloudTakeOver is the switch from the upstream CCM as users meet it:
+// the cluster starts as upstream v3.8.1 left it (its five Services'
+// Elastic IPs announced by MetalLB from upstream's own objects, no CCM
+// running; upstream.go), and under a client that never stops asking every
+// one of those addresses this CCM is installed with its chart and takes
+// over. No request fails, Equinix sees no reservation requested or
+// released, every Service keeps its address, upstream's pools become the
+// CCM's, and a Service created afterwards gets an address and answers.
+func TestCloudTakeOver(t *testing.T) {
+	o := cloudOptions(t)
+	o.Upstream = filepath.Join(filepath.Dir(filepath.Dir(chartDir())), "host", "provider", "testdata", "upstream-v3.8.1", "crd")
+	c := startCloud(t, o)
+	ctx := context.Background()
+
+	webPods(t, c)
+	before, err := c.UpstreamIngress(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 5 {
+		t.Fatalf("upstream's Services with an address: %v, want the capture's 5", before)
+	}
+	names := slices.Sorted(maps.Keys(before))
+	m := c.Monitor()
+	defer m.Stop()
+	begin := m.Mark()
+	for _, name := range names {
+		url := "http://" + net.JoinHostPort(before[name], "80") + "/hostname"
+		if _, err := untilAnswers(c, url, 2*time.Minute); err != nil {
+			t.Fatalf("upstream's %s at %s did not answer before the take-over: %v; routers' next hops %v", name, before[name], err, nexthops(t, c, before[name]))
+		}
+		m.Watch(name, before[name])
+	}
+	// What flows before: upstream's state alone carries the traffic.
+	time.Sleep(10 * time.Second)
+	for _, tl := range m.Since(begin) {
+		t.Logf("before the take-over: %s", tl.Window(begin))
+	}
+
+	c.Emu.ResetCounts()
+	mark := m.Mark()
+	if err := c.UpgradeCloud(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	took, err := waitAdopted(ctx, c, names)
+	if err != nil {
+		t.Fatalf("%v (%s)", err, c.podSummary(CCMNamespace))
+	}
+	t.Logf("the CCM owned upstream's %d pools %s after its chart was applied", len(names), took.Round(100*time.Millisecond))
+	// Whatever the CCM writes once it leads (its module's objects, node
+	// annotations, the control-plane Elastic IP) is done well within this.
+	time.Sleep(30 * time.Second)
+	end := time.Now()
+	for _, tl := range m.Between(mark, end) {
+		t.Logf("take-over: %s", tl.Window(mark))
+		if tl.Failed > 0 {
+			t.Errorf("%s: %d requests failed while the CCM took over from upstream, want 0", tl.Target, tl.Failed)
+		}
+	}
+	if res, rel := c.Emu.Count(emulator.RouteRequestIPReservation), c.Emu.Count(emulator.RouteDeleteIP); res != 0 || rel != 0 {
+		t.Errorf("taking over: %d reservations requested, %d released; want 0 and 0", res, rel)
+	}
+	after, err := c.UpstreamIngress(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(before, after) {
+		t.Errorf("Services' addresses after the take-over %v, upstream left %v", after, before)
+	}
+
+	// The CCM serves: a new Service gets its own Elastic IP and answers.
+	created := time.Now()
+	if _, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, LoadBalancerService("after", "web", corev1.ServiceExternalTrafficPolicyCluster), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip, err := serviceIngress(c, "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := untilAnswers(c, "http://"+net.JoinHostPort(ip, "80")+"/hostname", 2*time.Minute); err != nil {
+		t.Fatalf("%v; routers' next hops for %s: %v", err, ip, nexthops(t, c, ip))
+	}
+	t.Logf("a Service created after the take-over answered at %s %s after its creation", ip, time.Since(created).Round(100*time.Millisecond))
+}
+
+// waitAdopted waits until each upstream Service's pool (upstream's name,
+// default.<Service>) carries the CCM's owned-by label, and says how long
+// that took.
+func waitAdopted(ctx context.Context, c *Cluster, names []string) (time.Duration, error) {
+	began := time.Now()
+	dyn, err := dynamic.NewForConfig(c.Env.Config)
+	if err != nil {
+		return 0, err
+	}
+	pools := dyn.Resource(schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}).Namespace(metallbNamespace)
+	var last string
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		var missing []string
+		for _, name := range names {
+			p, err := pools.Get(ctx, metav1.NamespaceDefault+"."+name, metav1.GetOptions{})
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("%s (%v)", name, err))
+				continue
+			}
+			if _, ok := p.GetLabels()[sdk.OwnedLabel]; !ok {
+				missing = append(missing, name)
+			}
+		}
+		last = strings.Join(missing, ", ")
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("upstream's pools not owned by the CCM: %s: %w", last, err)
+	}
+	return time.Since(began), nil
+}
