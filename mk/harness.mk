@@ -130,14 +130,15 @@ cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN) ## every real-cl
 # other speaker (MetalLB 0.16.1 native and FRR-K8s, MetalLB 0.12.1 with the ConfigMap,
 # kube-vip); and FRR and kube-vip told no peer is multihop failing behind
 # the gateway. make ci runs it on the image image-check built. To stay
-# within CI's time, it leaves out two that make cluster-test runs: MetalLB
+# within CI's time, it leaves out three that make cluster-test runs: MetalLB
 # 0.16.1 native (0.15.3's speaker, TestCloudTraffic's, differs from it in
-# version only) and kube-vip told no multihop (FRR's case shows the
-# gateway stops a TTL-1 session). CLUSTER_CHECK_SKIP= runs them too.
+# version only), MetalLB 0.16.1 in FRR mode (TestCloudDualStack runs that
+# speaker; the speaker check adds BFD and a node lost) and kube-vip told
+# no multihop (FRR's case shows the gateway stops a TTL-1 session). CLUSTER_CHECK_SKIP= runs them too.
 # (-skip splits at each /: the second level names the subtests.)
 # CLUSTER_CHECK_RUN narrows it to some tests, for example
 #   make cluster-check CLUSTER_CHECK_RUN='TestCloudSpeakers/frr-k8s'
-CLUSTER_CHECK_SKIP ?= /^(metallb-0.16.1-native|kube-vip-told-no-multihop)$$
+CLUSTER_CHECK_SKIP ?= /^(metallb-0.16.1-native|metallb-0.16.1-frr|kube-vip-told-no-multihop)$$
 CLUSTER_CHECK_RUN ?= TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop|TestCloudSpeakers
 cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN) ## the short real-cluster check (root) of make ci, every speaker (CLUSTER_CCM_IMAGE=an OCI layout)
 	@mkdir -p $(TEST_LOG_DIR)

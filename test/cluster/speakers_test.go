@@ -14,28 +14,30 @@ import (
 )
 
 // TestCloudSpeakers runs the short cloud check once per BGP speaker that
-// TestCloudTraffic (MetalLB 0.15.3, native) and TestCloudDualStack
-// (MetalLB 0.16.1, FRR mode) do not already run, each in a cluster behind
-// Equinix's gateway: MetalLB 0.16.1 in native mode, MetalLB 0.16.1 with
-// FRR-K8s (its default backend), MetalLB 0.12.1 configured by the CCM's
-// ConfigMap, and kube-vip v1.2 as a DaemonSet. Each subtest is one row of
+// TestCloudTraffic (MetalLB 0.15.3, native) does not already run, each in
+// a cluster behind Equinix's gateway: MetalLB 0.16.1 in native mode,
+// MetalLB 0.16.1 with FRR-K8s (its default backend), MetalLB 0.16.1 in
+// FRR mode (TestCloudDualStack's speaker, here with BFD and a node lost),
+// MetalLB 0.12.1 configured by the CCM's ConfigMap, and kube-vip v1.2 as
+// a DaemonSet. Each subtest is one row of
 // the speaker table of TESTING.md: sessions with both peers from every speaker
 // node, a Service's Elastic IP at both routers with one path per speaker
 // node and answering HTTP and UDP, a Local Service announced only from its
 // endpoint's node, 20 Service changes without a session reset, and a node
 // failure survived. Run one with -run 'TestCloudSpeakers/kube-vip'.
 func TestCloudSpeakers(t *testing.T) {
-	for _, name := range []string{"metallb-0.16.1-native", "metallb-0.16.1-frr-k8s", "metallb-0.12.1-configmap", "kube-vip"} {
+	for _, name := range []string{"metallb-0.16.1-native", "metallb-0.16.1-frr-k8s", "metallb-0.16.1-frr", "metallb-0.12.1-configmap", "kube-vip"} {
 		t.Run(name, func(t *testing.T) {
 			o := speakerOptions(t, name)
 			// The fastest timers the CCM offers: a node failure costs the
 			// hold time, not MetalLB's default 90 s (kube-vip takes no
 			// timer from the CCM and keeps its own).
 			o.Values = mergeValues(map[string]any{"config": map[string]any{"bgpHoldTime": "3s", "bgpKeepaliveTime": "1s"}}, o.Values)
-			if o.FRRK8s != "" {
-				// And BFD, which FRR runs: a dead node's routes go when
-				// BFD says so, not when a hold timer runs out and graceful
-				// restart keeps them 120 s more.
+			if o.FRR != "" {
+				// And BFD, which FRR runs (FRR-K8s, and MetalLB's FRR
+				// mode): a dead node's routes go when BFD says so, not
+				// when a hold timer runs out and graceful restart keeps
+				// them 120 s more.
 				o.Values = mergeValues(o.Values, map[string]any{"config": map[string]any{"bgpBFDInterval": bfdInterval}})
 			}
 			speakerCheck(t, startCloud(t, o))
@@ -43,7 +45,7 @@ func TestCloudSpeakers(t *testing.T) {
 	}
 }
 
-// bfdInterval is the BFD interval TestCloudSpeakers sets for FRR-K8s:
+// bfdInterval is the BFD interval TestCloudSpeakers sets for FRR's speakers:
 // MetalLB's default profile's, 300 ms, three missed and the node is down.
 const bfdInterval = "300ms"
 
@@ -53,7 +55,8 @@ var speakerNames = []string{"native", "metallb-0.16.1-native", "frr", "frr-k8s",
 
 // speakerOptions are a cloud cluster's options for one speaker: native is
 // MetalLB 0.15.3 (TestCloudTraffic's), frr MetalLB 0.16.1 in FRR mode,
-// dual-stack (TestCloudDualStack's), frr-k8s MetalLB 0.16.1 with its
+// dual-stack (TestCloudDualStack's; TestCloudSpeakers checks its IPv4
+// side), frr-k8s MetalLB 0.16.1 with its
 // FRR-K8s backend (IPv4 only here).
 func speakerOptions(t *testing.T, name string) *CloudOptions {
 	t.Helper()
@@ -64,7 +67,7 @@ func speakerOptions(t *testing.T, name string) *CloudOptions {
 		o := cloudOptions(t)
 		o.MetalLBManifest, o.MetalLBBins = needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_MANIFEST"), needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_BINS")
 		return o
-	case "frr":
+	case "metallb-0.16.1-frr", "frr":
 		return dualStackOptions(t)
 	case "metallb-0.12.1-configmap", "configmap":
 		o := cloudOptions(t)
