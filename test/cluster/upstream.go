@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,9 +126,15 @@ func (c *Cluster) initialiseAsUpstream(ctx context.Context, n *Node, d emulator.
 		return fmt.Errorf("cluster: device %s has private address %s, node %s is at %s", d.ID, private, n.Name, n.IP)
 	}
 	notes := map[string]string{"metal.equinix.com/network-4-private": privateNet}
-	for i, peer := range []string{"169.254.255.1", "169.254.255.2"} {
+	// Upstream numbers the peers in the order of their IPs (as strings).
+	var peers []string
+	for _, r := range c.Routers {
+		peers = append(peers, r.PeerIP)
+	}
+	sort.Strings(peers)
+	for i, peer := range peers {
 		p := fmt.Sprintf("metal.equinix.com/bgp-peers-%d-", i)
-		maps.Copy(notes, map[string]string{p + "node-asn": fmt.Sprint(projectASN), p + "peer-asn": "65530", p + "peer-ip": peer, p + "src-ip": n.IP, p + "bgp-pass": ""})
+		maps.Copy(notes, map[string]string{p + "node-asn": fmt.Sprint(projectASN), p + "peer-asn": fmt.Sprint(PeerASN), p + "peer-ip": peer, p + "src-ip": n.IP, p + "bgp-pass": ""})
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
