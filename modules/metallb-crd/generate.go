@@ -36,6 +36,13 @@ const (
 	// every pool is announced by a per-metro one.
 	noPoolLabel = "lb.metal.equinix.com/no-pool"
 	noPoolValue = "none"
+	// Upstream v3.8.1 gave every BGPPeer, after its hostname selector, one
+	// selector per Service whose labels are all under nomatchPrefix (no
+	// node carries them). keptLabel marks a peer taken over from upstream
+	// whose selectors this module keeps as they were (keptSelectors).
+	nomatchPrefix = "nomatch.metal.equinix.com/"
+	keptLabel     = "lb.metal.equinix.com/upstream-selectors"
+	keptValue     = "kept"
 )
 
 func describe(o sdk.Options) (sdk.Description, error) {
@@ -51,7 +58,15 @@ func describe(o sdk.Options) (sdk.Description, error) {
 			{APIVersion: "v1", Kind: "Secret", Namespace: ns},
 		},
 		// The user's own advertisement, which suppresses the default one.
-		Reads: []sdk.ObjectRead{{APIVersion: advAPI, Kind: "BGPAdvertisement", Namespace: ns, LabelSelector: cpLabel + "=" + cpValue}},
+		Reads: []sdk.ObjectRead{
+			{APIVersion: advAPI, Kind: "BGPAdvertisement", Namespace: ns, LabelSelector: cpLabel + "=" + cpValue},
+			// The peers whose selectors are kept (keptSelectors):
+			// upstream's not yet taken over, and those taken over. Both
+			// are none in a cluster that never ran upstream, so the read
+			// costs nothing at scale there.
+			{APIVersion: peerAPI, Kind: "BGPPeer", Namespace: ns, LabelSelector: cpLabel + "=" + cpValue + ",!" + sdk.OwnedLabel},
+			{APIVersion: peerAPI, Kind: "BGPPeer", Namespace: ns, LabelSelector: keptLabel + "=" + keptValue},
+		},
 	}, nil
 }
 
@@ -88,10 +103,11 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 		}
 		nodesV6 = nil
 	}
-	timers, bfd, settingWarnings, err := sessionSettings(req.Options, ns)
+	ps, settingWarnings, err := sessionSettings(req.Options, ns)
 	if err != nil {
 		return sdk.GenerateResponse{}, err
 	}
+	ps.kept = existingSelectors(req.Existing, ns)
 	warnings = append(warnings, settingWarnings...)
 	pools, poolWarnings := metallb.Pools(services)
 	resp := sdk.GenerateResponse{Warnings: append(warnings, poolWarnings...)}
@@ -124,16 +140,16 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 			"spec":     sdk.Fields{{Name: "addresses", Value: p.CIDRs}, {Name: "autoAssign", Value: false}},
 		})
 	}
-	if bfd.On() {
+	if ps.bfd.On() {
 		// Before the peers that name it: MetalLB takes a peer naming a
 		// profile not yet there for a passing error, and retries.
-		resp.Objects = append(resp.Objects, bfdProfile(ns, bfd))
+		resp.Objects = append(resp.Objects, bfdProfile(ns, ps.bfd))
 	}
 	secrets := passwordSecrets{}
 	// The IPv6 peers after the IPv4 ones, so that the IPv4 peers'
 	// password Secrets keep their names (numbered in order of first use).
 	for _, s := range append(metallb.Sessions(req.Nodes), metallb.SessionsV6(nodesV6)...) {
-		resp.Objects = append(resp.Objects, peer(s, ns, timers, bfd.On(), &secrets))
+		resp.Objects = append(resp.Objects, peer(s, ns, ps, &secrets))
 	}
 	resp.Objects = append(resp.Objects, secrets.objects(ns)...)
 	if !userAdvertisement(req.Existing, ns) || upstreamAdvertisement(req.Existing, ns) {
@@ -142,13 +158,26 @@ func generate(req sdk.GenerateRequest) (sdk.GenerateResponse, error) {
 	return resp, nil
 }
 
+// peerSettings is what every BGPPeer is written with besides its session.
+type peerSettings struct {
+	timers metallb.Timers
+	bfd    metallb.BFD
+	// multihop: the speaker is FRR-based, so ebgpMultiHop is written
+	// where the session is multihop (see peer).
+	multihop bool
+	// kept are the node selectors of existing peers by name
+	// (existingSelectors), for keptSelectors.
+	kept map[string][]any
+}
+
 // sessionSettings are the BGP timers and BFD the options ask for, less
 // what MetalLB's native speaker would refuse (each left out with a
 // warning).
-func sessionSettings(o sdk.Options, ns string) (timers metallb.Timers, bfd metallb.BFD, warnings []string, err error) {
-	timers, err = metallb.TimersFrom(o)
+func sessionSettings(o sdk.Options, ns string) (ps peerSettings, warnings []string, err error) {
+	ps.multihop = metallb.FRRMode(o)
+	timers, err := metallb.TimersFrom(o)
 	if err != nil {
-		return timers, bfd, nil, err
+		return ps, nil, err
 	}
 	if timers.Keepalive != 0 && !metallb.FRRMode(o) {
 		// MetalLB's native speaker refuses a BGPPeer with keepaliveTime,
@@ -157,9 +186,9 @@ func sessionSettings(o sdk.Options, ns string) (timers metallb.Timers, bfd metal
 		warnings = append(warnings, fmt.Sprintf("%s is not written: MetalLB's native BGP speaker refuses a BGPPeer that sets it (and with it its whole configuration) and sends a keepalive every third of the hold time; if MetalLB runs in FRR mode, say so: metallb:///%s?%s=frr (or frr-k8s)", metallb.KeepaliveTimeParam, ns, metallb.BGPTypeParam))
 		timers.Keepalive = 0
 	}
-	bfd, err = metallb.BFDFrom(o)
+	bfd, err := metallb.BFDFrom(o)
 	if err != nil {
-		return timers, bfd, nil, err
+		return ps, nil, err
 	}
 	if bfd.On() && !metallb.FRRMode(o) {
 		// MetalLB's native speaker runs no BFD, and MetalLB refuses a
@@ -167,7 +196,8 @@ func sessionSettings(o sdk.Options, ns string) (timers metallb.Timers, bfd metal
 		warnings = append(warnings, fmt.Sprintf("BFD (%s) is not written: MetalLB's native BGP speaker runs no BFD; it needs MetalLB in FRR mode or with FRR-K8s, and then say so: metallb:///%s?%s=frr (or frr-k8s)", metallb.BFDIntervalParam, ns, metallb.BGPTypeParam))
 		bfd = metallb.BFD{}
 	}
-	return timers, bfd, warnings, nil
+	ps.timers, ps.bfd = timers, bfd
+	return ps, warnings, nil
 }
 
 // peer is the BGPPeer of one session, restricted to its node. An IPv6
@@ -177,32 +207,55 @@ func sessionSettings(o sdk.Options, ns string) (timers metallb.Timers, bfd metal
 // session's family from the peer address and, without
 // dualStackAddressFamily, announces only that family's addresses on it,
 // as Equinix's separate IPv4 and IPv6 sessions want.
-func peer(s metallb.Session, ns string, timers metallb.Timers, bfd bool, secrets *passwordSecrets) sdk.Object {
+//
+// A change to any field of a BGPPeer, even one the speaker does not use,
+// makes MetalLB's native speaker close the session and open it again
+// (it compares whole peer configurations), and the routers withdraw the
+// node's routes meanwhile: connections hashed to it are reset. So a peer
+// carries nothing its speaker does not need (ebgpMultiHop only for FRR),
+// and a peer taken over from upstream keeps upstream's selectors.
+func peer(s metallb.Session, ns string, ps peerSettings, secrets *passwordSecrets) sdk.Object {
+	name := metallb.PeerName(s.Node, s.Index)
+	if s.IPv6 {
+		name = metallb.PeerNameV6(s.Node, s.Index)
+	}
 	// Members in sorted order, as the encoder then writes them as they
 	// are.
 	spec := make(sdk.Fields, 0, 10)
-	if bfd {
+	if ps.bfd.On() {
 		spec = append(spec, sdk.Field{Name: "bfdProfile", Value: metallb.BFDProfileName})
 	}
-	if s.EBGPMultiHop() {
+	if ps.multihop && s.EBGPMultiHop() {
 		// Equinix's peers are routers' loopbacks behind the node's
 		// gateway: FRR (MetalLB's FRR and FRR-K8s modes) keeps an eBGP
 		// session at TTL 1 and checks the peer is connected unless told
-		// so, and such a session never comes up. Native mode dials at
-		// the system's TTL and ignores the field.
+		// so, and such a session never comes up. The native speaker
+		// dials at the system's TTL and never reads the field: written
+		// there, it would only restart the sessions of peers taken over
+		// from upstream, which had none.
 		spec = append(spec, sdk.Field{Name: "ebgpMultiHop", Value: true})
 	}
 	// The timers the user chose: the hold time is how long the routers
 	// keep sending a dead node traffic (MetalLB's default is 90 s).
-	if timers.Hold != 0 {
-		spec = append(spec, sdk.Field{Name: "holdTime", Value: metallb.Duration(timers.Hold)})
+	if ps.timers.Hold != 0 {
+		spec = append(spec, sdk.Field{Name: "holdTime", Value: metallb.Duration(ps.timers.Hold)})
 	}
-	if timers.Keepalive != 0 {
-		spec = append(spec, sdk.Field{Name: "keepaliveTime", Value: metallb.Duration(timers.Keepalive)})
+	if ps.timers.Keepalive != 0 {
+		spec = append(spec, sdk.Field{Name: "keepaliveTime", Value: metallb.Duration(ps.timers.Keepalive)})
+	}
+	metadata := meta(name, ns)
+	var selectors any = []any{hostnameSelector(s.Hostname)}
+	if kept, ok := keptSelectors(ps.kept[name], s.Hostname); ok {
+		selectors = kept
+		metadata = sdk.Fields{
+			{Name: "labels", Value: sdk.Fields{{Name: cpLabel, Value: cpValue}, {Name: keptLabel, Value: keptValue}}},
+			{Name: "name", Value: name},
+			{Name: "namespace", Value: ns},
+		}
 	}
 	spec = append(spec,
 		sdk.Field{Name: "myASN", Value: s.LocalASN},
-		sdk.Field{Name: "nodeSelectors", Value: []any{sdk.Fields{{Name: "matchLabels", Value: sdk.Fields{{Name: metallb.HostnameLabel, Value: s.Hostname}}}}}})
+		sdk.Field{Name: "nodeSelectors", Value: selectors})
 	if ref := secrets.ref(string(s.Peer.Password), ns); ref != nil {
 		spec = append(spec, sdk.Field{Name: "passwordSecret", Value: ref})
 	}
@@ -213,15 +266,73 @@ func peer(s metallb.Session, ns string, timers metallb.Timers, bfd bool, secrets
 	if s.SourceIP != "" {
 		spec = append(spec, sdk.Field{Name: "sourceAddress", Value: s.SourceIP})
 	}
-	name := metallb.PeerName(s.Node, s.Index)
-	if s.IPv6 {
-		name = metallb.PeerNameV6(s.Node, s.Index)
-	}
 	return sdk.Object{
 		"apiVersion": peerAPI, "kind": "BGPPeer",
-		"metadata": meta(name, ns),
+		"metadata": metadata,
 		"spec":     spec,
 	}
+}
+
+// hostnameSelector restricts a peer to the node of that hostname.
+func hostnameSelector(hostname string) sdk.Fields {
+	return sdk.Fields{{Name: "matchLabels", Value: sdk.Fields{{Name: metallb.HostnameLabel, Value: hostname}}}}
+}
+
+// existingSelectors are the node selectors of the existing BGPPeers in ns
+// (those the module reads: upstream's and those whose selectors it kept),
+// by name.
+func existingSelectors(existing []sdk.Object, ns string) map[string][]any {
+	var out map[string][]any
+	for _, o := range existing {
+		if o.Kind() != "BGPPeer" || o.Namespace() != ns {
+			continue
+		}
+		spec, _ := o["spec"].(map[string]any)
+		sels, ok := spec["nodeSelectors"].([]any)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = map[string][]any{}
+		}
+		out[o.Name()] = sels
+	}
+	return out
+}
+
+// keptSelectors reports whether a peer's existing selectors are
+// upstream's for the node of that hostname (its hostname selector and
+// never-matching ones under nomatchPrefix, one per Service upstream
+// served), and returns them as they are, order included: they select the
+// same node as the hostname selector alone, and keeping them spares the
+// session the restart a change would cost (see peer). They stay until the
+// peer goes (its node leaves); a user who removes them by hand (one
+// restart of that session) gets the hostname selector alone from then on.
+func keptSelectors(existing []any, hostname string) ([]any, bool) {
+	if len(existing) < 2 {
+		return nil, false
+	}
+	hostnames := 0
+	for _, sel := range existing {
+		m, ok := sel.(map[string]any)
+		if !ok || len(m) != 1 {
+			return nil, false
+		}
+		labels, ok := m["matchLabels"].(map[string]any)
+		if !ok || len(labels) == 0 {
+			return nil, false
+		}
+		if len(labels) == 1 && labels[metallb.HostnameLabel] == hostname {
+			hostnames++
+			continue
+		}
+		for k := range labels {
+			if !strings.HasPrefix(k, nomatchPrefix) {
+				return nil, false
+			}
+		}
+	}
+	return existing, hostnames == 1
 }
 
 // bfdProfile is the one BFDProfile every peer names when BFD is on: both

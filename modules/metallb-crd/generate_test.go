@@ -224,3 +224,40 @@ func equalJSON(t *testing.T, a, b string) bool {
 	yb, _ := json.Marshal(y)
 	return string(xb) == string(yb)
 }
+
+// TestKeptSelectors: which existing selectors of a peer are upstream's for
+// its node, and so kept as they are (a change would restart the session).
+func TestKeptSelectors(t *testing.T) {
+	host := func(h string) any { return map[string]any{"matchLabels": map[string]any{metallb.HostnameLabel: h}} }
+	nomatch := func(svc string) any {
+		return map[string]any{"matchLabels": map[string]any{nomatchPrefix + "service-name": svc, nomatchPrefix + "service-namespace": "default"}}
+	}
+	for _, tc := range []struct {
+		name     string
+		existing []any
+		want     bool
+	}{
+		{"upstream's", []any{host("n1"), nomatch("a"), nomatch("b")}, true},
+		{"upstream's, hostname last", []any{nomatch("a"), host("n1")}, true},
+		{"none", nil, false},
+		{"the hostname alone", []any{host("n1")}, false},
+		{"another node's", []any{host("n2"), nomatch("a")}, false},
+		{"the hostname twice", []any{host("n1"), host("n1"), nomatch("a")}, false},
+		{"no hostname", []any{nomatch("a"), nomatch("b")}, false},
+		{"a user's selector", []any{host("n1"), nomatch("a"), map[string]any{"matchLabels": map[string]any{"rack": "a"}}}, false},
+		{"a nomatch label beside another", []any{host("n1"), map[string]any{"matchLabels": map[string]any{nomatchPrefix + "service-name": "a", "rack": "a"}}}, false},
+		{"match expressions", []any{host("n1"), map[string]any{"matchLabels": map[string]any{nomatchPrefix + "service-name": "a"}, "matchExpressions": []any{}}}, false},
+		{"an empty selector", []any{host("n1"), map[string]any{"matchLabels": map[string]any{}}}, false},
+		{"not an object", []any{host("n1"), "x"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := keptSelectors(tc.existing, "n1")
+			if ok != tc.want {
+				t.Fatalf("kept = %v, want %v", ok, tc.want)
+			}
+			if ok && len(got) != len(tc.existing) {
+				t.Fatalf("kept %v, want %v as it was", got, tc.existing)
+			}
+		})
+	}
+}

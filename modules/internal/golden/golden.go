@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -120,6 +122,27 @@ address-pools:
   - 145.40.1.99/32
 `
 
+// UpstreamPeers are BGPPeers as upstream v3.8.1 leaves them (its hostname
+// selector, then a never-matching one per Service it served), one of them
+// already taken over by this CCM, one a user gave a selector of their own,
+// and one whose node is not the node of its name.
+var UpstreamPeers = []sdk.Object{
+	Obj(`{"apiVersion":"metallb.io/v1beta2","kind":"BGPPeer","metadata":{"name":"worker-1-0","namespace":"metallb-system","labels":{"cloud-provider":"equinix-metal"}},"spec":{"holdTime":"0s","myASN":65000,"peerASN":65530,"peerAddress":"169.254.255.1","peerPort":179,"sourceAddress":"10.66.0.1",` + upstreamSelectors("worker-1") + `}}`),
+	Obj(`{"apiVersion":"metallb.io/v1beta2","kind":"BGPPeer","metadata":{"name":"worker-1-1","namespace":"metallb-system","labels":{"cloud-provider":"equinix-metal","lb.metal.equinix.com/owned-by":"cloud-provider-equinix-metal","lb.metal.equinix.com/upstream-selectors":"kept"}},"spec":{"myASN":65000,"peerASN":65530,"peerAddress":"169.254.255.2","peerPort":179,"sourceAddress":"10.66.0.1",` + upstreamSelectors("worker-1") + `}}`),
+	Obj(`{"apiVersion":"metallb.io/v1beta2","kind":"BGPPeer","metadata":{"name":"worker-2-0","namespace":"metallb-system","labels":{"cloud-provider":"equinix-metal"}},"spec":{"myASN":65000,"peerASN":65530,"peerAddress":"169.254.255.1","peerPort":179,"nodeSelectors":[{"matchLabels":{"kubernetes.io/hostname":"worker-2"}},{"matchLabels":{"rack":"a"}}]}}`),
+	Obj(`{"apiVersion":"metallb.io/v1beta2","kind":"BGPPeer","metadata":{"name":"worker-2-1","namespace":"metallb-system","labels":{"cloud-provider":"equinix-metal"}},"spec":{"myASN":65000,"peerASN":65530,"peerAddress":"169.254.255.2","peerPort":179,` + upstreamSelectors("worker-9") + `}}`),
+	// The CCM's own peer, which the module does not read.
+	Obj(`{"apiVersion":"metallb.io/v1beta2","kind":"BGPPeer","metadata":{"name":"worker-3-0","namespace":"metallb-system","labels":{"cloud-provider":"equinix-metal","lb.metal.equinix.com/owned-by":"cloud-provider-equinix-metal"}},"spec":{"myASN":65000,"peerASN":65530,"peerAddress":"169.254.255.1","peerPort":179,` + upstreamSelectors("worker-3") + `}}`),
+}
+
+// upstreamSelectors is upstream's nodeSelectors member for a peer of the
+// node of that hostname, serving two Services.
+func upstreamSelectors(hostname string) string {
+	return `"nodeSelectors":[{"matchLabels":{"kubernetes.io/hostname":"` + hostname + `"}},` +
+		`{"matchLabels":{"nomatch.metal.equinix.com/service-name":"nginx","nomatch.metal.equinix.com/service-namespace":"default"}},` +
+		`{"matchLabels":{"nomatch.metal.equinix.com/service-name":"trainer","nomatch.metal.equinix.com/service-namespace":"ai"}}]`
+}
+
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // located are services() with the locations of their Elastic IPs (metro
@@ -212,6 +235,9 @@ func Cases() []Case {
 		// speakers, and in native mode, whose speaker runs none.
 		{Name: "bfd", Options: sdk.Options{Params: map[string]string{"bfdInterval": "300ms", "bfdMultiplier": "3", "holdTime": "9s", "bgpType": "frr-k8s"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
 		{Name: "bfd-native", Options: sdk.Options{Params: map[string]string{"bfdInterval": "300ms"}}, Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: UserObjects[2:]},
+		// A take-over from upstream v3.8.1's BGPPeers, as Equinix reports
+		// its neighbours, in MetalLB's native mode.
+		{Name: "take-over", Request: multihop(sdk.GenerateRequest{Services: services(), Nodes: nodes(), Annotations: Templates}), Existing: append(slices.Clone(UpstreamPeers), UserObjects[2:]...)},
 	}
 }
 
@@ -226,7 +252,7 @@ func multihop(req sdk.GenerateRequest) sdk.GenerateRequest {
 }
 
 // Visible filters the fixture's cluster state down to what d asks to read,
-// as the host does (label selectors of the form k=v[,k=v]).
+// as the host does (the API server's label selector syntax).
 func Visible(d sdk.Description, all []sdk.Object) []sdk.Object {
 	var out []sdk.Object
 	for _, o := range all {
@@ -241,20 +267,16 @@ func Visible(d sdk.Description, all []sdk.Object) []sdk.Object {
 			break
 		}
 	}
+	sdk.SortObjects(out)
 	return out
 }
 
-func matches(sel string, labels map[string]string) bool {
-	if sel == "" {
-		return true
+func matches(sel string, set map[string]string) bool {
+	s, err := labels.Parse(sel)
+	if err != nil {
+		panic(err) // describe's selectors are validated before they get here
 	}
-	for _, term := range strings.Split(sel, ",") {
-		k, v, _ := strings.Cut(term, "=")
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
+	return s.Matches(labels.Set(set))
 }
 
 // Run runs m over every case through the same JSON path the Wasm glue uses,
