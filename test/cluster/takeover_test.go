@@ -28,8 +28,8 @@ import (
 // Elastic IPs announced by MetalLB from upstream's own objects, no CCM
 // running; upstream.go), and under a client that never stops asking every
 // one of those addresses this CCM is installed with its chart and takes
-// over. No request fails, Equinix sees no reservation requested or
-// released, every Service keeps its address, upstream's pools become the
+// over. No request fails, no BGP session restarts, Equinix sees no
+// reservation requested or released, every Service keeps its address, upstream's pools become the
 // CCM's, and a Service created afterwards gets an address and answers.
 func TestCloudTakeOver(t *testing.T) {
 	o := cloudOptions(t)
@@ -63,6 +63,10 @@ func TestCloudTakeOver(t *testing.T) {
 	}
 
 	c.Emu.ResetCounts()
+	ups, err := c.SessionUps()
+	if err != nil {
+		t.Fatal(err)
+	}
 	mark := m.Mark()
 	if err := c.UpgradeCloud(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -76,6 +80,9 @@ func TestCloudTakeOver(t *testing.T) {
 	// annotations, the control-plane Elastic IP) is done well within this.
 	time.Sleep(30 * time.Second)
 	end := time.Now()
+	// A restarted session withdraws the node's routes at the routers: the
+	// CCM writes upstream's BGPPeers as MetalLB already runs them.
+	t.Logf("take-over: %d session resets at the routers over %d sessions", sessionResets(t, c, ups), len(ups))
 	for _, tl := range m.Between(mark, end) {
 		t.Logf("take-over: %s", tl.Window(mark))
 		if tl.Failed > 0 {
