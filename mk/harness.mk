@@ -128,8 +128,8 @@ cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN) ## every real-cl
 # check fail; a dual-stack cluster answering on both families, its
 # sessions kept over 20 Service changes; the same short check with each
 # other speaker (MetalLB 0.16.1 native and FRR-K8s, MetalLB 0.12.1 with the ConfigMap,
-# kube-vip); and FRR and kube-vip told no peer is multihop failing behind
-# the gateway. make ci runs it on the image image-check built. To stay
+# kube-vip); FRR and kube-vip told no peer is multihop failing behind
+# the gateway; and a take-over from upstream's leftovers under traffic. make ci runs it on the image image-check built. To stay
 # within CI's time, it leaves out three that make cluster-test runs: MetalLB
 # 0.16.1 native (0.15.3's speaker, TestCloudTraffic's, differs from it in
 # version only), MetalLB 0.16.1 in FRR mode (TestCloudDualStack runs that
@@ -139,7 +139,7 @@ cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN) ## every real-cl
 # CLUSTER_CHECK_RUN narrows it to some tests, for example
 #   make cluster-check CLUSTER_CHECK_RUN='TestCloudSpeakers/frr-k8s'
 CLUSTER_CHECK_SKIP ?= /^(metallb-0.16.1-native|metallb-0.16.1-frr|kube-vip-told-no-multihop)$$
-CLUSTER_CHECK_RUN ?= TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop|TestCloudSpeakers
+CLUSTER_CHECK_RUN ?= TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop|TestCloudSpeakers|TestCloudTakeOver
 cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN) ## the short real-cluster check (root) of make ci, every speaker (CLUSTER_CCM_IMAGE=an OCI layout)
 	@mkdir -p $(TEST_LOG_DIR)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) \
