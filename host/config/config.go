@@ -89,6 +89,9 @@ type Config struct {
 	// OrphanRelease ("release").
 	OrphanEIPs     string        `key:"orphanEIPs"`
 	OrphanEIPGrace time.Duration `key:"orphanEIPGrace"`
+	// NodeExternalIPv6 lists each node's public IPv6 as an ExternalIP
+	// (instances.Options).
+	NodeExternalIPv6 bool `key:"nodeExternalIPv6"`
 
 	// Warnings are problems that do not stop the CCM (unknown fields in the
 	// cloud-config file); the caller logs them.
@@ -224,6 +227,8 @@ var options = []option{
 		usage: "what to do with this cluster's Service Elastic IPs whose Service no longer exists: report (a metric and a log line) or release (after orphanEIPGrace)"},
 	{key: "orphanEIPGrace", env: "METAL_ORPHAN_EIP_GRACE", flag: "metal-orphan-eip-grace", def: "30m",
 		usage: "how long a Service Elastic IP must stay orphaned before orphanEIPs=release releases it, so a Service being recreated keeps its address"},
+	{key: "nodeExternalIPv6", env: "METAL_NODE_EXTERNAL_IPV6", flag: "metal-node-external-ipv6", def: "false",
+		usage: "list each node's public IPv6 as an ExternalIP (upstream lists none): for a dual-stack cluster whose kubelets name no IPv6 --node-ip; a change of a node's addresses restarts kube-proxy on it"},
 	{key: "annotateBGPPass", env: "METAL_ANNOTATE_BGP_PASS", flag: "metal-annotate-bgp-pass", def: "true",
 		usage: "write the base64 BGP password into each BGP node's annotationBGPPass annotations (kube-vip reads them); false removes them from the nodes"},
 }

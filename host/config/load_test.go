@@ -55,6 +55,7 @@ var layerValues = map[string][3]string{
 	"bgpBFDInterval":               {"300ms", "1s", "50ms"},
 	"bgpBFDMultiplier":             {"3", "5", "2"},
 	"annotateBGPPass":              {"false", "true", "false"},
+	"nodeExternalIPv6":             {"true", "false", "true"},
 	"orphanEIPs":                   {"release", "report", "release"},
 	"orphanEIPGrace":               {"1m", "2m", "3m"},
 	"readinessAddress":             {":10270", "127.0.0.1:10271", ":10272"},

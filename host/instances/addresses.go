@@ -21,8 +21,9 @@ const providedNodeIPAnnotation = "alpha.kubernetes.io/provided-node-ip"
 // listed once. Only management addresses of the device are used besides
 // that, so an Elastic IP that happens to be assigned to the node (the
 // control-plane EIP, which moves between nodes) is never a node address.
-// IPv6 is reported as ExternalIP (upstream dropped it).
-func nodeAddresses(device *metalv1.Device, node *v1.Node) ([]v1.NodeAddress, error) {
+// The public IPv6 is an ExternalIP only with o.ExternalIPv6 (upstream lists
+// no IPv6; see Options).
+func nodeAddresses(device *metalv1.Device, node *v1.Node, o Options) ([]v1.NodeAddress, error) {
 	var out []v1.NodeAddress
 	seen := map[string]bool{}
 	add := func(t v1.NodeAddressType, addr string) {
@@ -63,7 +64,7 @@ func nodeAddresses(device *metalv1.Device, node *v1.Node) ([]v1.NodeAddress, err
 		switch {
 		case addr.Is4() && !a.GetPublic():
 			add(v1.NodeInternalIP, addr.String())
-		case a.GetPublic():
+		case a.GetPublic() && (addr.Is4() || o.ExternalIPv6):
 			add(v1.NodeExternalIP, addr.String())
 		}
 	}

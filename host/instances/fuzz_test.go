@@ -50,7 +50,7 @@ func FuzzNodeIdentity(f *testing.F) {
 		}
 
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Annotations: map[string]string{providedNodeIPAnnotation: nodeIP}}}
-		addrs, err := nodeAddresses(device(), node)
+		addrs, err := nodeAddresses(device(), node, Options{ExternalIPv6: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,13 +32,26 @@ type Instances struct {
 	// other error is passed up: answering "does not exist" on a timeout or a
 	// 401 would make the node lifecycle controller delete the Node.
 	notFound func(error) bool
+	opts     Options
+}
+
+// Options are the choices of the node addresses.
+type Options struct {
+	// ExternalIPv6 lists the device's public IPv6 as an ExternalIP.
+	// Upstream lists no IPv6, and kube-proxy exits (for its DaemonSet to
+	// start it again) when its node's IPs change: adding one to every node
+	// of a cluster taken over from upstream would restart kube-proxy on
+	// every node at once, and the UDP requests in flight are lost. A
+	// dual-stack cluster's kubelets can name their IPv6 with --node-ip
+	// instead (an InternalIP, whatever this says).
+	ExternalIPv6 bool
 }
 
 var _ cloudprovider.InstancesV2 = (*Instances)(nil)
 
 // New returns InstancesV2 over the given device source.
-func New(devices devices, notFound func(error) bool) *Instances {
-	return &Instances{devices: devices, notFound: notFound}
+func New(devices devices, notFound func(error) bool, o Options) *Instances {
+	return &Instances{devices: devices, notFound: notFound, opts: o}
 }
 
 // device finds the node's device: by provider ID when the node has one,
@@ -96,7 +109,7 @@ func (i *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloud
 		}
 		return nil, err
 	}
-	addrs, err := nodeAddresses(d, node)
+	addrs, err := nodeAddresses(d, node, i.opts)
 	if err != nil {
 		return nil, err
 	}

@@ -39,13 +39,24 @@ func device() *metalv1.Device {
 }
 
 func TestNodeAddresses(t *testing.T) {
+	v6 := Options{ExternalIPv6: true}
 	cases := []struct {
 		name   string
 		nodeIP string
+		opts   Options
 		want   []v1.NodeAddress
 	}{
 		{
-			name: "device addresses",
+			name: "device addresses, IPv4 as upstream lists them",
+			want: []v1.NodeAddress{
+				{Type: v1.NodeHostName, Address: "worker-1"},
+				{Type: v1.NodeExternalIP, Address: "147.75.1.2"},
+				{Type: v1.NodeInternalIP, Address: "10.1.2.3"},
+			},
+		},
+		{
+			name: "device addresses with the public IPv6",
+			opts: v6,
 			want: []v1.NodeAddress{
 				{Type: v1.NodeHostName, Address: "worker-1"},
 				{Type: v1.NodeExternalIP, Address: "147.75.1.2"},
@@ -56,6 +67,7 @@ func TestNodeAddresses(t *testing.T) {
 		{
 			name:   "kubelet --node-ip on a VLAN comes first",
 			nodeIP: "192.168.10.5",
+			opts:   v6,
 			want: []v1.NodeAddress{
 				{Type: v1.NodeHostName, Address: "worker-1"},
 				{Type: v1.NodeInternalIP, Address: "192.168.10.5"},
@@ -67,6 +79,7 @@ func TestNodeAddresses(t *testing.T) {
 		{
 			name:   "--node-ip the API reports too is listed once",
 			nodeIP: "10.1.2.3",
+			opts:   v6,
 			want: []v1.NodeAddress{
 				{Type: v1.NodeHostName, Address: "worker-1"},
 				{Type: v1.NodeInternalIP, Address: "10.1.2.3"},
@@ -77,12 +90,23 @@ func TestNodeAddresses(t *testing.T) {
 		{
 			name:   "private Elastic IP given as --node-ip",
 			nodeIP: "147.75.9.9",
+			opts:   v6,
 			want: []v1.NodeAddress{
 				{Type: v1.NodeHostName, Address: "worker-1"},
 				{Type: v1.NodeInternalIP, Address: "147.75.9.9"},
 				{Type: v1.NodeExternalIP, Address: "147.75.1.2"},
 				{Type: v1.NodeInternalIP, Address: "10.1.2.3"},
 				{Type: v1.NodeExternalIP, Address: "2604:1380::1"},
+			},
+		},
+		{
+			name:   "a dual-stack --node-ip without the ExternalIPv6",
+			nodeIP: "10.1.2.3,2604:1380::1",
+			want: []v1.NodeAddress{
+				{Type: v1.NodeHostName, Address: "worker-1"},
+				{Type: v1.NodeInternalIP, Address: "10.1.2.3"},
+				{Type: v1.NodeInternalIP, Address: "2604:1380::1"},
+				{Type: v1.NodeExternalIP, Address: "147.75.1.2"},
 			},
 		},
 	}
@@ -92,7 +116,7 @@ func TestNodeAddresses(t *testing.T) {
 			if tc.nodeIP != "" {
 				node.Annotations = map[string]string{providedNodeIPAnnotation: tc.nodeIP}
 			}
-			got, err := nodeAddresses(device(), node)
+			got, err := nodeAddresses(device(), node, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +129,7 @@ func TestNodeAddresses(t *testing.T) {
 	t.Run("no addresses yet", func(t *testing.T) {
 		d := device()
 		d.IpAddresses = nil
-		if _, err := nodeAddresses(d, nil); err == nil {
+		if _, err := nodeAddresses(d, nil, Options{}); err == nil {
 			t.Fatal("want an error for a device without addresses")
 		}
 	})
@@ -186,7 +210,7 @@ func TestInstancesV2(t *testing.T) {
 	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "equinixmetal://missing"}}
 	byName := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}}
 
-	inst := New(ok, isNF)
+	inst := New(ok, isNF, Options{})
 	if exists, err := inst.InstanceExists(ctx, withID); !exists || err != nil {
 		t.Errorf("exists = %v, %v", exists, err)
 	}
@@ -196,7 +220,7 @@ func TestInstancesV2(t *testing.T) {
 	if _, err := inst.InstanceMetadata(ctx, gone); !errors.Is(err, cloudprovider.InstanceNotFound) {
 		t.Errorf("metadata of a missing device: %v", err)
 	}
-	broken := New(fakeDevices{err: errors.New("503 Service Unavailable")}, isNF)
+	broken := New(fakeDevices{err: errors.New("503 Service Unavailable")}, isNF, Options{})
 	if exists, err := broken.InstanceExists(ctx, withID); exists || err == nil {
 		t.Errorf("an API error must be an error, not 'does not exist': %v, %v", exists, err)
 	}
@@ -213,7 +237,7 @@ func TestInstancesV2(t *testing.T) {
 
 	off := device()
 	off.State = ptr(metalv1.DEVICESTATE_INACTIVE)
-	inst = New(fakeDevices{byID: map[string]*metalv1.Device{d.GetId(): off}}, isNF)
+	inst = New(fakeDevices{byID: map[string]*metalv1.Device{d.GetId(): off}}, isNF, Options{})
 	if down, err := inst.InstanceShutdown(ctx, withID); !down || err != nil {
 		t.Errorf("inactive device: shutdown = %v, %v", down, err)
 	}

@@ -157,7 +157,7 @@ func newCloud(cfg *config.Config, readOnly bool) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cloud{cfg: cfg, metal: mc, instances: instances.New(mc, metal.IsNotFound)}
+	c := &Cloud{cfg: cfg, metal: mc, instances: instances.New(mc, metal.IsNotFound, instances.Options{ExternalIPv6: cfg.NodeExternalIPv6})}
 	if cfg.LB.Kind != config.LBNone {
 		engine, err := policy.Load(context.Background(), cfg.PolicyDir, policy.Options{OnReload: c.policiesReloaded})
 		if err != nil {

@@ -311,12 +311,18 @@ func (c *Cluster) chartValues(o *CloudOptions) map[string]any {
 	case "kube-vip":
 		lb["mode"] = "kube-vip"
 	}
+	cfg := map[string]any{
+		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
+		"metro": Metro, "eipTag": ControlPlaneEIPTag,
+	}
+	if o.DualStack {
+		// The kubelets name their IPv4 alone with --node-ip: kube-proxy
+		// takes the node's IPv6 from the ExternalIP.
+		cfg["nodeExternalIPv6"] = true
+	}
 	v := map[string]any{
-		"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
-		"config": map[string]any{
-			"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
-			"metro": Metro, "eipTag": ControlPlaneEIPTag,
-		},
+		"image":        map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
+		"config":       cfg,
 		"loadBalancer": lb,
 		// V(2): each module sync's phases ("Load-balancer module
 		// synced"), which the stage table prints beside its figures.
