@@ -19,6 +19,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/deploy"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/guide"
 )
 
 // upstreamChartDir is upstream's chart as published at v3.8.1 (a copy of
@@ -31,7 +32,7 @@ const upstreamChartDir = "testdata/upstream-v3.8.1/chart/cloud-provider-equinix-
 const upstreamRelease = "metal-ccm"
 
 // TestMigrateWithHelm runs docs/migrating-from-upstream.md's Helm path,
-// its shell block command by command (guideShell), on a cluster upstream
+// its shell block command by command (test/guide), on a cluster upstream
 // v3.8.1 served (the fixture) and whose CCM objects a Helm release of
 // upstream's own chart installed, under a release name other than the
 // chart's. The release's values are those of a user of upstream's chart:
@@ -68,7 +69,7 @@ func TestMigrateWithHelm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	install := action.NewInstall(helmIn(t, env, deploy.Namespace))
+	install := action.NewInstall(guide.HelmIn(t, env.KubeconfigPath, deploy.Namespace))
 	install.ReleaseName, install.Namespace, install.WaitStrategy = upstreamRelease, deploy.Namespace, kube.HookOnlyStrategy
 	// As Helm 3 installed it for upstream's users: client-side, which
 	// drops the DaemonSet's spec.strategy (no field of a DaemonSet) with a
@@ -88,32 +89,32 @@ func TestMigrateWithHelm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh := &guideShell{t: t, ctx: ctx, env: env, kube: kube0, chart: ours,
-		answers: map[string]string{"RELEASE": upstreamRelease, "NS": deploy.Namespace},
-		vars:    map[string]string{}, files: map[string][]byte{}}
-	cmds := guideCommands(t, guideHelmSwitch)
+	sh := &guide.Shell{T: t, Ctx: ctx, Kubeconfig: env.KubeconfigPath, Kube: kube0, Chart: ours,
+		Answers: map[string]string{"RELEASE": upstreamRelease, "NS": deploy.Namespace},
+		Vars:    map[string]string{}, Files: map[string][]byte{}}
+	cmds := guide.Commands(t, guide.MigrationGuide, guide.HelmSwitch)
 
 	// First run: the values carry a key this chart's schema refuses. The
 	// sequence stops there and upstream keeps running.
-	failed, err := sh.runAll(cmds, 0)
+	failed, err := sh.RunAll(cmds, 0)
 	if err == nil || !strings.Contains(err.Error(), "annotationPeerASNs") {
 		t.Fatalf("the guide's sequence with a config key this chart refuses: %v; want it to stop naming annotationPeerASNs", err)
 	}
 	if _, err := kube0.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, upstreamName, metav1.GetOptions{}); err != nil {
 		t.Fatalf("upstream's DaemonSet after the guide's sequence failed (%v): %v; want it still running", cmds[failed], err)
 	}
-	if st, err := action.NewStatus(helmIn(t, env, deploy.Namespace)).Run(upstreamRelease); err != nil || st.(*releasev1.Release).Version != 1 {
+	if st, err := action.NewStatus(guide.HelmIn(t, env.KubeconfigPath, deploy.Namespace)).Run(upstreamRelease); err != nil || st.(*releasev1.Release).Version != 1 {
 		t.Fatalf("the release after the failed sequence: %v, %v; want upstream's revision 1 as it was", st, err)
 	}
 
 	// What the guide's filter of the values avoids: this chart refuses
 	// upstream's image, naming the value and the fix.
-	raw, err := action.NewGetValues(helmIn(t, env, deploy.Namespace)).Run(upstreamRelease)
+	raw, err := action.NewGetValues(guide.HelmIn(t, env.KubeconfigPath, deploy.Namespace)).Run(upstreamRelease)
 	if err != nil {
 		t.Fatal(err)
 	}
 	delete(raw["config"].(map[string]any), "annotationPeerASNs")
-	dry := action.NewUpgrade(helmIn(t, env, deploy.Namespace))
+	dry := action.NewUpgrade(guide.HelmIn(t, env.KubeconfigPath, deploy.Namespace))
 	dry.Namespace, dry.WaitStrategy, dry.DryRunStrategy = deploy.Namespace, kube.HookOnlyStrategy, action.DryRunServer
 	if _, err := dry.RunWithContext(ctx, upstreamRelease, ours, raw); err == nil || !strings.Contains(err.Error(), "image.tag v3.8.1") || !strings.Contains(err.Error(), "remove image") {
 		t.Errorf("helm upgrade --dry-run=server with upstream's values as helm get values prints them: %v; want the image refused", err)
@@ -123,13 +124,13 @@ func TestMigrateWithHelm(t *testing.T) {
 	// the key out of upstream-values.yaml, then the sequence again from
 	// the command that failed.
 	var kept []string
-	for _, line := range strings.Split(string(sh.files["upstream-values.yaml"]), "\n") {
+	for _, line := range strings.Split(string(sh.Files["upstream-values.yaml"]), "\n") {
 		if !strings.Contains(line, "annotationPeerASNs:") {
 			kept = append(kept, line)
 		}
 	}
-	sh.files["upstream-values.yaml"] = []byte(strings.Join(kept, "\n"))
-	if _, err := sh.runAll(cmds, failed); err != nil {
+	sh.Files["upstream-values.yaml"] = []byte(strings.Join(kept, "\n"))
+	if _, err := sh.RunAll(cmds, failed); err != nil {
 		t.Fatal(err)
 	}
 
@@ -191,8 +192,8 @@ func TestMigrateWithHelm(t *testing.T) {
 
 	// Rollback, the guide's commands: the Deployment scaled to zero first,
 	// then helm rollback to upstream's revision (the first).
-	sh.answers["<revision>"] = "1"
-	if _, err := sh.runAll(guideCommands(t, guideRollback), 0); err != nil {
+	sh.Answers["<revision>"] = "1"
+	if _, err := sh.RunAll(guide.Commands(t, guide.MigrationGuide, guide.Rollback), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kube0.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, upstreamName, metav1.GetOptions{}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,21 +22,29 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/guide"
 )
 
-// TestCloudTakeOver is the switch from the upstream CCM as users meet it:
-// the cluster starts as upstream v3.8.1 left it (its five Services'
-// Elastic IPs announced by MetalLB from upstream's own objects, no CCM
-// running; upstream.go), and under a client that never stops asking every
-// one of those addresses this CCM is installed with its chart and takes
-// over. No request fails, no BGP session restarts, Equinix sees no
-// reservation requested or released, every Service keeps its address, upstream's pools become the
-// CCM's, and a Service created afterwards gets an address and answers.
+// TestCloudTakeOver is the switch from the upstream CCM as users meet it,
+// made with the migration guide's Helm path as printed: the cluster starts
+// as upstream v3.8.1 left it (its five Services' Elastic IPs announced by
+// MetalLB from upstream's own objects; upstream.go) with a release of
+// upstream's own chart (whose DaemonSet cannot run here: its image is not
+// on this machine), and under a client that never stops asking every one
+// of those addresses the guide's commands upgrade that release to this
+// chart, whose Deployment takes over. No request fails, no BGP session
+// restarts, Equinix sees no reservation requested or released, every
+// Service keeps its address, upstream's pools become the CCM's, and a
+// Service created afterwards gets an address and answers. Then the guide's
+// rollback brings upstream's release back, again without a failed request.
 func TestCloudTakeOver(t *testing.T) {
 	o := cloudOptions(t)
 	o.Upstream = filepath.Join(filepath.Dir(filepath.Dir(chartDir())), "host", "provider", "testdata", "upstream-v3.8.1", "crd")
 	c := startCloud(t, o)
 	ctx := context.Background()
+	if err := c.InstallUpstreamRelease(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	webPods(t, c)
 	before, err := c.UpstreamIngress(ctx)
@@ -68,14 +77,22 @@ func TestCloudTakeOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	mark := m.Mark()
-	if err := c.UpgradeCloud(ctx, nil); err != nil {
+	ours, err := PublishedChart()
+	if err != nil {
 		t.Fatal(err)
 	}
+	sh := &guide.Shell{T: t, Ctx: ctx, Kubeconfig: c.Env.KubeconfigPath, Kube: c.Client, Chart: ours,
+		Answers: map[string]string{"RELEASE": UpstreamRelease, "NS": CCMNamespace},
+		Vars:    map[string]string{}, Files: map[string][]byte{}}
+	if _, err := sh.RunAll(guide.Commands(t, guide.MigrationGuide, guide.HelmSwitch), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the guide's Helm commands ran in %s", time.Since(mark).Round(100*time.Millisecond))
 	took, err := waitAdopted(ctx, c, names)
 	if err != nil {
 		t.Fatalf("%v (%s)", err, c.podSummary(CCMNamespace))
 	}
-	t.Logf("the CCM owned upstream's %d pools %s after its chart was applied", len(names), took.Round(100*time.Millisecond))
+	t.Logf("the CCM owned upstream's %d pools %s after the guide's upgrade", len(names), took.Round(100*time.Millisecond))
 	// Whatever the CCM writes once it leads (its module's objects, node
 	// annotations, the control-plane Elastic IP) is done well within this.
 	time.Sleep(30 * time.Second)
@@ -113,6 +130,29 @@ func TestCloudTakeOver(t *testing.T) {
 		t.Fatalf("%v; routers' next hops for %s: %v", err, ip, nexthops(t, c, ip))
 	}
 	t.Logf("a Service created after the take-over answered at %s %s after its creation", ip, time.Since(created).Round(100*time.Millisecond))
+
+	// The guide's rollback: this CCM scaled to zero, then the release back
+	// to upstream's revision. Upstream's binary does not run here, so this
+	// shows what the rollback itself does to the data plane: nothing.
+	m.Watch("after", ip)
+	back := m.Mark()
+	sh.Answers["<revision>"] = "1"
+	if _, err := sh.RunAll(guide.Commands(t, guide.MigrationGuide, guide.Rollback), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.AppsV1().DaemonSets(CCMNamespace).Get(ctx, UpstreamRelease+"-cloud-provider-equinix-metal", metav1.GetOptions{}); err != nil {
+		t.Errorf("upstream's DaemonSet after the guide's rollback: %v", err)
+	}
+	if _, err := c.Client.AppsV1().Deployments(CCMNamespace).Get(ctx, "cloud-provider-equinix-metal", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("this CCM's Deployment after the guide's rollback: %v, want it gone", err)
+	}
+	time.Sleep(20 * time.Second)
+	for _, tl := range m.Between(back, time.Now()) {
+		t.Logf("rollback: %s", tl.Window(back))
+		if tl.Failed > 0 {
+			t.Errorf("%s: %d requests failed during the guide's rollback, want 0", tl.Target, tl.Failed)
+		}
+	}
 }
 
 // waitAdopted waits until each upstream Service's pool (upstream's name,

@@ -7,8 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"path/filepath"
 	"sort"
 	"strings"
+
+	"helm.sh/helm/v4/pkg/action"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +22,7 @@ import (
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/test/guide"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/upstreamfixture"
 )
 
@@ -224,4 +230,65 @@ func (c *Cluster) UpstreamIngress(ctx context.Context) (map[string]string, error
 		}
 	}
 	return out, nil
+}
+
+// UpstreamRelease is the name of the Helm release of upstream's chart in
+// a cluster that started as upstream left it: not the chart's name, so
+// upstream's chart names its objects <release>-<chart> and the guide
+// must find them from the release.
+const UpstreamRelease = "metal-ccm"
+
+// upstreamChart is upstream's own chart as published at v3.8.1 (the
+// shared fixture's copy under host/provider/testdata).
+func upstreamChart() string {
+	return filepath.Join(filepath.Dir(filepath.Dir(chartDir())), "host", "provider", "testdata", "upstream-v3.8.1", "chart", "cloud-provider-equinix-metal")
+}
+
+// InstallUpstreamRelease installs upstream's chart as a user of it did,
+// with Helm (client-side, as Helm 3 did), as the release UpstreamRelease
+// in CCMNamespace: its image pinned to v3.8.1 and its config this
+// cluster's (the emulator, the metro, the control-plane EIP tag, MetalLB
+// in CRD mode). Upstream's image is not on this machine, so its DaemonSet's
+// pods never start: the leftovers installUpstream put in place stand for
+// what upstream did while it ran.
+func (c *Cluster) InstallUpstreamRelease(ctx context.Context) error {
+	ch, err := deploycheck.LoadChart(upstreamChart())
+	if err != nil {
+		return fmt.Errorf("cluster: upstream's chart: %w", err)
+	}
+	values := map[string]any{
+		"image": map[string]any{"tag": "v3.8.1"},
+		"config": map[string]any{
+			"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
+			"metro": Metro, "eipTag": ControlPlaneEIPTag,
+			"loadbalancer": "metallb:///" + metallbNamespace + "?crdConfiguration=true",
+		},
+	}
+	cfg, err := guide.HelmConfig(c.Env.KubeconfigPath, CCMNamespace)
+	if err != nil {
+		return err
+	}
+	install := action.NewInstall(cfg)
+	install.ReleaseName, install.Namespace, install.WaitStrategy = UpstreamRelease, CCMNamespace, kube.HookOnlyStrategy
+	install.ServerSideApply = false
+	if _, err := install.RunWithContext(ctx, ch, values); err != nil {
+		return fmt.Errorf("cluster: helm install of upstream's chart: %w", err)
+	}
+	return nil
+}
+
+// PublishedChart is what the guide's bin/deploy/chart is: this
+// repository's chart naming the image make image built (here, the image
+// imported into the nodes).
+func PublishedChart() (*chartv2.Chart, error) {
+	ch, err := deploycheck.LoadChart(chartDir())
+	if err != nil {
+		return nil, err
+	}
+	repo, tag, _ := strings.Cut(CCMImage, ":")
+	img, _ := ch.Values["image"].(map[string]any)
+	img = maps.Clone(img)
+	img["repository"], img["tag"] = repo, tag
+	ch.Values["image"] = img
+	return ch, nil
 }

@@ -1,4 +1,12 @@
-package provider
+// Package guide runs a guide's shell commands as a person at a shell
+// would, with Helm's library and client-go in place of the helm and kubectl
+// commands (the same actions the CLI runs): the migration guide's Helm path
+// is run as printed by host/provider (against kube-apiserver, the CCM
+// in-process) and by test/cluster (in a real cluster, the CCM as the chart's
+// Deployment, under traffic). It knows the commands the guide uses and
+// nothing else: a command it does not know fails the test, so the guide
+// cannot drift from what is tested.
+package guide
 
 import (
 	"bytes"
@@ -23,34 +31,33 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
-
-	"github.com/metal-ccm/cloud-provider-equinix-metal/test/testenv"
 )
 
-// The guide the Helm path follows, and the sections whose shell blocks
-// guideShell runs.
+// The migration guide, from a package two directories below the
+// repository's root, and the sections of it whose shell blocks Shell runs.
 const (
-	migrationGuide  = "../../docs/migrating-from-upstream.md"
-	guideHelmSwitch = "### You installed upstream with Helm"
-	guideRollback   = "Rollback with Helm"
+	MigrationGuide = "../../docs/migrating-from-upstream.md"
+	HelmSwitch     = "### You installed upstream with Helm"
+	Rollback       = "Rollback with Helm"
 )
 
-// guideCommands are the commands of the first ```sh block after marker in
-// the guide: continuation lines joined, comments dropped, one per entry.
-func guideCommands(t *testing.T, marker string) []string {
+// Commands are the commands of the first ```sh block after marker in the
+// guide at path: continuation lines joined, comments dropped, one per
+// entry.
+func Commands(t testing.TB, path, marker string) []string {
 	t.Helper()
-	b, err := os.ReadFile(migrationGuide)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(b), marker)
 	if !ok {
-		t.Fatalf("%s has no %q", migrationGuide, marker)
+		t.Fatalf("%s has no %q", path, marker)
 	}
 	_, rest, ok = strings.Cut(rest, "```sh\n")
 	block, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
-		t.Fatalf("%s: no ```sh block after %q", migrationGuide, marker)
+		t.Fatalf("%s: no ```sh block after %q", path, marker)
 	}
 	var cmds []string
 	var cur string
@@ -88,43 +95,50 @@ func stripComment(line string) string {
 	return line
 }
 
-// guideShell runs the guide's commands as a person at a shell would, with
-// Helm's library and client-go in place of the helm and kubectl commands
-// (the same actions the CLI runs), against the test apiserver. It knows
-// the commands the guide uses and nothing else: a command it does not
-// know fails the test, so the guide cannot drift from what is tested.
-type guideShell struct {
-	t    *testing.T
-	ctx  context.Context
-	env  *testenv.Env
-	kube kubernetes.Interface
-	// chart is what bin/deploy/chart stands for (this repository's chart).
-	chart *chartv2.Chart
-	// answers are what the person types where the guide says to: the
+// Shell runs a guide's commands against the cluster of Kubeconfig.
+type Shell struct {
+	T          testing.TB
+	Ctx        context.Context
+	Kubeconfig string
+	Kube       kubernetes.Interface
+	// Chart is what bin/deploy/chart stands for (this repository's chart,
+	// its image the one make image built).
+	Chart *chartv2.Chart
+	// Answers are what the person types where the guide says to: the
 	// variables it tells them to set (RELEASE, NS: the release's, as the
 	// list shows it) and the <placeholders> it has them fill in.
-	answers map[string]string
-	vars    map[string]string
-	files   map[string][]byte
+	Answers map[string]string
+	Vars    map[string]string
+	// Files are the files the commands wrote (> file), by name.
+	Files map[string][]byte
 }
 
-// helmIn is Helm's configuration for namespace ns ("" for all), as the
+// HelmIn is Helm's configuration for namespace ns ("" for all), as the
 // helm command builds it from the kubeconfig and --namespace.
-func helmIn(t *testing.T, env *testenv.Env, ns string) *action.Configuration {
+func HelmIn(t testing.TB, kubeconfig, ns string) *action.Configuration {
 	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Namespace = ptr.To(env.KubeconfigPath), ptr.To(ns)
-	cfg := action.NewConfiguration()
-	cfg.SetLogger(slog.NewTextHandler(io.Discard, nil))
-	if err := cfg.Init(flags, ns, "secret"); err != nil {
+	cfg, err := HelmConfig(kubeconfig, ns)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
 }
 
+// HelmConfig is HelmIn for code without a test at hand.
+func HelmConfig(kubeconfig, ns string) (*action.Configuration, error) {
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig, flags.Namespace = ptr.To(kubeconfig), ptr.To(ns)
+	cfg := action.NewConfiguration()
+	cfg.SetLogger(slog.NewTextHandler(io.Discard, nil))
+	if err := cfg.Init(flags, ns, "secret"); err != nil {
+		return nil, fmt.Errorf("helm in %s: %w", ns, err)
+	}
+	return cfg, nil
+}
+
 // words splits a command into words as sh would: quotes removed, $VAR
 // expanded outside single quotes; | and > stay words of their own.
-func (sh *guideShell) words(cmd string) []string {
+func (sh *Shell) words(cmd string) []string {
 	var out []string
 	var cur strings.Builder
 	inWord := false
@@ -147,7 +161,7 @@ func (sh *guideShell) words(cmd string) []string {
 			for j < len(cmd) && (cmd[j] == '_' || cmd[j] >= 'A' && cmd[j] <= 'Z' || cmd[j] >= '0' && cmd[j] <= '9') {
 				j++
 			}
-			cur.WriteString(sh.vars[cmd[i+1:j]])
+			cur.WriteString(sh.Vars[cmd[i+1:j]])
 			i, inWord = j-1, true
 		case c == ' ' && quote == 0:
 			if inWord {
@@ -165,9 +179,9 @@ func (sh *guideShell) words(cmd string) []string {
 	}
 	for i, x := range out {
 		if strings.HasPrefix(x, "<") && strings.HasSuffix(x, ">") && len(x) > 2 {
-			ans, ok := sh.answers[x]
+			ans, ok := sh.Answers[x]
 			if !ok {
-				sh.t.Fatalf("guide: %q has the placeholder %s, which this test has no answer for", cmd, x)
+				sh.T.Fatalf("guide: %q has the placeholder %s, which this test has no answer for", cmd, x)
 			}
 			out[i] = ans
 		}
@@ -180,10 +194,10 @@ var (
 	shellVar   = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
 )
 
-// runAll runs cmds[from:] in order and stops at the first that fails, as
+// RunAll runs cmds[from:] in order and stops at the first that fails, as
 // a careful person (or sh -e) would: the index of the failed command, and
 // its error.
-func (sh *guideShell) runAll(cmds []string, from int) (int, error) {
+func (sh *Shell) RunAll(cmds []string, from int) (int, error) {
 	for i := from; i < len(cmds); i++ {
 		if _, err := sh.run(cmds[i]); err != nil {
 			return i, fmt.Errorf("the guide's %q: %w", cmds[i], err)
@@ -193,10 +207,10 @@ func (sh *guideShell) runAll(cmds []string, from int) (int, error) {
 }
 
 // run runs one command and returns its standard output.
-func (sh *guideShell) run(cmd string) (string, error) {
+func (sh *Shell) run(cmd string) (string, error) {
 	if m := assignment.FindStringSubmatch(cmd); m != nil {
 		out, err := sh.run(m[2])
-		sh.vars[m[1]] = strings.TrimSpace(out)
+		sh.Vars[m[1]] = strings.TrimSpace(out)
 		return "", err
 	}
 	w := sh.words(cmd)
@@ -207,12 +221,12 @@ func (sh *guideShell) run(cmd string) (string, error) {
 		for _, a := range w {
 			name, value, ok := strings.Cut(a, "=")
 			if !ok || !shellVar.MatchString(a) {
-				sh.t.Fatalf("guide: %q mixes assignments and a command", cmd)
+				sh.T.Fatalf("guide: %q mixes assignments and a command", cmd)
 			}
-			if ans, ok := sh.answers[name]; ok {
+			if ans, ok := sh.Answers[name]; ok {
 				value = ans // what the list said, for this test's release
 			}
-			sh.vars[name] = value
+			sh.Vars[name] = value
 		}
 		return "", nil
 	}
@@ -238,17 +252,17 @@ func (sh *guideShell) run(cmd string) (string, error) {
 		}
 	}
 	if w[0] == "helm" && len(w) > 1 && w[1] == "list" && !sh.listed(out) {
-		return "", fmt.Errorf("the release %s in %s is not in what it prints:\n%s", sh.answers["RELEASE"], sh.answers["NS"], out)
+		return "", fmt.Errorf("the release %s in %s is not in what it prints:\n%s", sh.Answers["RELEASE"], sh.Answers["NS"], out)
 	}
 	if outFile != "" && outFile != "/dev/null" {
-		sh.files[outFile] = []byte(out)
+		sh.Files[outFile] = []byte(out)
 		return "", nil
 	}
 	return out, nil
 }
 
 // filter runs the grep or awk a command's output goes through.
-func (sh *guideShell) filter(cmd string, f []string, in string) (string, error) {
+func (sh *Shell) filter(cmd string, f []string, in string) (string, error) {
 	switch {
 	case len(f) == 2 && f[0] == "grep":
 		var out strings.Builder
@@ -272,7 +286,7 @@ func (sh *guideShell) filter(cmd string, f []string, in string) (string, error) 
 		}
 		return string(out), nil
 	}
-	sh.t.Fatalf("guide: %q pipes into %q, which this test does not run", cmd, f)
+	sh.T.Fatalf("guide: %q pipes into %q, which this test does not run", cmd, f)
 	return "", nil
 }
 
@@ -322,9 +336,9 @@ func slicesContain(s []string, x string) bool {
 }
 
 // exec runs one helm or kubectl command (w, without pipe or redirection).
-func (sh *guideShell) exec(cmd string, w []string) (string, error) {
+func (sh *Shell) exec(cmd string, w []string) (string, error) {
 	unknown := func() (string, error) {
-		sh.t.Fatalf("guide: %q is not a command this test runs; teach guideShell what it does", cmd)
+		sh.T.Fatalf("guide: %q is not a command this test runs; teach test/guide what it does", cmd)
 		return "", nil
 	}
 	switch w[0] {
@@ -339,7 +353,7 @@ func (sh *guideShell) exec(cmd string, w []string) (string, error) {
 		case args[0] == "list" && len(args) == 1 && hasFlag(set, "-A"):
 			return sh.helmList()
 		case args[0] == "get" && len(args) == 3 && args[1] == "values" && set["-o"] == "yaml":
-			vals, err := action.NewGetValues(helmIn(sh.t, sh.env, ns)).Run(args[2])
+			vals, err := action.NewGetValues(HelmIn(sh.T, sh.Kubeconfig, ns)).Run(args[2])
 			if err != nil {
 				return "", err
 			}
@@ -347,10 +361,10 @@ func (sh *guideShell) exec(cmd string, w []string) (string, error) {
 			return string(b), err
 		case args[0] == "upgrade" && len(args) == 3 && args[2] == "bin/deploy/chart" && set["-f"] != "":
 			var vals map[string]any
-			if err := yaml.Unmarshal(sh.files[set["-f"]], &vals); err != nil {
+			if err := yaml.Unmarshal(sh.Files[set["-f"]], &vals); err != nil {
 				return "", fmt.Errorf("%s: %w", set["-f"], err)
 			}
-			u := action.NewUpgrade(helmIn(sh.t, sh.env, ns))
+			u := action.NewUpgrade(HelmIn(sh.T, sh.Kubeconfig, ns))
 			u.Namespace, u.WaitStrategy = ns, kube.HookOnlyStrategy
 			if d, ok := set["--dry-run"]; ok {
 				if d != "server" {
@@ -358,10 +372,10 @@ func (sh *guideShell) exec(cmd string, w []string) (string, error) {
 				}
 				u.DryRunStrategy = action.DryRunServer
 			}
-			_, err := u.RunWithContext(sh.ctx, args[1], sh.chart, vals)
+			_, err := u.RunWithContext(sh.Ctx, args[1], sh.Chart, vals)
 			return "", err
 		case args[0] == "history" && len(args) == 2:
-			h, err := action.NewHistory(helmIn(sh.t, sh.env, ns)).Run(args[1])
+			h, err := action.NewHistory(HelmIn(sh.T, sh.Kubeconfig, ns)).Run(args[1])
 			var out strings.Builder
 			for _, r := range h {
 				rel := r.(*releasev1.Release)
@@ -373,7 +387,7 @@ func (sh *guideShell) exec(cmd string, w []string) (string, error) {
 			if err != nil {
 				return unknown()
 			}
-			rb := action.NewRollback(helmIn(sh.t, sh.env, ns))
+			rb := action.NewRollback(HelmIn(sh.T, sh.Kubeconfig, ns))
 			rb.Version, rb.WaitStrategy = v, kube.HookOnlyStrategy
 			return "", rb.Run(args[1])
 		}
@@ -381,7 +395,7 @@ func (sh *guideShell) exec(cmd string, w []string) (string, error) {
 		args, ns, set := opts(w[1:], "-l", "-o", "--replicas")
 		switch {
 		case len(args) == 2 && args[0] == "get" && args[1] == "daemonset" && set["-l"] != "" && set["-o"] == "name":
-			l, err := sh.kube.AppsV1().DaemonSets(ns).List(sh.ctx, metav1.ListOptions{LabelSelector: set["-l"]})
+			l, err := sh.Kube.AppsV1().DaemonSets(ns).List(sh.Ctx, metav1.ListOptions{LabelSelector: set["-l"]})
 			if err != nil {
 				return "", err
 			}
@@ -391,7 +405,7 @@ func (sh *guideShell) exec(cmd string, w []string) (string, error) {
 			}
 			return out.String(), nil
 		case len(args) == 2 && args[0] == "delete" && strings.HasPrefix(args[1], "daemonset.apps/"):
-			return "", sh.kube.AppsV1().DaemonSets(ns).Delete(sh.ctx, strings.TrimPrefix(args[1], "daemonset.apps/"), metav1.DeleteOptions{})
+			return "", sh.Kube.AppsV1().DaemonSets(ns).Delete(sh.Ctx, strings.TrimPrefix(args[1], "daemonset.apps/"), metav1.DeleteOptions{})
 		case len(args) == 2 && args[0] == "delete" && args[1] == "daemonset":
 			return "", fmt.Errorf("error: resource(s) were provided, but no name was specified")
 		case len(args) == 2 && args[0] == "scale" && args[1] == "deployment" && set["-l"] != "" && set["--replicas"] != "":
@@ -399,7 +413,7 @@ func (sh *guideShell) exec(cmd string, w []string) (string, error) {
 			if err != nil {
 				return unknown()
 			}
-			l, err := sh.kube.AppsV1().Deployments(ns).List(sh.ctx, metav1.ListOptions{LabelSelector: set["-l"]})
+			l, err := sh.Kube.AppsV1().Deployments(ns).List(sh.Ctx, metav1.ListOptions{LabelSelector: set["-l"]})
 			if err != nil {
 				return "", err
 			}
@@ -408,7 +422,7 @@ func (sh *guideShell) exec(cmd string, w []string) (string, error) {
 			}
 			for _, d := range l.Items {
 				scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: int32(n)}}
-				if _, err := sh.kube.AppsV1().Deployments(ns).UpdateScale(sh.ctx, d.Name, scale, metav1.UpdateOptions{}); err != nil {
+				if _, err := sh.Kube.AppsV1().Deployments(ns).UpdateScale(sh.Ctx, d.Name, scale, metav1.UpdateOptions{}); err != nil {
 					return "", err
 				}
 			}
@@ -424,8 +438,8 @@ func hasFlag(set map[string]string, f string) bool {
 }
 
 // helmList is `helm list -A`: name, namespace, revision, status, chart.
-func (sh *guideShell) helmList() (string, error) {
-	l := action.NewList(helmIn(sh.t, sh.env, ""))
+func (sh *Shell) helmList() (string, error) {
+	l := action.NewList(HelmIn(sh.T, sh.Kubeconfig, ""))
 	l.AllNamespaces, l.StateMask = true, action.ListDeployed|action.ListFailed
 	rels, err := l.Run()
 	if err != nil {
@@ -441,10 +455,10 @@ func (sh *guideShell) helmList() (string, error) {
 
 // listed: the list shows the release the person then sets RELEASE and NS
 // to.
-func (sh *guideShell) listed(out string) bool {
+func (sh *Shell) listed(out string) bool {
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) > 1 && f[0] == sh.answers["RELEASE"] && f[1] == sh.answers["NS"] {
+		if len(f) > 1 && f[0] == sh.Answers["RELEASE"] && f[1] == sh.Answers["NS"] {
 			return true
 		}
 	}
