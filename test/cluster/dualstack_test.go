@@ -272,16 +272,23 @@ func noSessions(t *testing.T, c *Cluster, ips ...string) {
 // web and returns its IPv4 and IPv6 Elastic IPs.
 func dualStackWeb(t *testing.T, c *Cluster) (ip4, ip6 string) {
 	t.Helper()
-	ctx, ns := context.Background(), metav1.NamespaceDefault
 	webPods(t, c)
-	svc := LoadBalancerService("web", "web", corev1.ServiceExternalTrafficPolicyCluster)
+	return dualStackService(t, c, "web")
+}
+
+// dualStackService creates the RequireDualStack Service name of the web
+// pods and returns its IPv4 and IPv6 Elastic IPs.
+func dualStackService(t *testing.T, c *Cluster, name string) (ip4, ip6 string) {
+	t.Helper()
+	ctx, ns := context.Background(), metav1.NamespaceDefault
+	svc := LoadBalancerService(name, "web", corev1.ServiceExternalTrafficPolicyCluster)
 	policy := corev1.IPFamilyPolicyRequireDualStack
 	svc.Spec.IPFamilyPolicy = &policy
 	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return dualIngress(t, c, "web")
+	return dualIngress(t, c, name)
 }
 
 // dualIngress waits for the Service's IPv4 and IPv6 ingress addresses.

@@ -124,6 +124,17 @@ func speakerCheck(t *testing.T, c *Cluster) {
 		}
 		sessions += n4
 	}
+	if c.DualStack {
+		// The IPv6 sessions come with the first IPv6 Elastic IP (the CCM
+		// then asks Equinix for each node's IPv6 session): a dual-stack
+		// Service brings them up, so that BFD runs over them too.
+		dualStackService(t, c, "web-dual")
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := c.WaitSessions(sctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if c.cloud.configValue("bgpBFDInterval") != "" {
 		bfdUpWithEverySpeaker(t, c)
 	}
@@ -177,10 +188,16 @@ func speakerCheck(t *testing.T, c *Cluster) {
 }
 
 // bfdUpWithEverySpeaker checks that each router has a BFD session up with
-// every node that runs a speaker (the CCM was told bgpBFDInterval).
+// every node that runs a speaker (the CCM was told bgpBFDInterval), over
+// each family's sessions in a dual-stack cluster (whose IPv6 sessions the
+// caller brought up).
 func bfdUpWithEverySpeaker(t *testing.T, c *Cluster) {
 	t.Helper()
 	want := speakerNodeIPs(c)
+	if c.DualStack {
+		want = append(want, speakerNodeIPv6s(c)...)
+		sort.Strings(want)
+	}
 	for _, r := range c.Routers {
 		var up []string
 		var err error
@@ -200,6 +217,19 @@ func bfdUpWithEverySpeaker(t *testing.T, c *Cluster) {
 		}
 	}
 	t.Logf("BFD (%s) up at both routers with %v", c.cloud.configValue("bgpBFDInterval"), want)
+}
+
+// speakerNodeIPv6s are the IPv6 addresses of the nodes that run a speaker.
+func speakerNodeIPv6s(c *Cluster) []string {
+	var ips []string
+	for _, name := range c.SpeakerNodes() {
+		for _, n := range c.Nodes {
+			if n.Name == name && n.IPv6 != "" {
+				ips = append(ips, n.IPv6)
+			}
+		}
+	}
+	return ips
 }
 
 // speakerNodeIPs are the addresses of the nodes that run a speaker, sorted.
