@@ -251,8 +251,10 @@ func TestCloudTraffic(t *testing.T) {
 	}
 	stageTable(t, c, 50)
 	t.Logf("50 Services created and deleted: %d session resets at the routers", sessionResets(t, c, ups))
-	// What those syncs cost, read as docs/metrics.md tells users to.
+	// What those syncs cost, read as docs/metrics.md tells users to, and
+	// the troubleshooting page's first look.
 	metricsByHand(t, c)
+	firstLook(t, c, "web", ip)
 
 	// From here on the client never stops asking web (Cluster) and
 	// web-local (Local, a pod on each worker), and every event is tallied
@@ -297,8 +299,8 @@ func fullRun() bool { return os.Getenv("METAL_CCM_CLUSTER_FULL") == "1" }
 
 // outage is how long scaledToZero keeps the CCM away and equinixDown
 // Equinix's API: METAL_CCM_CLUSTER_OUTAGE (a Go duration, such as 5m);
-// unless set, 1 minute in a full run and 30 s in make ci, for its time
-// budget.
+// unless set, 1 minute in a full run and 45 s in make ci, for its time
+// budget (longer than readinessAsked).
 func outage(t *testing.T) time.Duration {
 	t.Helper()
 	v := os.Getenv("METAL_CCM_CLUSTER_OUTAGE")
@@ -306,7 +308,7 @@ func outage(t *testing.T) time.Duration {
 		return time.Minute
 	}
 	if v == "" {
-		return 30 * time.Second
+		return 45 * time.Second
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -36,7 +37,23 @@ func docBlock(t *testing.T, path, test string) string {
 // it, and returns what it printed.
 func runDocBlock(t *testing.T, c *Cluster, path, test string) string {
 	t.Helper()
+	return runDocBlockWith(t, c, path, test, nil)
+}
+
+// placeholder is a <word> a block's reader replaces with their own value.
+var placeholder = regexp.MustCompile(`<[a-z][a-z0-9-]*>`)
+
+// runDocBlockWith is runDocBlock with the block's <placeholders> filled in
+// as a user would, from fill; a placeholder fill lacks fails the test.
+func runDocBlockWith(t *testing.T, c *Cluster, path, test string, fill map[string]string) string {
+	t.Helper()
 	block := docBlock(t, path, test)
+	for k, v := range fill {
+		block = strings.ReplaceAll(block, k, v)
+	}
+	if p := placeholder.FindString(block); p != "" {
+		t.Fatalf("%s's block %s has the placeholder %s, which the test does not fill", path, test, p)
+	}
 	kubectl, err := findKubectl()
 	if err != nil {
 		t.Fatalf("no kubectl to run %s's block: %v (make cluster-test builds it)", path, err)
@@ -71,4 +88,54 @@ func metricsByHand(t *testing.T, c *Cluster) {
 		}
 	}
 	t.Logf("docs/metrics.md's commands read the leader's metrics:\n%s", strings.Join(lines, "\n"))
+}
+
+// firstLook runs docs/troubleshooting.md's first block, the commands a
+// user starts with, on a Service of the cluster and a node: every
+// replica's log, the Service's Events and address, the node's provider
+// ID, the module's failures (none) and the MetalLB objects it wrote.
+func firstLook(t *testing.T, c *Cluster, service, ip string) {
+	t.Helper()
+	out := runDocBlockWith(t, c, "docs/troubleshooting.md", "TestCloudTraffic/first-look",
+		map[string]string{"<service>": service, "<node>": c.Nodes[0].Name})
+	pods := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, "[pod/"); ok {
+			if name, _, ok := strings.Cut(rest, "/"); ok {
+				pods[name] = true
+			}
+		}
+	}
+	for _, want := range []string{"LoadBalancer Ingress:", ip, "equinixmetal://", "No resources found", "ipaddresspool.metallb.io/", "bgppeer.metallb.io/", "bgpadvertisement.metallb.io/"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("docs/troubleshooting.md's first block printed no %q:\n%s", want, out)
+		}
+	}
+	if len(pods) < 2 {
+		t.Errorf("docs/troubleshooting.md's first block showed the log of %v, want every replica's", pods)
+	}
+	t.Logf("docs/troubleshooting.md's first block: the logs of %d replicas, %s's Events and address, the node's provider ID, the module's objects", len(pods), service)
+}
+
+// readinessByHand runs docs/troubleshooting.md's readiness block while
+// Equinix's API has not answered for longer than the check's 30 s. The
+// check fails only once the leader's calls have failed for 30 s: with a
+// Service created during the outage (churnDuringEvents, make
+// cluster-test) they have, and the leader's verdict must name the failing
+// check and its own path the reason; in make ci, which creates none, the
+// leader may have had no call to make, and the block must answer in the
+// documented form.
+func readinessByHand(t *testing.T, c *Cluster) {
+	t.Helper()
+	out := runDocBlock(t, c, "docs/troubleshooting.md", "TestCloudTraffic/readiness")
+	wants := []string{"equinix-api", "[+]module ok", "[+]policies ok", "[+]caches ok", "readyz check"}
+	if churnDuringEvents() {
+		wants = append(wants, "[-]equinix-api failed: reason withheld", "readyz check failed", "the Equinix Metal API has not answered since")
+	}
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("docs/troubleshooting.md's readiness block, with Equinix's API down, printed no %q:\n%s", want, out)
+		}
+	}
+	t.Logf("docs/troubleshooting.md's readiness block, with Equinix's API down:\n%s", linesWith(out, "equinix-api", "readyz", "not answered"))
 }

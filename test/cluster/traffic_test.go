@@ -455,6 +455,11 @@ func nodeOutOfPaths(c *Cluster, nodeIP string, targets map[string]string, start 
 // for away, while a Service is created and another deleted: both wait,
 // nothing already serving moves, and once the API is back the new Service
 // gets its address and the deleted one's Elastic IP is released.
+// readinessAsked is how long into Equinix's outage equinixDown runs the
+// troubleshooting page's readiness block: past the equinix-api check's 30 s
+// (counted from the first failed call, at the outage's start).
+const readinessAsked = 38 * time.Second
+
 func equinixDown(t *testing.T, c *Cluster, m *Monitor, away time.Duration, gone string) {
 	t.Helper()
 	ctx := context.Background()
@@ -480,7 +485,15 @@ func equinixDown(t *testing.T, c *Cluster, m *Monitor, away time.Duration, gone 
 			t.Fatal(err)
 		}
 	}
+	askedReadiness := false
 	for end := time.Now().Add(away); time.Now().Before(end); time.Sleep(5 * time.Second) {
+		// Once the API has not answered for longer than the readiness
+		// check allows (30 s), ask the leader as the troubleshooting
+		// page says to.
+		if !askedReadiness && time.Since(began) > readinessAsked {
+			readinessByHand(t, c)
+			askedReadiness = true
+		}
 		for ip, before := range hopsBefore {
 			if now := nexthops(t, c, ip); !slices.Equal(now, before) {
 				t.Errorf("with Equinix's API down, the routers' paths for %s changed: %v, were %v", ip, now, before)
@@ -491,6 +504,9 @@ func equinixDown(t *testing.T, c *Cluster, m *Monitor, away time.Duration, gone 
 	s, err := c.Client.CoreV1().Services(ns).Get(ctx, "while-equinix-down", metav1.GetOptions{})
 	if err == nil && len(s.Status.LoadBalancer.Ingress) > 0 {
 		t.Errorf("Service while-equinix-down got %v with Equinix's API down", s.Status.LoadBalancer.Ingress)
+	}
+	if !askedReadiness {
+		t.Logf("Equinix's API down for %s only: the troubleshooting page's readiness block is run after %s", away, readinessAsked)
 	}
 	injected := c.Emu.InjectedFaults()
 	back := time.Now()
