@@ -95,8 +95,12 @@ func (c *Cluster) startKubeProxy(n *Node, kubeconfig, assets string) error {
 	// kube-proxy exits when its Node's addresses change, for its
 	// DaemonSet to start it again with the new ones; here a loop does, as
 	// the CCM adds addresses when it initialises the Node.
-	loop := fmt.Sprintf("while true; do %s --config=%s --v=2; echo kube-proxy exited: $?, starting it again; sleep 1; done",
-		filepath.Join(assets, "kube-proxy"), cfg)
+	// The shell waits until it is in the node's cgroup (startInNS moves
+	// it there once it runs): a kube-proxy forked before would stay
+	// outside it, and the cluster's Stop, which kills the shell and
+	// sweeps the cgroups, would leave that kube-proxy running.
+	loop := fmt.Sprintf("until grep -qF %q /proc/$$/cgroup; do sleep 0.1; done; while true; do %s --config=%s --v=2; echo kube-proxy exited: $?, starting it again; sleep 1; done",
+		n.runtimeCG, filepath.Join(assets, "kube-proxy"), cfg)
 	var err error
 	n.kubeProxy, err = startInNS(n.Name+" kube-proxy", n.NetNS, n.runtimeCG, "/bin/sh",
 		filepath.Join(n.Dir, "kube-proxy.log"), []string{"-c", loop})
