@@ -247,11 +247,7 @@ func peer(s metallb.Session, ns string, ps peerSettings, secrets *passwordSecret
 	var selectors any = []any{hostnameSelector(s.Hostname)}
 	if kept, ok := keptSelectors(ps.kept[name], s.Hostname); ok {
 		selectors = kept
-		metadata = sdk.Fields{
-			{Name: "labels", Value: sdk.Fields{{Name: cpLabel, Value: cpValue}, {Name: keptLabel, Value: keptValue}}},
-			{Name: "name", Value: name},
-			{Name: "namespace", Value: ns},
-		}
+		metadata = meta(name, ns, sdk.Field{Name: keptLabel, Value: keptValue})
 	}
 	spec = append(spec,
 		sdk.Field{Name: "myASN", Value: s.LocalASN},
@@ -540,10 +536,12 @@ func (p *passwordSecrets) objects(ns string) []sdk.Object {
 	return out
 }
 
-// meta is the metadata of a peer, the advertisement or a Secret.
-func meta(name, ns string) sdk.Fields {
+// meta is the metadata of a peer, the advertisement or a Secret: the
+// cloud-provider label, then labels (whose names sort after it, as the
+// encoder writes members in their order).
+func meta(name, ns string, labels ...sdk.Field) sdk.Fields {
 	return sdk.Fields{
-		{Name: "labels", Value: sdk.Fields{{Name: cpLabel, Value: cpValue}}},
+		{Name: "labels", Value: append(sdk.Fields{{Name: cpLabel, Value: cpValue}}, labels...)},
 		{Name: "name", Value: name},
 		{Name: "namespace", Value: ns},
 	}
