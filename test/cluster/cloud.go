@@ -295,6 +295,16 @@ func metallbImage(objs []*unstructured.Unstructured, component string) string {
 	return ""
 }
 
+// clusterConfig is the cloud-config every CCM of this cluster gets, this
+// chart's or upstream's: the emulator as Equinix Metal, its project, the
+// metro and the control-plane EIP's tag.
+func (c *Cluster) clusterConfig() map[string]any {
+	return map[string]any{
+		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
+		"metro": Metro, "eipTag": ControlPlaneEIPTag,
+	}
+}
+
 // chartValues: the CCM's image as imported, the emulator as its Equinix
 // Metal, MetalLB as its load balancer (in FRR mode with o.FRR); o.Values
 // over them.
@@ -311,10 +321,7 @@ func (c *Cluster) chartValues(o *CloudOptions) map[string]any {
 	case "kube-vip":
 		lb["mode"] = "kube-vip"
 	}
-	cfg := map[string]any{
-		"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
-		"metro": Metro, "eipTag": ControlPlaneEIPTag,
-	}
+	cfg := c.clusterConfig()
 	if o.DualStack {
 		// The kubelets name their IPv4 alone with --node-ip: kube-proxy
 		// takes the node's IPv6 from the ExternalIP.

@@ -256,14 +256,9 @@ func (c *Cluster) InstallUpstreamRelease(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: upstream's chart: %w", err)
 	}
-	values := map[string]any{
-		"image": map[string]any{"tag": "v3.8.1"},
-		"config": map[string]any{
-			"apiKey": emulator.DefaultToken, "projectID": emulator.DefaultProjectID, "base-url": c.Emu.URL(),
-			"metro": Metro, "eipTag": ControlPlaneEIPTag,
-			"loadbalancer": "metallb:///" + metallbNamespace + "?crdConfiguration=true",
-		},
-	}
+	config := c.clusterConfig()
+	config["loadbalancer"] = "metallb:///" + metallbNamespace + "?crdConfiguration=true"
+	values := map[string]any{"image": map[string]any{"tag": "v3.8.1"}, "config": config}
 	cfg, err := guide.HelmConfig(c.Env.KubeconfigPath, CCMNamespace)
 	if err != nil {
 		return err
