@@ -18,9 +18,10 @@ import (
 
 // apply writes the desired state: server-side apply of every object (forced:
 // the CCM owns these fields, as upstream overwrote them each loop; strict:
-// a field the schema does not know is an error, not silently pruned), then,
-// only if all applied, deletion of owned objects no longer desired, then
-// node annotations. An owned object whose body is what this process last
+// a field the schema does not know is an error, not silently pruned), the
+// new ones before the changed ones (writeChanged), then, only if all
+// applied, deletion of owned objects no longer desired, then node
+// annotations. An owned object whose body is what this process last
 // applied, and which is still as that apply left it (version.unchanged: the
 // same resourceVersion, or for a custom resource the same UID and
 // generation, so that its controller's status updates do not count), is
@@ -42,7 +43,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	}
 	// The owned objects as they are now, to tell whether one is still as
 	// this process last applied it.
-	live, err := r.listLive(ctx, owned)
+	live, unowned, err := r.listLive(ctx, owned)
 	phases.end("live")
 	if err != nil {
 		return err
@@ -50,7 +51,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	r.mu.Lock()
 	last := r.applied
 	r.mu.Unlock()
-	next, err := r.writeChanged(ctx, targets, resp.Objects, mergeTargets, last, live)
+	next, err := r.writeChanged(ctx, targets, resp.Objects, mergeTargets, last, live, unowned)
 	phases.end("write")
 	if err != nil {
 		r.rememberApplied(last, next)
@@ -72,14 +73,41 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 // applied; on an error, what it applied before it. It consumes targets'
 // objects and objects (resolveTargets' input), one at a time.
 //
+// It makes before it breaks: first the objects that do not exist yet,
+// then, once all of those are in, the changes to those that do (owned in
+// live, or someone else's in unowned, such as upstream's that the module
+// takes over). A reader that acts on each event, as MetalLB's speaker
+// does, so never sees a change point at an object that is not there yet:
+// taking over from upstream, the pools moved from upstream's
+// advertisement to a per-metro one, and with both written at once the
+// speakers sometimes saw the first change alone and withdrew every
+// Service's route for a moment. The same holds for a peer that names a new
+// Secret or BFDProfile. If a new object fails, no existing one is changed:
+// what works keeps working until the sync succeeds.
+func (r *Reconciler) writeChanged(ctx context.Context, targets []target, objects []sdk.Object, mergeTargets map[objectKey]bool, last map[objectKey]appliedObject, live map[objectKey]version, unowned map[objectKey]bool) (map[objectKey]appliedObject, error) {
+	next := make(map[objectKey]appliedObject, len(targets))
+	r.appliedLast = 0
+	exists := func(t target) bool {
+		_, owned := live[t.key]
+		return owned || unowned[t.key] || mergeTargets[t.key]
+	}
+	for _, existing := range []bool{false, true} {
+		if err := r.writeWave(ctx, targets, objects, func(t target) bool { return exists(t) == existing }, mergeTargets, last, live, next); err != nil {
+			return next, err
+		}
+	}
+	return next, nil
+}
+
+// writeWave applies the targets in wave that need it (see writeChanged),
+// recording them in next.
+//
 // The writes go out applyWorkers at a time: one at a time, a burst of 50
 // new Services' pools took seconds of round trips (each through MetalLB's
 // webhook), and each Service's first packet waited behind the pools before
 // its own. g.Go blocks while all are busy, so no more bodies than workers
 // are held at once.
-func (r *Reconciler) writeChanged(ctx context.Context, targets []target, objects []sdk.Object, mergeTargets map[objectKey]bool, last map[objectKey]appliedObject, live map[objectKey]version) (map[objectKey]appliedObject, error) {
-	next := make(map[objectKey]appliedObject, len(targets))
-	r.appliedLast = 0
+func (r *Reconciler) writeWave(ctx context.Context, targets []target, objects []sdk.Object, wave func(target) bool, mergeTargets map[objectKey]bool, last map[objectKey]appliedObject, live map[objectKey]version, next map[objectKey]appliedObject) error {
 	var mu sync.Mutex // guards next and r.appliedLast
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(applyWorkers)
@@ -87,12 +115,15 @@ func (r *Reconciler) writeChanged(ctx context.Context, targets []target, objects
 		if gctx.Err() != nil {
 			break // a write failed: its error is g.Wait's
 		}
+		if t.obj == nil || !wave(t) {
+			continue // written in the other wave
+		}
 		body, err := r.encode(t, mergeTargets)
 		// Both references to the object go, so it can be collected.
 		targets[i].obj, objects[i] = nil, nil
 		if err != nil {
 			_ = g.Wait()
-			return next, err
+			return err
 		}
 		sum := sha256.Sum256(body)
 		if prev, ok := last[t.key]; ok && prev.body == sum {
@@ -122,7 +153,7 @@ func (r *Reconciler) writeChanged(ctx context.Context, targets []target, objects
 	if err == nil {
 		err = ctx.Err() // stopped between two writes
 	}
-	return next, err
+	return err
 }
 
 // applyWorkers is how many server-side applies of one sync are in flight

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -181,6 +183,49 @@ func get(t *testing.T, c *cluster, gvr schema.GroupVersionResource, ns, name str
 	return u
 }
 
+// watchOrder watches gvr's objects in ns from now on, in the order the API
+// server committed their changes (the order every informer sees them).
+// The function it returns waits for n events (at most ten seconds), stops
+// the watch and returns them as "<TYPE> <name>".
+func watchOrder(t *testing.T, c *cluster, gvr schema.GroupVersionResource, ns string) func(n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.dyn.Resource(gvr).Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: l.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(n int) []string {
+		defer w.Stop()
+		var got []string
+		timeout := time.After(10 * time.Second)
+		for len(got) < n {
+			select {
+			case e := <-w.ResultChan():
+				if u, ok := e.Object.(*unstructured.Unstructured); ok {
+					got = append(got, string(e.Type)+" "+u.GetName())
+				}
+			case <-timeout:
+				return got
+			}
+		}
+		return got
+	}
+}
+
+// sortedPrefix is events with its first n sorted: writes of one wave go
+// out together, in any order.
+func sortedPrefix(events []string, n int) []string {
+	out := slices.Clone(events)
+	if len(out) >= n {
+		slices.Sort(out[:n])
+	}
+	return out
+}
+
 func TestIntegration(t *testing.T) {
 	// Pages of two, so that every list the reconciler makes here (owned
 	// objects, nodes, prunes) takes several pages.
@@ -266,12 +311,27 @@ func TestIntegration(t *testing.T) {
 				}
 				return req
 			}
+			// The default advertisement as upstream left it (not owned),
+			// as at a take-over: the pools move from it to the per-metro
+			// ones.
+			if _, err := c.dyn.Resource(advsGVR).Namespace("metallb-system").Patch(ctx, "equinix-metal-bgp-adv", types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"`+sdk.OwnedLabel+`":null}}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			events := watchOrder(t, c, advsGVR, "metallb-system")
 			snap.set(located())
 			if err := r.Sync(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if got := strings.Join(names(t, c, advsGVR, "metallb-system"), " "); got != "equinix-metal-bgp-adv equinix-metal-bgp-adv-metro-da equinix-metal-bgp-adv-metro-sv" {
 				t.Fatalf("advertisements: %s", got)
+			}
+			// Make before break: MetalLB's speaker acts on each event, and
+			// had it seen the default's change first, it would have
+			// withdrawn both pools until the per-metro ones came.
+			want := []string{"ADDED equinix-metal-bgp-adv-metro-da", "ADDED equinix-metal-bgp-adv-metro-sv", "MODIFIED equinix-metal-bgp-adv"}
+			if got := events(len(want)); !slices.Equal(sortedPrefix(got, 2), want) {
+				t.Errorf("the API server took the advertisements' changes in the order %q, want the new ones first: %q", got, want)
 			}
 			// The default one lists no pool (the API server's apply
 			// removed the list the CCM owned) and selects none.

@@ -15,26 +15,33 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
-// listLive lists the owned objects of the kinds about to be applied, each
-// in the namespace it is written to (never across namespaces): their
-// versions.
-func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (map[objectKey]version, error) {
-	out := map[objectKey]version{}
+// listLive lists the objects of the kinds about to be applied, each in
+// the namespace it is written to (never across namespaces): the owned
+// ones' versions (live), and which others exist (unowned: upstream's, or
+// the user's). One list serves both, without a label selector: at scale
+// nearly every object of these kinds is the CCM's anyway.
+func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (live map[objectKey]version, unowned map[objectKey]bool, err error) {
+	live, unowned = map[objectKey]version{}, map[objectKey]bool{}
 	for _, k := range sortedKeys(kinds) {
 		gvk := k.gvk()
 		m, err := r.mapping(gvk)
 		if err != nil {
-			return nil, r.applyErr("listing owned %s: %v", k.Kind, err)
+			return nil, nil, r.applyErr("listing owned %s: %v", k.Kind, err)
 		}
-		items, err := r.listMeta(ctx, m, k.Namespace, sdk.OwnedLabel+"="+sdk.OwnedValue)
+		items, err := r.listMeta(ctx, m, k.Namespace, "")
 		if err != nil {
-			return nil, r.applyErr("listing owned %s: %s", k.Kind, wasmhost.OneLine(err.Error()))
+			return nil, nil, r.applyErr("listing owned %s: %s", k.Kind, wasmhost.OneLine(err.Error()))
 		}
 		for _, o := range items {
-			out[objectKey{gvk, o.Namespace, o.Name}] = version{o.ResourceVersion, o.UID, o.Generation}
+			key := objectKey{gvk, o.Namespace, o.Name}
+			if !o.Owned {
+				unowned[key] = true
+				continue
+			}
+			live[key] = version{o.ResourceVersion, o.UID, o.Generation}
 		}
 	}
-	return out, nil
+	return live, unowned, nil
 }
 
 // liveObject is what the reconciler reads of a listed object. Keeping
@@ -48,10 +55,13 @@ type liveObject struct {
 	// NodeAnnotations: the module's node-annotation field manager has
 	// fields in it.
 	NodeAnnotations bool
+	// Owned: labelled sdk.OwnedLabel=sdk.OwnedValue.
+	Owned bool
 }
 
 func newLiveObject(o metav1.Object) liveObject {
-	l := liveObject{Name: o.GetName(), Namespace: o.GetNamespace(), ResourceVersion: o.GetResourceVersion(), UID: o.GetUID(), Generation: o.GetGeneration()}
+	l := liveObject{Name: o.GetName(), Namespace: o.GetNamespace(), ResourceVersion: o.GetResourceVersion(), UID: o.GetUID(), Generation: o.GetGeneration(),
+		Owned: o.GetLabels()[sdk.OwnedLabel] == sdk.OwnedValue}
 	for _, mf := range o.GetManagedFields() {
 		if mf.Manager == fieldmanager.ModuleNodeAnnotations {
 			l.NodeAnnotations = true
