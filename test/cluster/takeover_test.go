@@ -76,6 +76,7 @@ func TestCloudTakeOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hops := routersNexthops(t, c, before)
 	mark := m.Mark()
 	ours, err := PublishedChart()
 	if err != nil {
@@ -100,6 +101,14 @@ func TestCloudTakeOver(t *testing.T) {
 	// A restarted session withdraws the node's routes at the routers: the
 	// CCM writes upstream's BGPPeers as MetalLB already runs them.
 	t.Logf("take-over: %d session resets at the routers over %d sessions", sessionResets(t, c, ups), len(ups))
+	// Nor does a route lose a next hop: MetalLB's speakers withdraw a
+	// Service whose pool no advertisement names, even for a moment, and
+	// whether a client's request meets that moment is luck.
+	for _, name := range names {
+		for _, w := range withdrawals(c, before[name], hops[name], mark, end) {
+			t.Errorf("%s at %s: a router lost next hops while the CCM took over: %s", name, before[name], w)
+		}
+	}
 	for _, tl := range m.Between(mark, end) {
 		t.Logf("take-over: %s", tl.Window(mark))
 		if tl.Failed > 0 {
@@ -187,4 +196,37 @@ func waitAdopted(ctx context.Context, c *Cluster, names []string) (time.Duration
 		return 0, fmt.Errorf("upstream's pools not owned by the CCM: %s: %w", last, err)
 	}
 	return time.Since(began), nil
+}
+
+// routersNexthops are, for each Service (name to address), how many next
+// hops each router has for its address now.
+func routersNexthops(t *testing.T, c *Cluster, addrs map[string]string) map[string]map[string]int {
+	t.Helper()
+	out := map[string]map[string]int{}
+	for name, ip := range addrs {
+		out[name] = map[string]int{}
+		for _, r := range c.Routers {
+			h, err := r.Nexthops(ip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name][r.Name] = len(h)
+		}
+	}
+	return out
+}
+
+// withdrawals are the routers' route changes for addr between from and to
+// that left a router with fewer next hops than it had (hops, by router):
+// a deleted route, or one with fewer nexthops.
+func withdrawals(c *Cluster, addr string, hops map[string]int, from, to time.Time) []string {
+	var out []string
+	for _, r := range c.Routers {
+		for _, l := range r.RouteChanges(addr, from, to) {
+			if _, rest, _ := strings.Cut(l, "] "); strings.HasPrefix(rest, "Deleted ") || strings.Count(l, " via ") < hops[r.Name] {
+				out = append(out, r.Name+": "+l)
+			}
+		}
+	}
+	return out
 }
