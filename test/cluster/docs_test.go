@@ -33,8 +33,8 @@ func docBlock(t *testing.T, path, test string) string {
 }
 
 // runDocBlock runs a documented block with bash (errexit, pipefail), kubectl
-// on the PATH and the cluster's admin kubeconfig, as a user would paste
-// it, and returns what it printed.
+// on the PATH and the cluster's admin kubeconfig, from the repository's
+// root, as a user would paste it, and returns what it printed.
 func runDocBlock(t *testing.T, c *Cluster, path, test string) string {
 	t.Helper()
 	return runDocBlockWith(t, c, path, test, nil)
@@ -59,6 +59,7 @@ func runDocBlockWith(t *testing.T, c *Cluster, path, test string, fill map[strin
 		t.Fatalf("no kubectl to run %s's block: %v (make cluster-test builds it)", path, err)
 	}
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+	cmd.Dir = filepath.Join("..", "..") // the repository's root, where a user runs `make`
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath(), "PATH="+filepath.Dir(kubectl)+":"+os.Getenv("PATH"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -186,3 +186,15 @@ func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet st
 		}, extraFlags...))
 	return err
 }
+
+// TagImage gives the image imported as from the name to as well, on every
+// node: what a manifest names (bin/deploy's stamped image) is then there
+// without a pull.
+func (c *Cluster) TagImage(from, to string) error {
+	for _, n := range c.Nodes {
+		if err := run("ctr", "-a", n.Socket, "-n", "k8s.io", "images", "tag", "--force", from, to); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -3,21 +3,25 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
@@ -33,19 +37,113 @@ import (
 // on this machine), and under a client that never stops asking every one
 // of those addresses the guide's commands upgrade that release to this
 // chart, whose Deployment takes over. No request fails, no BGP session
-// restarts, Equinix sees no reservation requested or released, every
-// Service keeps its address, upstream's pools become the CCM's, and a
-// Service created afterwards gets an address and answers. Then the guide's
-// rollback brings upstream's release back, again without a failed request.
+// restarts, no route loses a next hop, Equinix sees no reservation
+// requested or released, every Service keeps its address, upstream's
+// pools become the CCM's, and a Service created afterwards gets an
+// address and answers. Then the guide's rollback brings upstream's
+// release back, again without a failed request.
 func TestCloudTakeOver(t *testing.T) {
-	o := cloudOptions(t)
-	o.Upstream = filepath.Join(filepath.Dir(filepath.Dir(chartDir())), "host", "provider", "testdata", "upstream-v3.8.1", "crd")
-	c := startCloud(t, o)
+	c := startUpstream(t)
 	ctx := context.Background()
 	if err := c.InstallUpstreamRelease(ctx); err != nil {
 		t.Fatal(err)
 	}
+	ours, err := PublishedChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &guide.Shell{T: t, Ctx: ctx, Kubeconfig: c.Env.KubeconfigPath, Kube: c.Client, Chart: ours,
+		Answers: map[string]string{"RELEASE": UpstreamRelease, "NS": CCMNamespace},
+		Vars:    map[string]string{}, Files: map[string][]byte{}}
+	takeOver(t, c, takeOverPath{
+		name: "Helm",
+		switchOver: func() {
+			if _, err := sh.RunAll(guide.Commands(t, guide.MigrationGuide, guide.HelmSwitch), 0); err != nil {
+				t.Fatal(err)
+			}
+		},
+		rollback: func() {
+			sh.Answers["<revision>"] = "1"
+			if _, err := sh.RunAll(guide.Commands(t, guide.MigrationGuide, guide.Rollback), 0); err != nil {
+				t.Fatal(err)
+			}
+		},
+		upstreamDaemonSet: UpstreamRelease + "-cloud-provider-equinix-metal",
+	})
+}
 
+// TestCloudTakeOverKubectl is the same switch for a user who installed
+// upstream with kubectl, as its README says (the Secret
+// metal-cloud-config, then upstream's deployment.yaml: UpstreamManifest):
+// the migration guide's kubectl blocks run as printed, with the real
+// kubectl, from the repository's root, where `make image` wrote
+// bin/deploy. That applies this repository's kustomize manifests, not the
+// chart, so their Deployment is what takes over here.
+func TestCloudTakeOverKubectl(t *testing.T) {
+	c := startUpstream(t)
+	ctx := context.Background()
+	kubectl, err := findKubectl()
+	if err != nil {
+		t.Fatalf("no kubectl: %v (make cluster-test builds it)", err)
+	}
+	manifest, err := c.InstallUpstreamManifest(ctx, kubectl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bin/deploy names the image `make image` built; the nodes have it
+	// under CCMImage.
+	image, err := deploymentImage(kubectl, filepath.Join(repoRoot(), "bin", "deploy", "overlays", "metallb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.TagImage(CCMImage, image); err != nil {
+		t.Fatal(err)
+	}
+	takeOver(t, c, takeOverPath{
+		name: "kubectl",
+		switchOver: func() {
+			runDocBlock(t, c, migrationGuideDoc, "TestCloudTakeOverKubectl/switch")
+		},
+		rollback: func() {
+			runDocBlockWith(t, c, migrationGuideDoc, "TestCloudTakeOverKubectl/rollback",
+				map[string]string{"<upstream v3.8.1 deployment.yaml>": manifest})
+			// Upstream's rights are back, bound to its ServiceAccount.
+			crb, err := c.Client.RbacV1().ClusterRoleBindings().Get(ctx, "cloud-provider-equinix-metal", metav1.GetOptions{})
+			if err != nil || len(crb.Subjects) != 1 || crb.Subjects[0].Name != "cloud-provider-equinix-metal" {
+				t.Errorf("upstream's ClusterRoleBinding after the guide's rollback: %v, error %v; want it bound to upstream's ServiceAccount", crb, err)
+			}
+			if _, err := c.Client.CoreV1().ServiceAccounts(CCMNamespace).Get(ctx, "cloud-provider-equinix-metal", metav1.GetOptions{}); err != nil {
+				t.Errorf("upstream's ServiceAccount after the guide's rollback: %v", err)
+			}
+		},
+		upstreamDaemonSet: "cloud-provider-equinix-metal",
+	})
+}
+
+// startUpstream starts a cloud cluster as upstream v3.8.1 left it
+// (upstream's leftovers, no CCM).
+func startUpstream(t *testing.T) *Cluster {
+	o := cloudOptions(t)
+	o.Upstream = filepath.Join(repoRoot(), "host", "provider", "testdata", "upstream-v3.8.1", "crd")
+	return startCloud(t, o)
+}
+
+// repoRoot is the repository's root directory.
+func repoRoot() string { return filepath.Dir(filepath.Dir(chartDir())) }
+
+// takeOverPath is one of the migration guide's ways to switch: its
+// commands, those of its rollback, and the DaemonSet the rollback brings
+// back.
+type takeOverPath struct {
+	name                 string
+	switchOver, rollback func()
+	upstreamDaemonSet    string
+}
+
+// takeOver switches c from upstream to this CCM along path, under the
+// traffic monitor, and checks what TestCloudTakeOver says.
+func takeOver(t *testing.T, c *Cluster, path takeOverPath) {
+	ctx := context.Background()
 	webPods(t, c)
 	before, err := c.UpstreamIngress(ctx)
 	if err != nil {
@@ -78,22 +176,13 @@ func TestCloudTakeOver(t *testing.T) {
 	}
 	hops := routersNexthops(t, c, before)
 	mark := m.Mark()
-	ours, err := PublishedChart()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh := &guide.Shell{T: t, Ctx: ctx, Kubeconfig: c.Env.KubeconfigPath, Kube: c.Client, Chart: ours,
-		Answers: map[string]string{"RELEASE": UpstreamRelease, "NS": CCMNamespace},
-		Vars:    map[string]string{}, Files: map[string][]byte{}}
-	if _, err := sh.RunAll(guide.Commands(t, guide.MigrationGuide, guide.HelmSwitch), 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the guide's Helm commands ran in %s", time.Since(mark).Round(100*time.Millisecond))
+	path.switchOver()
+	t.Logf("the guide's %s commands ran in %s", path.name, time.Since(mark).Round(100*time.Millisecond))
 	took, err := waitAdopted(ctx, c, names)
 	if err != nil {
 		t.Fatalf("%v (%s)", err, c.podSummary(CCMNamespace))
 	}
-	t.Logf("the CCM owned upstream's %d pools %s after the guide's upgrade", len(names), took.Round(100*time.Millisecond))
+	t.Logf("the CCM owned upstream's %d pools %s after the guide's commands", len(names), took.Round(100*time.Millisecond))
 	// Whatever the CCM writes once it leads (its module's objects, node
 	// annotations, the control-plane Elastic IP) is done well within this.
 	time.Sleep(30 * time.Second)
@@ -140,16 +229,12 @@ func TestCloudTakeOver(t *testing.T) {
 	}
 	t.Logf("a Service created after the take-over answered at %s %s after its creation", ip, time.Since(created).Round(100*time.Millisecond))
 
-	// The guide's rollback: this CCM scaled to zero, then the release back
-	// to upstream's revision. Upstream's binary does not run here, so this
+	// The guide's rollback. Upstream's binary does not run here, so this
 	// shows what the rollback itself does to the data plane: nothing.
 	m.Watch("after", ip)
 	back := m.Mark()
-	sh.Answers["<revision>"] = "1"
-	if _, err := sh.RunAll(guide.Commands(t, guide.MigrationGuide, guide.Rollback), 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.AppsV1().DaemonSets(CCMNamespace).Get(ctx, UpstreamRelease+"-cloud-provider-equinix-metal", metav1.GetOptions{}); err != nil {
+	path.rollback()
+	if _, err := c.Client.AppsV1().DaemonSets(CCMNamespace).Get(ctx, path.upstreamDaemonSet, metav1.GetOptions{}); err != nil {
 		t.Errorf("upstream's DaemonSet after the guide's rollback: %v", err)
 	}
 	if _, err := c.Client.AppsV1().Deployments(CCMNamespace).Get(ctx, "cloud-provider-equinix-metal", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -229,4 +314,26 @@ func withdrawals(c *Cluster, addr string, hops map[string]int, from, to time.Tim
 		}
 	}
 	return out
+}
+
+// migrationGuideDoc is the migration guide, from the repository's root.
+const migrationGuideDoc = "docs/migrating-from-upstream.md"
+
+// deploymentImage is the image of the Deployment that `kubectl apply -k
+// dir` would create.
+func deploymentImage(kubectl, dir string) (string, error) {
+	out, err := exec.Command(kubectl, "kustomize", dir).Output()
+	if err != nil {
+		return "", fmt.Errorf("kubectl kustomize %s: %w (make cluster-image writes bin/deploy)", dir, err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var d appsv1.Deployment
+		if err := dec.Decode(&d); err != nil {
+			return "", fmt.Errorf("%s renders no Deployment: %w", dir, err)
+		}
+		if d.Kind == "Deployment" && len(d.Spec.Template.Spec.Containers) > 0 {
+			return d.Spec.Template.Spec.Containers[0].Image, nil
+		}
+	}
 }

@@ -4,9 +4,12 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/deploycheck"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/emulator"
@@ -286,4 +290,102 @@ func PublishedChart() (*chartv2.Chart, error) {
 	img["repository"], img["tag"] = repo, tag
 	ch.Values["image"] = img
 	return ch, nil
+}
+
+// UpstreamManifest writes, into dir, upstream v3.8.1's kubectl install (the
+// deployment.yaml its README applies) and returns its path. That release
+// asset is not in the fixtures, so it is rebuilt from upstream's own chart
+// (the fixture), rendered as release cloud-provider-equinix-metal in
+// kube-system, with the differences the v3.8.1 tag's deploy/template
+// shows: the ClusterRole and its binding are named
+// cloud-provider-equinix-metal (the chart's are system:cloud-controller-manager),
+// the DaemonSet mounts the Secret metal-cloud-config that the README has
+// the user create, the manifest holds no Secret, no object carries Helm's
+// labels, and the DaemonSet has no spec.strategy.
+//
+// The chart refuses to render without its config (it fails on an empty
+// API key), so config is given, though the Secret it goes into is dropped.
+func UpstreamManifest(dir string, config map[string]any) (string, error) {
+	ch, err := deploycheck.LoadChart(upstreamChart())
+	if err != nil {
+		return "", fmt.Errorf("cluster: upstream's chart: %w", err)
+	}
+	objs, err := deploycheck.RenderChart(ch, map[string]any{"image": map[string]any{"tag": "v3.8.1"}, "config": config}, CCMNamespace)
+	if err != nil {
+		return "", fmt.Errorf("cluster: upstream's chart: %w", err)
+	}
+	const name = "cloud-provider-equinix-metal"
+	var docs []string
+	for _, o := range objs {
+		labels := o.GetLabels()
+		delete(labels, "helm.sh/chart")
+		delete(labels, "app.kubernetes.io/managed-by")
+		o.SetLabels(labels)
+		switch o.GetKind() {
+		case "Secret":
+			continue
+		case "ClusterRole":
+			o.SetName(name)
+		case "ClusterRoleBinding":
+			o.SetName(name)
+			if err := unstructured.SetNestedField(o.Object, name, "roleRef", "name"); err != nil {
+				return "", err
+			}
+		case "DaemonSet":
+			// The chart's DaemonSet has a Deployment's strategy, which
+			// Helm sends anyway and kubectl's strict validation refuses;
+			// the tag's template has none.
+			unstructured.RemoveNestedField(o.Object, "spec", "strategy")
+			vols, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
+			for _, v := range vols {
+				if s, ok := v.(map[string]any)["secret"].(map[string]any); ok {
+					s["secretName"] = upstreamSecret
+				}
+			}
+			if err := unstructured.SetNestedSlice(o.Object, vols, "spec", "template", "spec", "volumes"); err != nil {
+				return "", err
+			}
+		}
+		b, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return "", err
+		}
+		docs = append(docs, string(b))
+	}
+	path := filepath.Join(dir, "upstream-v3.8.1-deployment.yaml")
+	return path, os.WriteFile(path, []byte("---\n"+strings.Join(docs, "---\n")), 0o644)
+}
+
+// upstreamSecret is the Secret upstream's README has its kubectl users
+// create, holding cloud-sa.json.
+const upstreamSecret = "metal-cloud-config"
+
+// InstallUpstreamManifest installs upstream as its README's kubectl path
+// does: the Secret metal-cloud-config with this cluster's config (MetalLB
+// in CRD mode), then `kubectl apply -f` of upstream's manifest
+// (UpstreamManifest, written into the cluster's directory; its path is
+// returned for the guide's rollback). As with the Helm release, the
+// DaemonSet's pods never start: upstream's image is not on this machine.
+func (c *Cluster) InstallUpstreamManifest(ctx context.Context, kubectl string) (string, error) {
+	config := c.clusterConfig()
+	config["loadbalancer"] = "metallb:///" + metallbNamespace + "?crdConfiguration=true"
+	sa, err := json.Marshal(config)
+	if err != nil {
+		return "", err
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: upstreamSecret, Namespace: CCMNamespace},
+		StringData: map[string]string{"cloud-sa.json": string(sa)}}
+	if _, err := c.Client.CoreV1().Secrets(CCMNamespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("cluster: upstream's Secret: %w", err)
+	}
+	path, err := UpstreamManifest(c.Dir, config)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, kubectl, "apply", "-f", path)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("cluster: kubectl apply -f upstream's manifest: %w\n%s", err, out)
+	}
+	return path, nil
 }
