@@ -237,13 +237,11 @@ func (c *converter) root(s map[string]any, kind string) (map[string]any, error) 
 // ignored are keywords left out on purpose.
 var ignored = map[string]string{
 	"description":                     "documentation",
-	"default":                         "applied by the API server before it validates: a property with one is dropped from required",
 	"example":                         "documentation",
 	"x-kubernetes-group-version-kind": "identifies the kind, already known",
 	"x-kubernetes-map-type":           "merge strategy, not validation",
 	"x-kubernetes-patch-strategy":     "merge strategy, not validation",
 	"x-kubernetes-patch-merge-key":    "merge strategy, not validation",
-	"x-kubernetes-validations":        "CEL rules: not evaluated by the host",
 }
 
 func (c *converter) convert(s map[string]any, at string) (map[string]any, error) {
@@ -263,6 +261,17 @@ func (c *converter) convert(s map[string]any, at string) (map[string]any, error)
 		switch k {
 		case "type", "pattern":
 			out[k] = v
+		case "default":
+			// The API server fills it in before it validates: the
+			// CEL rules see it (a property with one is also dropped
+			// from required, below).
+			out[k] = v
+		case "x-kubernetes-validations":
+			rules, err := celRules(v, at)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = rules
 		case "format":
 			// Only "byte" is checked; the API server checks no integer
 			// format, and any other string format would need its check.
@@ -388,6 +397,37 @@ func (c *converter) reference(s map[string]any, at string) (map[string]any, erro
 		return nil, fmt.Errorf("%s: unresolvable $ref %s", at, ref)
 	}
 	return c.defs[name], nil
+}
+
+// celRules keeps of each CEL rule what decides the verdict and the
+// message: rule and message (fieldPath and reason only move the error).
+// messageExpression and optionalOldSelf change what the API server
+// evaluates, so they are refused until the validator supports them.
+func celRules(v any, at string) ([]any, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: x-kubernetes-validations is not a list", at)
+	}
+	var out []any
+	for _, r := range list {
+		m, _ := r.(map[string]any)
+		rule, _ := m["rule"].(string)
+		if rule == "" {
+			return nil, fmt.Errorf("%s: a CEL rule without rule", at)
+		}
+		kept := map[string]any{"rule": rule}
+		for k, v := range m {
+			switch k {
+			case "rule", "fieldPath", "reason":
+			case "message":
+				kept[k] = v
+			default:
+				return nil, fmt.Errorf("%s: CEL rule field %s is not supported by the SDK's validator", at, k)
+			}
+		}
+		out = append(out, kept)
+	}
+	return out, nil
 }
 
 func join(at, name string) string {

@@ -155,7 +155,41 @@ func nearMisses(o sdk.Object) []corpusCase {
 			add(p.path+" of another type", func(c sdk.Object) { setPath(c, p.keys, otherType(p.value)) })
 		}
 	}
+	// Each side of every CEL rule (x-kubernetes-validations) of the
+	// object's CRD.
+	for _, cc := range celNearMisses[o["apiVersion"].(string)+"/"+o["kind"].(string)] {
+		add(cc.what, func(c sdk.Object) {
+			spec, _ := c["spec"].(map[string]any)
+			for k, v := range cc.spec {
+				spec[k] = v
+			}
+		})
+	}
 	return out
+}
+
+// celNearMisses set spec fields to values on each side of the CRDs' CEL
+// rules (MetalLB's: a BGPPeer's connectTime, a BGPAdvertisement's
+// serviceSelectors with an aggregation length).
+var celNearMisses = map[string][]struct {
+	what string
+	spec map[string]any
+}{
+	"metallb.io/v1beta2/BGPPeer": {
+		{"connectTime 5s", map[string]any{"connectTime": "5s"}},
+		{"connectTime 2m", map[string]any{"connectTime": "2m"}},
+		{"connectTime 0s", map[string]any{"connectTime": "0s"}},
+		{"connectTime 65536s", map[string]any{"connectTime": "65536s"}},
+		{"connectTime 1500ms", map[string]any{"connectTime": "1500ms"}},
+		{"connectTime not a duration", map[string]any{"connectTime": "soon"}},
+	},
+	"metallb.io/v1beta1/BGPAdvertisement": {
+		{"serviceSelectors", map[string]any{"serviceSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "web"}}}}},
+		{"serviceSelectors, aggregationLength 32", map[string]any{"serviceSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "web"}}}, "aggregationLength": int64(32)}},
+		{"serviceSelectors, aggregationLength 24", map[string]any{"serviceSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "web"}}}, "aggregationLength": int64(24)}},
+		{"serviceSelectors, aggregationLengthV6 64", map[string]any{"serviceSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "web"}}}, "aggregationLengthV6": int64(64)}},
+		{"no serviceSelectors, aggregationLength 24", map[string]any{"serviceSelectors": []any{}, "aggregationLength": int64(24)}},
+	},
 }
 
 type leaf struct {

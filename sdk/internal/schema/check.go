@@ -141,6 +141,9 @@ func (w *walker) check(apiVersion, kind string, obj map[string]any, s *Schema) b
 	if !w.object(obj, s) || !w.metadata(obj) {
 		return false
 	}
+	if s != nil && len(s.Rules) > 0 && !w.rules(obj, s) {
+		return false
+	}
 	if w.size > MaxObjectBytes {
 		return w.fail("is at least %d bytes as JSON, over etcd's default request limit of %d bytes (1.5 MiB); split it into smaller objects", w.size, MaxObjectBytes)
 	}
@@ -285,7 +288,18 @@ func closed(s *Schema) bool {
 	return !s.PreserveUnknownFields && (s.Type == "object" || len(s.Properties) > 0)
 }
 
+// value checks v against s (nil: anything goes), its CEL rules last.
 func (w *walker) value(v any, s *Schema) bool {
+	if !w.plainValue(v, s) {
+		return false
+	}
+	if s != nil && len(s.Rules) > 0 {
+		return w.rules(v, s)
+	}
+	return true
+}
+
+func (w *walker) plainValue(v any, s *Schema) bool {
 	if s == nil {
 		// Nothing to check here but the size, which a plain walk
 		// counts in half the time.

@@ -86,6 +86,19 @@ func TestCheck(t *testing.T) {
 		{"peer matchExpressions values minItems", `{` + peerHead + `,"spec":{"myASN":1,"nodeSelectors":[{"matchExpressions":[{"key":"k","operator":"In","values":[]}]}]}}`, ""},
 		{"advertisement", `{"apiVersion":"metallb.io/v1beta1","kind":"BGPAdvertisement","metadata":{"name":"a"},"spec":{"ipAddressPools":["a","b"],"communities":["65535:65282"],"aggregationLength":32}}`, ""},
 		{"advertisement pools not a list", `{"apiVersion":"metallb.io/v1beta1","kind":"BGPAdvertisement","metadata":{"name":"a"},"spec":{"ipAddressPools":{"a":"b"}}}`, "spec.ipAddressPools: must be an array, got object"},
+		// CRD CEL rules (x-kubernetes-validations), as the API server
+		// evaluates them.
+		{"peer connectTime", `{` + peerHead + `,"spec":{"myASN":1,"connectTime":"5s"}}`, ""},
+		{"peer connectTime in minutes", `{` + peerHead + `,"spec":{"myASN":1,"connectTime":"2m"}}`, ""},
+		{"peer connectTime zero", `{` + peerHead + `,"spec":{"myASN":1,"connectTime":"0s"}}`, `spec.connectTime: connect time should be between 1 seconds to 65535 (the CRD's rule "duration(self).getSeconds() >= 1 && duration(self).getSeconds() <= 65535")`},
+		{"peer connectTime over the maximum", `{` + peerHead + `,"spec":{"myASN":1,"connectTime":"65536s"}}`, `spec.connectTime: connect time should be between 1 seconds to 65535 (the CRD's rule "duration(self).getSeconds() >= 1 && duration(self).getSeconds() <= 65535")`},
+		{"peer connectTime a fraction", `{` + peerHead + `,"spec":{"myASN":1,"connectTime":"1500ms"}}`, `spec.connectTime: connect time should contain a whole number of seconds (the CRD's rule "duration(self).getMilliseconds() % 1000 == 0")`},
+		{"peer connectTime not a duration", `{` + peerHead + `,"spec":{"myASN":1,"connectTime":"soon"}}`, `spec.connectTime: the CRD's rule "duration(self).getSeconds() >= 1 && duration(self).getSeconds() <= 65535" failed to evaluate: type conversion error from 'string' to 'google.protobuf.Duration'`},
+		// A rule on the stored object (oldSelf) needs an update to
+		// evaluate: not here.
+		{"peer enableGracefulRestart, a transition rule", `{` + peerHead + `,"spec":{"myASN":1,"enableGracefulRestart":true}}`, ""},
+		{"advertisement serviceSelectors, default aggregation", `{"apiVersion":"metallb.io/v1beta1","kind":"BGPAdvertisement","metadata":{"name":"a"},"spec":{"serviceSelectors":[{"matchLabels":{"app":"web"}}],"aggregationLength":32}}`, ""},
+		{"advertisement serviceSelectors and aggregation", `{"apiVersion":"metallb.io/v1beta1","kind":"BGPAdvertisement","metadata":{"name":"a"},"spec":{"serviceSelectors":[{"matchLabels":{"app":"web"}}],"aggregationLengthV6":64}}`, `spec: serviceSelectors and aggregationLength are mutually exclusive, can only be used together with default aggregationLength (32) and aggregationLengthV6 (128) (the CRD's rule "!has(self.serviceSelectors) || self.serviceSelectors.size() == 0 || ((!has(self.aggregationLength) || self.aggregationLength == 32) && (!has(self.aggregationLengthV6) || self.aggregationLengthV6 == 128))")`},
 		{"bfd profile over the maximum", `{"apiVersion":"metallb.io/v1beta1","kind":"BFDProfile","metadata":{"name":"b"},"spec":{"detectMultiplier":300}}`, "spec.detectMultiplier: must be at most 255, got 300"},
 		{"status-only kind, closed spec", `{"apiVersion":"metallb.io/v1beta1","kind":"ServiceL2Status","metadata":{"name":"s"},"spec":{"x":1}}`, "spec.x: unknown field"},
 

@@ -79,6 +79,11 @@ func compile(s *Schema) error {
 		}
 		s.pattern = re
 	}
+	for i := range s.Rules {
+		if err := compileRule(&s.Rules[i]); err != nil {
+			return err
+		}
+	}
 	for _, p := range s.Properties {
 		if err := compile(p); err != nil {
 			return err

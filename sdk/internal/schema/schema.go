@@ -15,8 +15,11 @@
 // required, enum (of strings), min/maxLength, min/maxItems,
 // min/maxProperties, minimum/maximum (and their exclusive forms), pattern,
 // format "byte", nullable, x-kubernetes-int-or-string and
-// x-kubernetes-preserve-unknown-fields. Not checked: CEL rules
-// (x-kubernetes-validations), other string formats, and the object's
+// x-kubernetes-preserve-unknown-fields, and CRDs' CEL rules
+// (x-kubernetes-validations, cel.go: with cel-go, the library the API
+// server evaluates them with, on the value with its defaults filled in).
+// Not checked: a CEL rule that compares with the stored object (oldSelf),
+// which only an update has; other string formats; and the object's
 // metadata, apiVersion and kind, which the host checks itself. The
 // generator refuses a schema that uses anything else, so a new keyword is
 // noticed rather than silently skipped.
@@ -60,6 +63,11 @@ type Schema struct {
 	// PreserveUnknownFields allows members the schema does not name (any
 	// value); named ones are still checked.
 	PreserveUnknownFields bool `json:"x-kubernetes-preserve-unknown-fields,omitempty"`
+	// Default is what the API server fills in for an absent member before
+	// it validates; only the CEL rules see it here (celValue).
+	Default any `json:"default,omitempty"`
+	// Rules are the CRD's CEL rules on this node (cel.go).
+	Rules []Rule `json:"x-kubernetes-validations,omitempty"`
 
 	pattern *regexp.Regexp // Pattern, compiled when the schemas load
 }
