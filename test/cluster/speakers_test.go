@@ -55,9 +55,10 @@ var speakerNames = []string{"native", "metallb-0.16.1-native", "frr", "frr-k8s",
 
 // speakerOptions are a cloud cluster's options for one speaker: native is
 // MetalLB 0.15.3 (TestCloudTraffic's), frr MetalLB 0.16.1 in FRR mode,
-// dual-stack (TestCloudDualStack's; TestCloudSpeakers checks its IPv4
-// side), frr-k8s MetalLB 0.16.1 with its
-// FRR-K8s backend (IPv4 only here).
+// dual-stack (TestCloudDualStack's), frr-k8s MetalLB 0.16.1 with its
+// FRR-K8s backend, dual-stack too: TestCloudSpeakers checks the IPv6
+// sessions, BFD over them and a node failure through an IPv6 address of
+// both.
 func speakerOptions(t *testing.T, name string) *CloudOptions {
 	t.Helper()
 	switch name {
@@ -82,6 +83,7 @@ func speakerOptions(t *testing.T, name string) *CloudOptions {
 		o := cloudOptions(t)
 		o.MetalLBManifest, o.MetalLBBins = needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_K8S_MANIFEST"), needEnv(t, "METAL_CCM_CLUSTER_METALLB_FRR_BINS")
 		o.FRR, o.FRRK8s = needEnv(t, "METAL_CCM_CLUSTER_FRR"), needEnv(t, "METAL_CCM_CLUSTER_FRR_K8S")
+		o.DualStack = true
 		return o
 	}
 	t.Fatalf("unknown speaker %q: want one of %s", name, strings.Join(speakerNames, ", "))
@@ -124,11 +126,12 @@ func speakerCheck(t *testing.T, c *Cluster) {
 		}
 		sessions += n4
 	}
+	var dual6 string
 	if c.DualStack {
 		// The IPv6 sessions come with the first IPv6 Elastic IP (the CCM
 		// then asks Equinix for each node's IPv6 session): a dual-stack
 		// Service brings them up, so that BFD runs over them too.
-		dualStackService(t, c, "web-dual")
+		_, dual6 = dualStackService(t, c, "web-dual")
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		if err := c.WaitSessions(sctx, true); err != nil {
@@ -182,6 +185,10 @@ func speakerCheck(t *testing.T, c *Cluster) {
 	defer m.Stop()
 	m.Watch("web", ip)
 	m.Watch("local", lip)
+	if dual6 != "" {
+		// The node failure over IPv6 too: its own sessions, and BFD's.
+		m.Watch("web-dual-v6", dual6)
+	}
 	nodeDownBlackHole(t, c, m, speaker, false) // the cluster ends here
 	t.Logf("speaker %s: %d sessions at the routers (speakers on %v); web's %s first answered %s after creation, via %d nodes %v, %d of 16 client addresses failed, UDP answered by %q; Local %s via %v",
 		speaker, sessions, c.SpeakerNodes(), ip, first.Round(time.Millisecond), len(hops), hops, failed, udp, lip, lhops)

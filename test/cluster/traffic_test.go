@@ -380,14 +380,20 @@ func nodeDownBlackHole(t *testing.T, c *Cluster, m *Monitor, label string, back 
 	if err := c.SetNodeLink(n2, false); err != nil {
 		t.Fatal(err)
 	}
+	// The routers' next hops are the node's IPv4 address for an IPv4
+	// route and its IPv6 one for an IPv6 route.
+	n2IPs := []string{n2.IP}
+	if n2.IPv6 != "" {
+		n2IPs = append(n2IPs, n2.IPv6)
+	}
 	outOfPaths := make(chan time.Duration, 1)
-	go func() { outOfPaths <- nodeOutOfPaths(c, n2.IP, targets, began, 4*time.Minute) }()
+	go func() { outOfPaths <- nodeOutOfPaths(c, n2IPs, targets, began, 4*time.Minute) }()
 	quiet := m.QuietFor(began, 10*time.Second, 4*time.Minute)
 	if d := <-outOfPaths; d > 0 {
 		t.Logf("node-2 down (%s): both routers dropped it from every watched address's paths after %s", label, d.Round(10*time.Millisecond))
 	}
 	for name, ip := range m.Targets() {
-		if slices.Contains(nexthops(t, c, ip), n2.IP) {
+		if hops := nexthops(t, c, ip); slices.ContainsFunc(n2IPs, func(a string) bool { return slices.Contains(hops, a) }) {
 			proto, _ := c.Routers[0].Birdc("show", "protocols", "all", "node2")
 			t.Errorf("node-2 down (%s): the routers still forward %s's %s to it; %s says of node2: %s", label, name, ip, c.Routers[0].Name, linesWith(proto, "BGP state", "Last error", "estart", "Hold timer"))
 		}
@@ -431,16 +437,16 @@ func nodeDownBlackHole(t *testing.T, c *Cluster, m *Monitor, label string, back 
 }
 
 // nodeOutOfPaths polls the routers every 100 ms until no target's route
-// has nodeIP as a next hop, and returns how long after start that was
+// has one of nodeIPs as a next hop, and returns how long after start that was
 // (zero if not within limit): the routers' side of a node failure, which
 // the BGP hold time or BFD decides, apart from what kube-proxy adds.
-func nodeOutOfPaths(c *Cluster, nodeIP string, targets map[string]string, start time.Time, limit time.Duration) time.Duration {
+func nodeOutOfPaths(c *Cluster, nodeIPs []string, targets map[string]string, start time.Time, limit time.Duration) time.Duration {
 	for time.Since(start) < limit {
 		in := false
 		for _, ip := range targets {
 			for _, r := range c.Routers {
 				hops, err := r.Nexthops(ip)
-				in = in || err != nil || slices.Contains(hops, nodeIP)
+				in = in || err != nil || slices.ContainsFunc(nodeIPs, func(a string) bool { return slices.Contains(hops, a) })
 			}
 		}
 		if !in {
