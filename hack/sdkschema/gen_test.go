@@ -20,14 +20,63 @@ var update = flag.Bool("update", false, "rewrite the SDK's embedded schemas")
 // schemaDir is where the SDK embeds the schemas (sdk/internal/schema).
 const schemaDir = "../../sdk/internal/schema/schemas"
 
-// builtinKinds are the built-in kinds the SDK knows the schema of: those
-// the built-in modules write (metallb-configmap: ConfigMap; metallb-crd: the
-// BGP password Secret). The host lets a module write any kind it declares;
-// another built-in kind gets the checks that hold for every kind only. Add
-// a kind here (and run -update) to check it too.
+// builtinKinds are the built-in kinds the SDK knows the schema of: every
+// kind of Kubernetes' GA API groups that a module can apply, from
+// Kubernetes' OpenAPI v3 spec (one file per group and version). Left out:
+// the kinds that are requests rather than stored objects (reviews, token
+// requests, Scale, Binding, Eviction), CustomResourceDefinition (its
+// schema is recursive, which the SDK's tree of schemas cannot hold), and
+// the alpha and beta versions. The host lets a module write a kind outside
+// this list; it gets the checks that hold for every kind only.
 var builtinKinds = []struct{ apiVersion, kind string }{
 	{"v1", "ConfigMap"},
+	{"v1", "Endpoints"},
+	{"v1", "LimitRange"},
+	{"v1", "Namespace"},
+	{"v1", "Node"},
+	{"v1", "PersistentVolume"},
+	{"v1", "PersistentVolumeClaim"},
+	{"v1", "Pod"},
+	{"v1", "PodTemplate"},
+	{"v1", "ReplicationController"},
+	{"v1", "ResourceQuota"},
 	{"v1", "Secret"},
+	{"v1", "Service"},
+	{"v1", "ServiceAccount"},
+	{"admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"},
+	{"admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"},
+	{"admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"},
+	{"admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"},
+	{"apps/v1", "ControllerRevision"},
+	{"apps/v1", "DaemonSet"},
+	{"apps/v1", "Deployment"},
+	{"apps/v1", "ReplicaSet"},
+	{"apps/v1", "StatefulSet"},
+	{"autoscaling/v2", "HorizontalPodAutoscaler"},
+	{"batch/v1", "CronJob"},
+	{"batch/v1", "Job"},
+	{"certificates.k8s.io/v1", "CertificateSigningRequest"},
+	{"coordination.k8s.io/v1", "Lease"},
+	{"discovery.k8s.io/v1", "EndpointSlice"},
+	{"events.k8s.io/v1", "Event"},
+	{"flowcontrol.apiserver.k8s.io/v1", "FlowSchema"},
+	{"flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration"},
+	{"networking.k8s.io/v1", "IPAddress"},
+	{"networking.k8s.io/v1", "Ingress"},
+	{"networking.k8s.io/v1", "IngressClass"},
+	{"networking.k8s.io/v1", "NetworkPolicy"},
+	{"networking.k8s.io/v1", "ServiceCIDR"},
+	{"node.k8s.io/v1", "RuntimeClass"},
+	{"policy/v1", "PodDisruptionBudget"},
+	{"rbac.authorization.k8s.io/v1", "ClusterRole"},
+	{"rbac.authorization.k8s.io/v1", "ClusterRoleBinding"},
+	{"rbac.authorization.k8s.io/v1", "Role"},
+	{"rbac.authorization.k8s.io/v1", "RoleBinding"},
+	{"scheduling.k8s.io/v1", "PriorityClass"},
+	{"storage.k8s.io/v1", "CSIDriver"},
+	{"storage.k8s.io/v1", "CSINode"},
+	{"storage.k8s.io/v1", "StorageClass"},
+	{"storage.k8s.io/v1", "VolumeAttachment"},
 }
 
 // TestSchemasUpToDate generates the SDK's schemas from their sources and
@@ -35,32 +84,58 @@ var builtinKinds = []struct{ apiVersion, kind string }{
 // published in k8s.io/kubernetes at the release of the k8s.io/api in
 // go.mod, and every CRD of the MetalLB version go.mod pins (the CRDs
 // test/testenv installs). Both come from the module cache (go mod download
-// fetches them if needed).
+// fetches them if needed). Each kind is a file of its own, named after it
+// (schemaFileName), so that the SDK reads only the kinds a module writes.
 func TestSchemasUpToDate(t *testing.T) {
-	files := map[string]schemaFile{
-		"kubernetes.json": kubernetesSchemas(t),
-		"metallb.json":    metallbSchemas(t),
-	}
-	for name, f := range files {
-		got, err := json.MarshalIndent(f, "", " ")
-		if err != nil {
-			t.Fatal(err)
+	want := map[string][]byte{}
+	for _, f := range []schemaFile{kubernetesSchemas(t), metallbSchemas(t)} {
+		for _, k := range f.Kinds {
+			b, err := json.MarshalIndent(schemaFile{Source: f.Source, Kinds: []schemaKind{k}}, "", " ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[schemaFileName(k.APIVersion, k.Kind)] = append(b, '\n')
 		}
-		got = append(got, '\n')
+	}
+	have, err := filepath.Glob(filepath.Join(schemaDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range have {
+		if _, ok := want[filepath.Base(p)]; ok {
+			continue
+		}
+		if *update {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Errorf("%s is no kind's schema any more; run go test ./hack/sdkschema -update and commit the result", p)
+	}
+	for name, got := range want {
 		path := filepath.Join(schemaDir, name)
 		if *update {
 			if err := os.WriteFile(path, got, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		want, err := os.ReadFile(path)
+		b, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatalf("%v; run go test ./hack/sdkschema -update", err)
+			t.Errorf("%v; run go test ./hack/sdkschema -update", err)
+			continue
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s is not what %s generates; run go test ./hack/sdkschema -update and commit the result", path, f.Source)
+		if !bytes.Equal(got, b) {
+			t.Errorf("%s is not what its source generates; run go test ./hack/sdkschema -update and commit the result", path)
 		}
 	}
+}
+
+// schemaFileName is the file of one kind's schema: its apiVersion with
+// "_" for "/" (a group name has no "_"), "_", its kind: v1_ConfigMap.json,
+// metallb.io_v1beta2_BGPPeer.json. The SDK reads the key from the name.
+func schemaFileName(apiVersion, kind string) string {
+	return strings.ReplaceAll(apiVersion, "/", "_") + "_" + kind + ".json"
 }
 
 // schemaFile and schemaKind are the SDK's File and Kind
@@ -85,27 +160,37 @@ func kubernetesSchemas(t *testing.T) schemaFile {
 	}
 	version := "v1." + strings.TrimPrefix(api, "v0.")
 	dir := moduleDir(t, "k8s.io/kubernetes", version)
-	const spec = "api/openapi-spec/v3/api__v1_openapi.json"
-	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(spec)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Components struct {
-			Schemas map[string]map[string]any `json:"schemas"`
-		} `json:"components"`
-	}
-	if err := decode(b, &doc); err != nil {
-		t.Fatalf("%s: %v", spec, err)
-	}
-	defs := doc.Components.Schemas
-	f := schemaFile{Source: "k8s.io/kubernetes@" + version + " " + spec}
+	const specDir = "api/openapi-spec/v3"
+	f := schemaFile{Source: "k8s.io/kubernetes@" + version + " " + specDir}
+	specs := map[string]map[string]map[string]any{} // by file
 	for _, k := range builtinKinds {
+		// api__v1_openapi.json, apis__apps__v1_openapi.json
+		spec := "api__v1_openapi.json"
+		if group, v, ok := strings.Cut(k.apiVersion, "/"); ok {
+			spec = "apis__" + group + "__" + v + "_openapi.json"
+		}
+		defs, ok := specs[spec]
+		if !ok {
+			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(specDir), spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				Components struct {
+					Schemas map[string]map[string]any `json:"schemas"`
+				} `json:"components"`
+			}
+			if err := decode(b, &doc); err != nil {
+				t.Fatalf("%s: %v", spec, err)
+			}
+			defs = doc.Components.Schemas
+			specs[spec] = defs
+		}
 		name := definitionOf(defs, k.apiVersion, k.kind)
 		if name == "" {
 			t.Fatalf("%s has no schema of %s %s", spec, k.apiVersion, k.kind)
 		}
-		c := converter{defs: defs}
+		c := converter{defs: defs, builtin: true}
 		s, err := c.root(defs[name], k.kind)
 		if err != nil {
 			t.Fatalf("%s %s: %v", k.apiVersion, k.kind, err)
@@ -200,8 +285,24 @@ func metallbSchemas(t *testing.T) schemaFile {
 // keyword in a newer MetalLB or Kubernetes is a failing test here rather
 // than a check silently skipped.
 type converter struct {
-	defs  map[string]map[string]any // for $ref
-	depth int
+	defs map[string]map[string]any // for $ref
+	// builtin: Kubernetes' own spec, whose kinds the API server decodes
+	// into Go structs (an integer's format is the Go field's range; an
+	// object without properties is free-form), not a CRD's.
+	builtin bool
+	depth   int
+}
+
+// namedTypes are apimachinery's types that the API server decodes
+// themselves, by the $ref that names them: their schema says less than the
+// decoding checks.
+var namedTypes = map[string]map[string]any{
+	"io.k8s.apimachinery.pkg.apis.meta.v1.Time":       {"type": "string", "format": "date-time"},
+	"io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime":  {"type": "string", "format": "micro-time"},
+	"io.k8s.apimachinery.pkg.api.resource.Quantity":   {"oneOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "number"}}, "format": "quantity"},
+	"io.k8s.apimachinery.pkg.util.intstr.IntOrString": {"x-kubernetes-int-or-string": true},
+	// Free-form: any JSON (RawExtension's object, JSON's value).
+	"io.k8s.apimachinery.pkg.runtime.RawExtension": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
 }
 
 // root converts the schema of a whole object. apiVersion, kind and
@@ -242,6 +343,7 @@ var ignored = map[string]string{
 	"x-kubernetes-map-type":           "merge strategy, not validation",
 	"x-kubernetes-patch-strategy":     "merge strategy, not validation",
 	"x-kubernetes-patch-merge-key":    "merge strategy, not validation",
+	"x-kubernetes-unions":             "a union's one-member rule is the API server's own validation of the kind, not a schema check",
 }
 
 func (c *converter) convert(s map[string]any, at string) (map[string]any, error) {
@@ -250,11 +352,23 @@ func (c *converter) convert(s map[string]any, at string) (map[string]any, error)
 	}
 	c.depth++
 	defer func() { c.depth-- }()
-	if ref, err := c.reference(s, at); err != nil || ref != nil {
+	if ref, name, err := c.reference(s, at); err != nil || ref != nil {
 		if err != nil {
 			return nil, err
 		}
-		return c.convert(ref, at)
+		out, ok := namedTypes[name]
+		if !ok {
+			var err error
+			if out, err = c.convert(ref, at); err != nil {
+				return nil, err
+			}
+		}
+		if d, ok := s["default"]; ok {
+			// Kubernetes' spec attaches a default to a reference.
+			out = clone(out)
+			out["default"] = d
+		}
+		return out, nil
 	}
 	out := map[string]any{}
 	for k, v := range s {
@@ -277,6 +391,8 @@ func (c *converter) convert(s map[string]any, at string) (map[string]any, error)
 			// format, and any other string format would need its check.
 			switch {
 			case v == "byte":
+				out[k] = v
+			case c.builtin && s["type"] == "integer" && (v == "int32" || v == "int64"):
 				out[k] = v
 			case s["type"] == "integer" || s["type"] == "number":
 			default:
@@ -350,10 +466,16 @@ func (c *converter) convert(s map[string]any, at string) (map[string]any, error)
 			}
 		case "x-kubernetes-list-type":
 			// atomic is a merge strategy; set and map also forbid
-			// duplicates, which the validator does not check yet.
-			if v != "atomic" {
-				return nil, fmt.Errorf("%s: x-kubernetes-list-type %v is not supported by the SDK's validator (duplicates would go unchecked)", at, v)
+			// duplicates.
+			switch v {
+			case "atomic":
+			case "set", "map":
+				out[k] = v
+			default:
+				return nil, fmt.Errorf("%s: x-kubernetes-list-type %v is not supported by the SDK's validator", at, v)
 			}
+		case "x-kubernetes-list-map-keys":
+			out[k] = v
 		default:
 			if _, ok := ignored[k]; !ok {
 				return nil, fmt.Errorf("%s: keyword %s is not supported by the SDK's validator; support it there or list it as ignored here", at, k)
@@ -361,6 +483,12 @@ func (c *converter) convert(s map[string]any, at string) (map[string]any, error)
 		}
 	}
 	if c.defs != nil && out["type"] == "object" && out["properties"] == nil && out["additionalProperties"] == nil && out["x-kubernetes-preserve-unknown-fields"] == nil {
+		if c.builtin {
+			// Kubernetes' spec writes a free-form object so (a Go
+			// map or struct the schema does not describe).
+			out["x-kubernetes-preserve-unknown-fields"] = true
+			return out, nil
+		}
 		// The validator takes such an object as closed, refusing every
 		// member, as the API server does for a CRD (ServiceL2Status has
 		// an empty spec). In Kubernetes' own spec it may instead be a
@@ -372,31 +500,31 @@ func (c *converter) convert(s map[string]any, at string) (map[string]any, error)
 
 // reference resolves a schema that is only a reference: {$ref} or, as
 // Kubernetes' v3 spec writes it to attach a default, {allOf: [{$ref}]}.
-func (c *converter) reference(s map[string]any, at string) (map[string]any, error) {
+func (c *converter) reference(s map[string]any, at string) (map[string]any, string, error) {
 	target := s
 	if all, ok := s["allOf"].([]any); ok {
 		if len(all) != 1 {
-			return nil, fmt.Errorf("%s: allOf of %d schemas is not supported", at, len(all))
+			return nil, "", fmt.Errorf("%s: allOf of %d schemas is not supported", at, len(all))
 		}
 		target, _ = all[0].(map[string]any)
 	}
 	ref, ok := target["$ref"].(string)
 	if !ok {
 		if _, has := s["allOf"]; has {
-			return nil, fmt.Errorf("%s: allOf without $ref is not supported", at)
+			return nil, "", fmt.Errorf("%s: allOf without $ref is not supported", at)
 		}
-		return nil, nil
+		return nil, "", nil
 	}
 	for k := range s {
-		if _, ok := ignored[k]; !ok && k != "allOf" && k != "$ref" {
-			return nil, fmt.Errorf("%s: %s next to $ref is not supported", at, k)
+		if _, ok := ignored[k]; !ok && k != "allOf" && k != "$ref" && k != "default" {
+			return nil, "", fmt.Errorf("%s: %s next to $ref is not supported", at, k)
 		}
 	}
 	name, ok := strings.CutPrefix(ref, "#/components/schemas/")
 	if !ok || c.defs[name] == nil {
-		return nil, fmt.Errorf("%s: unresolvable $ref %s", at, ref)
+		return nil, "", fmt.Errorf("%s: unresolvable $ref %s", at, ref)
 	}
-	return c.defs[name], nil
+	return c.defs[name], name, nil
 }
 
 // celRules keeps of each CEL rule what decides the verdict and the

@@ -33,7 +33,7 @@ import (
 func TestValidatorAgreesWithAPIServer(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
-	corpus := goldenObjects(t)
+	corpus := append(goldenObjects(t), builtinObjects(t)...)
 	// Every namespace the outputs name exists, as in a cluster they are
 	// applied to: a missing one is not the validator's business.
 	for _, o := range corpus {
@@ -131,6 +131,23 @@ func goldenObjects(t *testing.T) []sdk.Object {
 	return out
 }
 
+// builtinObjects are valid objects of built-in kinds other than ConfigMap
+// and Secret, the kinds a module might write beside its load balancer's
+// own (testdata/corpus-builtin.json, written for this test: no built-in
+// module writes them).
+func builtinObjects(t *testing.T) []sdk.Object {
+	t.Helper()
+	b, err := os.ReadFile("testdata/corpus-builtin.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []sdk.Object
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // nearMisses are objects one mistake away from o.
 func nearMisses(o sdk.Object) []corpusCase {
 	var out []corpusCase
@@ -142,9 +159,19 @@ func nearMisses(o sdk.Object) []corpusCase {
 	add("name too long", func(c sdk.Object) { objMeta(c)["name"] = strings.Repeat("a", 254) })
 	add("name not a DNS name", func(c sdk.Object) { objMeta(c)["name"] = "Not_A_Name" })
 	add("unknown top-level field", func(c sdk.Object) { c["bogus"] = "x" })
-	for _, top := range []string{"spec", "data"} {
+	for _, top := range sortedKeys(o) {
+		switch top {
+		case "apiVersion", "kind", "metadata":
+			continue
+		}
 		body, ok := o[top].(map[string]any)
 		if !ok {
+			// A list or a value at the top (a Role's rules, an
+			// EndpointSlice's addressType).
+			add(top+" left out", func(c sdk.Object) { delete(c, top) })
+			for _, p := range leaves(o[top], top) {
+				add(p.path+" of another type", func(c sdk.Object) { setPath(c, p.keys, otherType(p.value)) })
+			}
 			continue
 		}
 		add("unknown "+top+" field", func(c sdk.Object) { c[top].(map[string]any)["bogusField"] = "x" })
@@ -165,7 +192,72 @@ func nearMisses(o sdk.Object) []corpusCase {
 			}
 		})
 	}
+	for _, b := range builtinNearMisses[o["apiVersion"].(string)+"/"+o["kind"].(string)] {
+		add(b.what, b.change)
+	}
 	return out
+}
+
+// builtinNearMisses try, in the hand-written built-in objects, what their
+// kinds' schemas and rules add to the near-misses above: times, quantities,
+// an integer's range, duplicates in a list of type map, and each kind's
+// name rule.
+var builtinNearMisses = map[string][]struct {
+	what   string
+	change func(sdk.Object)
+}{
+	"coordination.k8s.io/v1/Lease": {
+		{"renewTime without microseconds", func(c sdk.Object) { c["spec"].(map[string]any)["renewTime"] = "2026-11-29T10:00:00Z" }},
+		{"renewTime not a time", func(c sdk.Object) { c["spec"].(map[string]any)["renewTime"] = "yesterday" }},
+		{"acquireTime with microseconds", func(c sdk.Object) { c["spec"].(map[string]any)["acquireTime"] = "2026-11-29T09:00:00.123456Z" }},
+		{"leaseDurationSeconds over int32", func(c sdk.Object) { c["spec"].(map[string]any)["leaseDurationSeconds"] = int64(2147483648) }},
+	},
+	"apps/v1/DaemonSet": {
+		{"memory limit not a quantity", func(c sdk.Object) { container(c)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "lots" }},
+		{"memory limit 1.5Gi", func(c sdk.Object) { container(c)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "1.5Gi" }},
+		{"memory limit 2e9", func(c sdk.Object) { container(c)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "2e9" }},
+		{"two containers of one name", func(c sdk.Object) {
+			ps := c["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			ps["containers"] = append(ps["containers"].([]any), map[string]any(deepCopy(container(c))))
+		}},
+		{"two ports of one number and protocol", func(c sdk.Object) {
+			cn := container(c)
+			cn["ports"] = append(cn["ports"].([]any), map[string]any{"name": "other", "containerPort": float64(7472), "protocol": "TCP"})
+		}},
+		{"maxUnavailable 10 without %", func(c sdk.Object) {
+			c["spec"].(map[string]any)["updateStrategy"] = map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": "10"}}
+		}},
+	},
+	"apps/v1/Deployment": {
+		{"replicas over int32", func(c sdk.Object) { c["spec"].(map[string]any)["replicas"] = int64(2147483648) }},
+		{"replicas int32's maximum", func(c sdk.Object) { c["spec"].(map[string]any)["replicas"] = int64(2147483647) }},
+		{"selector not the template's labels", func(c sdk.Object) {
+			c["spec"].(map[string]any)["selector"] = map[string]any{"matchLabels": map[string]any{"app": "other"}}
+		}},
+	},
+	"v1/Service": {
+		{"two ports of one number and protocol", func(c sdk.Object) {
+			sp := c["spec"].(map[string]any)
+			sp["ports"] = append(sp["ports"].([]any), map[string]any{"name": "http2", "port": float64(80), "protocol": "TCP"})
+		}},
+		{"name starting with a digit", func(c sdk.Object) { objMeta(c)["name"] = "1lb" }},
+		{"name with a capital", func(c sdk.Object) { objMeta(c)["name"] = "Lb" }},
+		{"name with a dot", func(c sdk.Object) { objMeta(c)["name"] = "lb.web" }},
+	},
+	"rbac.authorization.k8s.io/v1/ClusterRole": {
+		{"name with a colon", func(c sdk.Object) { objMeta(c)["name"] = "system:lb-speaker" }},
+		{"name with a slash", func(c sdk.Object) { objMeta(c)["name"] = "lb/speaker" }},
+	},
+	"policy/v1/PodDisruptionBudget": {
+		{"maxUnavailable 10 without %", func(c sdk.Object) { c["spec"].(map[string]any)["maxUnavailable"] = "10" }},
+		{"maxUnavailable 1", func(c sdk.Object) { c["spec"].(map[string]any)["maxUnavailable"] = int64(1) }},
+	},
+}
+
+// container is the first container of a workload's pod template.
+func container(c sdk.Object) map[string]any {
+	ps := c["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	return ps["containers"].([]any)[0].(map[string]any)
 }
 
 // celNearMisses set spec fields to values on each side of the CRDs' CEL
@@ -316,7 +408,11 @@ func applyDryRun(ctx context.Context, c *cluster, o sdk.Object) error {
 	kind, _ := o["kind"].(string)
 	mapping := map[string]string{"ConfigMap": "configmaps", "Secret": "secrets", "IPAddressPool": "ipaddresspools",
 		"BGPPeer": "bgppeers", "BGPAdvertisement": "bgpadvertisements", "L2Advertisement": "l2advertisements",
-		"Community": "communities", "BFDProfile": "bfdprofiles"}
+		"Community": "communities", "BFDProfile": "bfdprofiles",
+		"Service": "services", "ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings",
+		"ClusterRole": "clusterroles", "Lease": "leases", "EndpointSlice": "endpointslices",
+		"PodDisruptionBudget": "poddisruptionbudgets", "NetworkPolicy": "networkpolicies", "DaemonSet": "daemonsets",
+		"Deployment": "deployments"}
 	res, ok := mapping[kind]
 	if !ok {
 		return fmt.Errorf("no resource known for kind %s", kind)

@@ -138,3 +138,38 @@ func ValidateLabelValue(v string) error {
 	}
 	return nil
 }
+
+// ValidatePathSegmentName checks a name the API server only needs to put
+// in a URL path (the rule for RBAC's kinds and PodDisruptionBudget): not
+// empty, "." or "..", and without '/' or '%'.
+func ValidatePathSegmentName(v string) error {
+	switch {
+	case v == "":
+		return errors.New("must not be empty")
+	case v == "." || v == "..":
+		return fmt.Errorf("may not be %q", v)
+	case strings.ContainsAny(v, "/%"):
+		return errors.New("may not contain '/' or '%'")
+	}
+	return nil
+}
+
+// ValidateObjectName checks an object's name by the rule the API server
+// applies to its kind: an RFC 1123 label for a Service (Kubernetes 1.37
+// relaxed it from an RFC 1035 one: "1lb" is a valid name) and a Namespace,
+// a path segment for RBAC's kinds and PodDisruptionBudget, and an RFC 1123
+// subdomain for every other kind (custom resources included).
+func ValidateObjectName(apiVersion, kind, name string) error {
+	group, _, _ := strings.Cut(apiVersion, "/")
+	if !strings.Contains(apiVersion, "/") {
+		group = ""
+	}
+	switch {
+	case group == "" && (kind == "Service" || kind == "Namespace"):
+		return ValidateDNS1123Label(name)
+	case group == "rbac.authorization.k8s.io",
+		group == "policy" && kind == "PodDisruptionBudget":
+		return ValidatePathSegmentName(name)
+	}
+	return ValidateDNS1123Subdomain(name)
+}

@@ -47,3 +47,30 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateObjectName: each kind's name rule, as the API server has it
+// (host/lbmodule's corpus test sends the same names to kube-apiserver).
+func TestValidateObjectName(t *testing.T) {
+	for _, tc := range []struct {
+		apiVersion, kind, name string
+		ok                     bool
+	}{
+		{"v1", "ConfigMap", "config.yaml", true},
+		{"v1", "ConfigMap", "Not_A_Name", false},
+		{"v1", "Service", "1lb", true},
+		{"v1", "Service", "lb.web", false},
+		{"v1", "Namespace", "metallb-system", true},
+		{"rbac.authorization.k8s.io/v1", "ClusterRole", "system:metallb:speaker", true},
+		{"rbac.authorization.k8s.io/v1", "Role", "Not_A_Name", true},
+		{"rbac.authorization.k8s.io/v1", "RoleBinding", "a/b", false},
+		{"rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "..", false},
+		{"policy/v1", "PodDisruptionBudget", "Speaker%", false},
+		{"policy/v1", "PodDisruptionBudget", "Speaker", true},
+		{"metallb.io/v1beta1", "IPAddressPool", "default.web", true},
+		{"metallb.io/v1beta1", "IPAddressPool", "Default", false},
+	} {
+		if err := kubenames.ValidateObjectName(tc.apiVersion, tc.kind, tc.name); (err == nil) != tc.ok {
+			t.Errorf("%s %s %q: %v, want ok %v", tc.apiVersion, tc.kind, tc.name, err, tc.ok)
+		}
+	}
+}

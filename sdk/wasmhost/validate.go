@@ -146,7 +146,7 @@ func validateObject(emits map[string]sdk.ObjectKind, i int, o sdk.Object) (objec
 		return objectID{}, "", invalid("returned %s %d without metadata", kind, i)
 	}
 	name := o.Name()
-	if err := kubenames.ValidateDNS1123Subdomain(name); err != nil {
+	if err := kubenames.ValidateObjectName(av, kind, name); err != nil {
 		return objectID{}, "", invalid("returned %s %q, whose name is invalid: %v", kind, name, err)
 	}
 	ns := o.Namespace()

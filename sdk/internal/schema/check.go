@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -154,6 +155,18 @@ func (w *walker) check(apiVersion, kind string, obj map[string]any, s *Schema) b
 		return configMapRules(w, obj)
 	case apiVersion == "v1" && kind == "Secret":
 		return secretRules(w, obj)
+	case apiVersion == "v1" && kind == "Service":
+		return serviceRules(w, obj)
+	case apiVersion == "rbac.authorization.k8s.io/v1" && kind == "RoleBinding":
+		return roleBindingRules(w, obj, false)
+	case apiVersion == "rbac.authorization.k8s.io/v1" && kind == "ClusterRoleBinding":
+		return roleBindingRules(w, obj, true)
+	case apiVersion == "discovery.k8s.io/v1" && kind == "EndpointSlice":
+		return endpointSliceRules(w, obj)
+	case apiVersion == "apps/v1" && (kind == "DaemonSet" || kind == "Deployment" || kind == "ReplicaSet" || kind == "StatefulSet"):
+		return workloadRules(w, obj)
+	case apiVersion == "policy/v1" && kind == "PodDisruptionBudget":
+		return podDisruptionBudgetRules(w, obj)
 	}
 	return true
 }
@@ -457,6 +470,68 @@ func (w *walker) array(a []any, s *Schema) bool {
 			return false
 		}
 	}
+	if s != nil && (s.ListType == "set" || s.ListType == "map") && len(a) > 1 {
+		return w.unique(a, s)
+	}
+	return true
+}
+
+// canonical is v with its numbers as float64: 80 and 80.0 are one number.
+func canonical(v any) any {
+	switch x := v.(type) {
+	case number:
+		if f, err := x.Float64(); err == nil {
+			return f
+		}
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = canonical(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = canonical(e)
+		}
+		return out
+	}
+	return v
+}
+
+// unique refuses a duplicate in a list of type set (two equal items) or
+// map (two items with the same values of the list's keys, an absent key
+// taking its default), as server-side apply does.
+func (w *walker) unique(a []any, s *Schema) bool {
+	seen := make(map[string]int, len(a))
+	for i, e := range a {
+		key := e
+		if s.ListType == "map" {
+			m, _ := e.(map[string]any)
+			k := make([]any, len(s.ListMapKeys))
+			for j, name := range s.ListMapKeys {
+				v, ok := m[name]
+				if (!ok || v == nil) && s.Items != nil && s.Items.Properties[name] != nil {
+					v = s.Items.Properties[name].Default
+				}
+				k[j] = v
+			}
+			key = k
+		}
+		b, err := json.Marshal(canonical(key))
+		if err != nil {
+			continue
+		}
+		canon := string(b)
+		if prev, dup := seen[canon]; dup {
+			w.pushIndex(i)
+			if s.ListType == "map" {
+				return w.fail("duplicates item %d: the same %s (%s)", prev, strings.Join(s.ListMapKeys, ", "), canon)
+			}
+			return w.fail("duplicates item %d: a set holds each value once", prev)
+		}
+		seen[canon] = i
+	}
 	return true
 }
 
@@ -477,15 +552,45 @@ func (w *walker) stringValue(x string, s *Schema) bool {
 	if s.pattern != nil && !s.pattern.MatchString(x) {
 		return w.fail("must match the pattern %q, got %q", s.Pattern, x)
 	}
-	if s.Format == "byte" {
+	switch s.Format {
+	case "byte":
 		if _, err := base64.StdEncoding.DecodeString(x); err != nil {
 			return w.fail("must be base64 (standard alphabet, padded): %v", err)
+		}
+	case "date-time":
+		// As metav1.Time decodes it.
+		if _, err := time.Parse(time.RFC3339, x); err != nil {
+			return w.fail("must be a time in RFC 3339 form (2006-01-02T15:04:05Z): %v", err)
+		}
+	case "micro-time":
+		// As metav1.MicroTime decodes it: six fractional digits.
+		if _, err := time.Parse(rfc3339Micro, x); err != nil {
+			return w.fail("must be a time in RFC 3339 form with microseconds (2006-01-02T15:04:05.000000Z): %v", err)
+		}
+	case "quantity":
+		if err := checkQuantity(x); err != nil {
+			return w.fail("must be a quantity (such as 100m, 1.5, 64Mi or 1e3): %v", err)
 		}
 	}
 	return true
 }
 
+// rfc3339Micro is metav1.RFC3339Micro.
+const rfc3339Micro = "2006-01-02T15:04:05.000000Z07:00"
+
 func (w *walker) numberValue(x number, s *Schema) bool {
+	switch s.Format {
+	case "int32", "int64":
+		// A built-in kind's Go field: the API server cannot decode a
+		// number outside its range.
+		bits := 32
+		if s.Format == "int64" {
+			bits = 64
+		}
+		if _, err := strconv.ParseInt(string(x), 10, bits); err != nil && !strings.ContainsAny(string(x), ".eE") {
+			return w.fail("must fit in a %d-bit integer, got %s", bits, x)
+		}
+	}
 	if s.Minimum == nil && s.Maximum == nil {
 		return true
 	}
@@ -507,6 +612,14 @@ func (w *walker) numberValue(x number, s *Schema) bool {
 func allows(s *Schema, t string) bool {
 	switch s.Type {
 	case "":
+		if len(s.OneOf) > 0 {
+			for _, o := range s.OneOf {
+				if allows(o, t) {
+					return true
+				}
+			}
+			return false
+		}
 		return !s.IntOrString || t == "integer" || t == "string"
 	case "number":
 		return t == "number" || t == "integer"
@@ -527,8 +640,15 @@ func isInteger(x number) bool {
 
 func (w *walker) typeError(s *Schema, got string) bool {
 	want := s.Type
-	if s.Type == "" && s.IntOrString {
+	switch {
+	case s.Type == "" && s.IntOrString:
 		want = "integer or a string"
+	case s.Type == "" && len(s.OneOf) > 0:
+		types := make([]string, len(s.OneOf))
+		for i, o := range s.OneOf {
+			types[i] = o.Type
+		}
+		want = strings.Join(types, " or a ")
 	}
 	return w.fail("must be %s, got %s", article(want), got)
 }

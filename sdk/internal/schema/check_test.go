@@ -25,6 +25,7 @@ const (
 	poolHead = `"apiVersion":"metallb.io/v1beta1","kind":"IPAddressPool","metadata":{"name":"p","namespace":"metallb-system"}`
 	peerHead = `"apiVersion":"metallb.io/v1beta2","kind":"BGPPeer","metadata":{"name":"n-0","namespace":"metallb-system"}`
 	secHead  = `"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"lb"}`
+	dsHead   = `"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"d","namespace":"lb"}`
 )
 
 func TestCheck(t *testing.T) {
@@ -101,6 +102,32 @@ func TestCheck(t *testing.T) {
 		{"advertisement serviceSelectors and aggregation", `{"apiVersion":"metallb.io/v1beta1","kind":"BGPAdvertisement","metadata":{"name":"a"},"spec":{"serviceSelectors":[{"matchLabels":{"app":"web"}}],"aggregationLengthV6":64}}`, `spec: serviceSelectors and aggregationLength are mutually exclusive, can only be used together with default aggregationLength (32) and aggregationLengthV6 (128) (the CRD's rule "!has(self.serviceSelectors) || self.serviceSelectors.size() == 0 || ((!has(self.aggregationLength) || self.aggregationLength == 32) && (!has(self.aggregationLengthV6) || self.aggregationLengthV6 == 128))")`},
 		{"bfd profile over the maximum", `{"apiVersion":"metallb.io/v1beta1","kind":"BFDProfile","metadata":{"name":"b"},"spec":{"detectMultiplier":300}}`, "spec.detectMultiplier: must be at most 255, got 300"},
 		{"status-only kind, closed spec", `{"apiVersion":"metallb.io/v1beta1","kind":"ServiceL2Status","metadata":{"name":"s"},"spec":{"x":1}}`, "spec.x: unknown field"},
+
+		// Built-in kinds beyond ConfigMap and Secret: the types the API
+		// server decodes itself, list types, and the rules of workloads.go.
+		{"lease micro-time", `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"},"spec":{"renewTime":"2026-11-29T10:00:00.000000Z"}}`, ""},
+		{"lease micro-time without microseconds", `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"},"spec":{"renewTime":"2026-11-29T10:00:00Z"}}`, `spec.renewTime: must be a time in RFC 3339 form with microseconds (2006-01-02T15:04:05.000000Z): parsing time "2026-11-29T10:00:00Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "Z" as ".000000"`},
+		{"lease duration over int32", `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"},"spec":{"leaseDurationSeconds":2147483648}}`, "spec.leaseDurationSeconds: must fit in a 32-bit integer, got 2147483648"},
+		{"event date-time", `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e"},"eventTime":"2026-11-29T10:00:00.000000Z","deprecatedFirstTimestamp":"2026-11-29T10:00:00Z"}`, ""},
+		{"event date-time not RFC 3339", `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e"},"eventTime":"2026-11-29T10:00:00.000000Z","deprecatedFirstTimestamp":"29 Nov 2026"}`, `deprecatedFirstTimestamp: must be a time in RFC 3339 form (2006-01-02T15:04:05Z): parsing time "29 Nov 2026" as "2006-01-02T15:04:05Z07:00": cannot parse "29 Nov 2026" as "2006"`},
+		{"job", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"i"}],"restartPolicy":"Never"}},"activeDeadlineSeconds":60}}`, ""},
+		{"quantity", `{` + dsHead + `,"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","resources":{"limits":{"memory":"1.5Gi","cpu":0.5}}}]}}}}`, ""},
+		{"quantity not one", `{` + dsHead + `,"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","resources":{"limits":{"memory":"lots"}}}]}}}}`, `spec.template.spec.containers[0].resources.limits.memory: must be a quantity (such as 100m, 1.5, 64Mi or 1e3): no digits before the suffix`},
+		{"quantity a boolean", `{` + dsHead + `,"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","resources":{"limits":{"memory":true}}}]}}}}`, `spec.template.spec.containers[0].resources.limits.memory: must be a string or a number, got boolean`},
+		{"containers of one name", `{` + dsHead + `,"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c"},{"name":"c"}]}}}}`, `spec.template.spec.containers[1]: duplicates item 0: the same name (["c"])`},
+		{"ports of one number, protocol defaulted", `{` + dsHead + `,"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","ports":[{"containerPort":80},{"containerPort":80,"protocol":"TCP"}]}]}}}}`, `spec.template.spec.containers[0].ports[1]: duplicates item 0: the same containerPort, protocol ([80,"TCP"])`},
+		{"workload without containers", `{` + dsHead + `,"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{}}}}`, "spec.template.spec.containers: required, but missing"},
+		{"workload with no container", `{` + dsHead + `,"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[]}}}}`, "spec.template.spec.containers: required, but missing: a pod template needs at least one container"},
+		{"workload selector not the template's", `{` + dsHead + `,"spec":{"selector":{"matchExpressions":[{"key":"a","operator":"In","values":["c"]}]},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c"}]}}}}`, "spec.template.metadata.labels: the selector does not select the template's labels"},
+		{"workload maxUnavailable not a percentage", `{` + dsHead + `,"spec":{"selector":{"matchLabels":{"a":"b"}},"updateStrategy":{"rollingUpdate":{"maxUnavailable":"10"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c"}]}}}}`, `spec.updateStrategy.rollingUpdate.maxUnavailable: must be an integer or a percentage such as "25%", got "10"`},
+		{"service without ports", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"type":"LoadBalancer"}}`, "spec.ports: required, but missing: a LoadBalancer Service needs at least one port"},
+		{"headless service without ports", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"clusterIP":"None"}}`, ""},
+		{"service traffic policy on ClusterIP", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"ports":[{"port":80}],"externalTrafficPolicy":"Local"}}`, "spec.externalTrafficPolicy: may only be set for a NodePort or LoadBalancer Service, not ClusterIP"},
+		{"service target port int or string", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"ports":[{"port":80,"targetPort":"http"},{"port":81,"targetPort":8081}]}}`, ""},
+		{"rolebinding to a ClusterRole", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"r"},"roleRef":{"kind":"ClusterRole","name":"view"}}`, ""},
+		{"clusterrolebinding to a Role", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"r"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"view"}}`, `roleRef.kind: must be one of "ClusterRole", got "Role"`},
+		{"endpointslice without addressType", `{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"e"},"endpoints":[]}`, "addressType: required, but missing"},
+		{"pdb percentage", `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{"name":"p"},"spec":{"minAvailable":"50%"}}`, ""},
 
 		// Every kind: annotations and the whole object.
 		{"annotations at the limit", `{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t","annotations":{"a":"` + strings.Repeat("x", MaxAnnotationBytes-1) + `"}}}`, ""},
@@ -237,9 +264,14 @@ func TestKeywords(t *testing.T) {
 // TestEmbeddedSchemas: the files load (unknown keywords refused) and hold
 // the kinds the host promises to check.
 func TestEmbeddedSchemas(t *testing.T) {
+	if err := loadAll(); err != nil {
+		t.Fatal(err)
+	}
 	got := Kinds()
 	for _, k := range []string{
-		"v1/ConfigMap", "v1/Secret",
+		"v1/ConfigMap", "v1/Secret", "v1/Service", "v1/ServiceAccount", "apps/v1/DaemonSet", "apps/v1/Deployment",
+		"rbac.authorization.k8s.io/v1/Role", "rbac.authorization.k8s.io/v1/RoleBinding", "coordination.k8s.io/v1/Lease",
+		"discovery.k8s.io/v1/EndpointSlice",
 		"metallb.io/v1beta1/IPAddressPool", "metallb.io/v1beta1/BGPAdvertisement", "metallb.io/v1beta1/L2Advertisement",
 		"metallb.io/v1beta1/Community", "metallb.io/v1beta1/BFDProfile", "metallb.io/v1beta1/BGPPeer", "metallb.io/v1beta2/BGPPeer",
 	} {

@@ -1,25 +1,30 @@
 // Package schema checks a module's output objects the way the API server
 // will, before the host applies them: against the schema of their kind
 // (embedded data, see schemas/ and load.go), against the kind-specific rules
-// of the built-in kinds a module writes (builtin.go), and against the API
-// server's size limits (limits.go). sdktest runs the same checks, so a module
-// whose tests pass writes nothing the API server refuses for these reasons.
+// of the built-in kinds (builtin.go for ConfigMap and Secret, workloads.go
+// for the others), and against the API server's size limits (limits.go).
+// sdktest runs the same checks, so a module whose tests pass writes nothing
+// the API server refuses for these reasons.
 //
 // The objects are the trees wasmhost decodes: map[string]any, []any, string,
 // json.Number, bool and nil. The walk neither copies nor changes them.
 //
 // The schemas are a structural subset of OpenAPI v3, generated from the real
-// ones (Kubernetes' published OpenAPI, MetalLB's CRDs) by a test in the main
-// module, hack/sdkschema, which fails when they differ (go test -update
-// rewrites them). Checked: type, properties, additionalProperties, items,
-// required, enum (of strings), min/maxLength, min/maxItems,
-// min/maxProperties, minimum/maximum (and their exclusive forms), pattern,
-// format "byte", nullable, x-kubernetes-int-or-string and
-// x-kubernetes-preserve-unknown-fields, and CRDs' CEL rules
+// ones (Kubernetes' published OpenAPI for its GA kinds, MetalLB's CRDs) by a
+// test in the main module, hack/sdkschema, which fails when they differ (go
+// test -update rewrites them), one file per kind, read when a module first
+// writes the kind. Checked: type, oneOf (of types), properties,
+// additionalProperties, items, required, enum (of strings), min/maxLength,
+// min/maxItems, min/maxProperties, minimum/maximum (and their exclusive
+// forms), pattern, the formats of the types the API server decodes itself
+// (Schema.Format), nullable, x-kubernetes-int-or-string,
+// x-kubernetes-preserve-unknown-fields, x-kubernetes-list-type set and map
+// (no duplicates, as server-side apply wants), and CRDs' CEL rules
 // (x-kubernetes-validations, cel.go: with cel-go, the library the API
 // server evaluates them with, on the value with its defaults filled in).
 // Not checked: a CEL rule that compares with the stored object (oldSelf),
-// which only an update has; other string formats; and the object's
+// which only an update has; the built-in kinds' validation beyond their
+// schema, except the rules of builtin.go and workloads.go; and the object's
 // metadata, apiVersion and kind, which the host checks itself. The
 // generator refuses a schema that uses anything else, so a new keyword is
 // noticed rather than silently skipped.
@@ -36,9 +41,16 @@ type Schema struct {
 	// Type is object, array, string, integer, number or boolean; empty
 	// allows any type (with IntOrString, an integer or a string).
 	Type string `json:"type,omitempty"`
-	// Format is kept only where it is checked: "byte" (standard base64,
-	// padded), which the API server decodes.
-	Format               string             `json:"format,omitempty"`
+	// Format is kept only where it is checked, under the SDK's names for
+	// what the API server decodes: "byte" (standard base64, padded),
+	// "date-time" (RFC 3339, a metav1.Time), "micro-time" (RFC 3339 with
+	// six fractional digits, a metav1.MicroTime), "quantity" (a
+	// resource.Quantity) and, in the built-in kinds, "int32" and "int64"
+	// (the Go field's range).
+	Format string `json:"format,omitempty"`
+	// OneOf lists the types a value may have when there are several (a
+	// Quantity: a string or a number); the generator refuses any other use.
+	OneOf                []*Schema          `json:"oneOf,omitempty"`
 	Properties           map[string]*Schema `json:"properties,omitempty"`
 	AdditionalProperties *Schema            `json:"additionalProperties,omitempty"`
 	Items                *Schema            `json:"items,omitempty"`
@@ -63,6 +75,11 @@ type Schema struct {
 	// PreserveUnknownFields allows members the schema does not name (any
 	// value); named ones are still checked.
 	PreserveUnknownFields bool `json:"x-kubernetes-preserve-unknown-fields,omitempty"`
+	// ListType "set" or "map" forbids duplicates (server-side apply, which
+	// the host uses, refuses them): of whole items in a set, of the
+	// ListMapKeys' values in a map.
+	ListType    string   `json:"x-kubernetes-list-type,omitempty"`
+	ListMapKeys []string `json:"x-kubernetes-list-map-keys,omitempty"`
 	// Default is what the API server fills in for an absent member before
 	// it validates; only the CEL rules see it here (celValue).
 	Default any `json:"default,omitempty"`
