@@ -213,9 +213,15 @@ var builtinNearMisses = map[string][]struct {
 		{"leaseDurationSeconds over int32", func(c sdk.Object) { c["spec"].(map[string]any)["leaseDurationSeconds"] = int64(2147483648) }},
 	},
 	"apps/v1/DaemonSet": {
-		{"memory limit not a quantity", func(c sdk.Object) { container(c)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "lots" }},
-		{"memory limit 1.5Gi", func(c sdk.Object) { container(c)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "1.5Gi" }},
-		{"memory limit 2e9", func(c sdk.Object) { container(c)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "2e9" }},
+		{"memory limit not a quantity", func(c sdk.Object) {
+			container(c)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "lots"
+		}},
+		{"memory limit 1.5Gi", func(c sdk.Object) {
+			container(c)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "1.5Gi"
+		}},
+		{"memory limit 2e9", func(c sdk.Object) {
+			container(c)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "2e9"
+		}},
 		{"two containers of one name", func(c sdk.Object) {
 			ps := c["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 			ps["containers"] = append(ps["containers"].([]any), map[string]any(deepCopy(container(c))))
