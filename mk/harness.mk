@@ -112,7 +112,11 @@ CLUSTER_ENV = METAL_CCM_CLUSTER_CCM_IMAGE=$(abspath $(CLUSTER_CCM_IMAGE)) \
   METAL_CCM_CLUSTER_METALLB_LEGACY_MANIFEST=$$(GONOSUMDB=go.universe.tf/metallb $(GO) mod download -json go.universe.tf/metallb@$(METALLB_LEGACY_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/manifests/metallb.yaml \
   METAL_CCM_CLUSTER_METALLB_LEGACY_BINS=$(METALLB_LEGACY_BIN_DIR) METAL_CCM_CLUSTER_KUBE_VIP=$(KUBE_VIP) \
   METAL_CCM_CLUSTER_METALLB_FRR_K8S_MANIFEST=$(patsubst %/metallb-native.yaml,%/metallb-frr-k8s.yaml,$(call metallb-manifest,$(METALLB_FRR_VERSION))) \
-  METAL_CCM_CLUSTER_FRR_K8S=$(FRR_K8S)
+  METAL_CCM_CLUSTER_FRR_K8S=$(FRR_K8S) \
+  METAL_CCM_CLUSTER_DEPLOY=$(abspath $(dir $(CLUSTER_CCM_IMAGE))deploy)
+# (METAL_CCM_CLUSTER_DEPLOY: the manifests make image stamped beside that
+# image: bin/deploy for make cluster-image's, bin/image-check/1/deploy for
+# make ci's. TestCloudTakeOverKubectl applies them as the guide's bin/deploy.)
 
 # Every test/cluster test (root): nodes, pods, kube-proxy, and a cloud
 # cluster's traffic through its Elastic IPs; METAL_CCM_CLUSTER_FULL=1 adds

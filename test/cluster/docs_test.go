@@ -44,8 +44,16 @@ func runDocBlock(t *testing.T, c *Cluster, path, test string) string {
 var placeholder = regexp.MustCompile(`<[a-z][a-z0-9-]*>`)
 
 // runDocBlockWith is runDocBlock with the block's <placeholders> filled in
-// as a user would, from fill; a placeholder fill lacks fails the test.
+// as a user would, from fill; a placeholder fill lacks fails the test. It
+// runs from the repository's root, where a user runs make.
 func runDocBlockWith(t *testing.T, c *Cluster, path, test string, fill map[string]string) string {
+	t.Helper()
+	return runDocBlockIn(t, c, filepath.Join("..", ".."), path, test, fill)
+}
+
+// runDocBlockIn is runDocBlockWith run in dir instead of the repository's
+// root.
+func runDocBlockIn(t *testing.T, c *Cluster, dir, path, test string, fill map[string]string) string {
 	t.Helper()
 	block := docBlock(t, path, test)
 	for k, v := range fill {
@@ -59,7 +67,7 @@ func runDocBlockWith(t *testing.T, c *Cluster, path, test string, fill map[strin
 		t.Fatalf("no kubectl to run %s's block: %v (make cluster-test builds it)", path, err)
 	}
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
-	cmd.Dir = filepath.Join("..", "..") // the repository's root, where a user runs `make`
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath(), "PATH="+filepath.Dir(kubectl)+":"+os.Getenv("PATH"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -76,8 +77,8 @@ func TestCloudTakeOver(t *testing.T) {
 // upstream with kubectl, as its README says (the Secret
 // metal-cloud-config, then upstream's deployment.yaml: UpstreamManifest):
 // the migration guide's kubectl blocks run as printed, with the real
-// kubectl, from the repository's root, where `make image` wrote
-// bin/deploy. That applies this repository's kustomize manifests, not the
+// kubectl, where bin/deploy is what `make image` wrote beside the image
+// under test. That applies this repository's kustomize manifests, not the
 // chart, so their Deployment is what takes over here.
 func TestCloudTakeOverKubectl(t *testing.T) {
 	c := startUpstream(t)
@@ -90,9 +91,20 @@ func TestCloudTakeOverKubectl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// bin/deploy names the image `make image` built; the nodes have it
-	// under CCMImage.
-	image, err := deploymentImage(kubectl, filepath.Join(repoRoot(), "bin", "deploy", "overlays", "metallb"))
+	// The guide's blocks name bin/deploy, the manifests `make image`
+	// stamped with the image it built: they run in a directory whose
+	// bin/deploy is a copy of those beside the image under test
+	// (METAL_CCM_CLUSTER_DEPLOY; make ci's image is not make
+	// cluster-image's). The nodes have that image under CCMImage.
+	root := t.TempDir()
+	deployDir := os.Getenv("METAL_CCM_CLUSTER_DEPLOY")
+	if deployDir == "" {
+		deployDir = filepath.Join(repoRoot(), "bin", "deploy")
+	}
+	if err := os.CopyFS(filepath.Join(root, "bin", "deploy"), os.DirFS(deployDir)); err != nil {
+		t.Fatalf("%v (make cluster-image writes bin/deploy)", err)
+	}
+	image, err := deploymentImage(kubectl, filepath.Join(root, "bin", "deploy", "overlays", "metallb"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,10 +114,10 @@ func TestCloudTakeOverKubectl(t *testing.T) {
 	takeOver(t, c, takeOverPath{
 		name: "kubectl",
 		switchOver: func() {
-			runDocBlock(t, c, migrationGuideDoc, "TestCloudTakeOverKubectl/switch")
+			runDocBlockIn(t, c, root, migrationGuideDoc, "TestCloudTakeOverKubectl/switch", nil)
 		},
 		rollback: func() {
-			runDocBlockWith(t, c, migrationGuideDoc, "TestCloudTakeOverKubectl/rollback",
+			runDocBlockIn(t, c, root, migrationGuideDoc, "TestCloudTakeOverKubectl/rollback",
 				map[string]string{"<upstream v3.8.1 deployment.yaml>": manifest})
 			// Upstream's rights are back, bound to its ServiceAccount.
 			crb, err := c.Client.RbacV1().ClusterRoleBindings().Get(ctx, "cloud-provider-equinix-metal", metav1.GetOptions{})
