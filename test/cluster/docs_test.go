@@ -7,9 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/test/mdblock"
 )
 
@@ -147,4 +151,55 @@ func readinessByHand(t *testing.T, c *Cluster) {
 		}
 	}
 	t.Logf("docs/troubleshooting.md's readiness block, with Equinix's API down:\n%s", linesWith(out, "equinix-api", "readyz", "not answered"))
+}
+
+// checkTakeOverByHand runs the migration guide's "Check that the take-over
+// worked" blocks after a switch: the replicas' logs name the mode chosen
+// and no failed sync, every Service keeps its address (addrs: name to
+// address, in the default namespace), every pool of those Services
+// carries the CCM's owner label and is listed by an advertisement, and the
+// leader's readiness check of the module answers ok.
+func checkTakeOverByHand(t *testing.T, c *Cluster, addrs map[string]string) {
+	t.Helper()
+	out := runDocBlock(t, c, migrationGuideDoc, "TestCloudTakeOver/check")
+	if !strings.Contains(out, "MetalLB mode chosen") {
+		t.Errorf("the guide's check printed no \"MetalLB mode chosen\" from the replicas' logs:\n%s", out)
+	}
+	if failed := linesWith(out, "Load-balancer config sync failed"); failed != "" {
+		t.Errorf("the guide's check shows failed syncs after the take-over:\n%s", failed)
+	}
+	rows := map[string][]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			rows[f[0]] = f
+		}
+	}
+	for name, ip := range addrs {
+		if f := rowOf(out, metav1.NamespaceDefault, name); !slices.Equal(f, []string{metav1.NamespaceDefault, name, ip}) {
+			t.Errorf("the guide's check lists Service %s as %v, want its address %s", name, f, ip)
+		}
+		pool := "ipaddresspool.metallb.io/" + metav1.NamespaceDefault + "." + name
+		if f := rows[pool]; len(f) == 0 || f[len(f)-1] != sdk.OwnedValue {
+			t.Errorf("the guide's check lists pool %s as %v, want it labelled %s=%s", pool, f, sdk.OwnedLabel, sdk.OwnedValue)
+		}
+		if !regexp.MustCompile(`(?m)^\S+: \[.*"` + regexp.QuoteMeta(metav1.NamespaceDefault+"."+name) + `".*\]$`).MatchString(out) {
+			t.Errorf("the guide's check shows no advertisement listing the pool of %s:\n%s", name, out)
+		}
+	}
+	if ready := strings.TrimSpace(runDocBlock(t, c, migrationGuideDoc, "TestCloudTakeOver/ready")); ready != "ok" {
+		t.Errorf("the guide's readiness block answered %q, want ok", ready)
+	}
+	t.Logf("the guide's check after the take-over: %d Services with their addresses, their pools owned and advertised, the module ready:\n%s",
+		len(addrs), linesWith(out, "MetalLB mode chosen", ": ["))
+}
+
+// rowOf is the whitespace-separated fields of the first line of out whose
+// first two fields are a and b.
+func rowOf(out, a, b string) []string {
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == a && f[1] == b {
+			return f
+		}
+	}
+	return nil
 }

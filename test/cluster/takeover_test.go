@@ -240,6 +240,10 @@ func takeOver(t *testing.T, c *Cluster, path takeOverPath) {
 		t.Fatalf("%v; routers' next hops for %s: %v", err, ip, nexthops(t, c, ip))
 	}
 	t.Logf("a Service created after the take-over answered at %s %s after its creation", ip, time.Since(created).Round(100*time.Millisecond))
+	// What the guide tells a user to look at afterwards says the same.
+	served := maps.Clone(before)
+	served["after"] = ip
+	checkTakeOverByHand(t, c, served)
 
 	// The guide's rollback. Upstream's binary does not run here, so this
 	// shows what the rollback itself does to the data plane: nothing.
