@@ -4,6 +4,7 @@
 // without root — a private user and network namespace (unshare --user
 // --map-root-user --net) with addresses on its loopback, child processes
 // with logs, a real MetalLB controller and one speaker per node, two GoBGP
-// routers standing in for Equinix's (and reading their tables), and the
-// control-plane nodes' /healthz servers.
+// routers standing in for Equinix's behind the nodes' gateway, in network
+// namespaces of their own inside the user namespace (gateway.go; and
+// reading their tables), and the control-plane nodes' /healthz servers.
 package dataplane

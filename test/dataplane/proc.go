@@ -38,6 +38,9 @@ func Start(dir, name, bin string, args, env []string) (*Proc, error) {
 	return &Proc{Name: name, Log: logPath, proc: p}, nil
 }
 
+// Pid is the process's ID.
+func (p *Proc) Pid() int { return p.proc.Pid() }
+
 // Done is closed when the process has ended.
 func (p *Proc) Done() <-chan struct{} { return p.proc.Done() }
 

@@ -52,15 +52,22 @@ type MetroRoutes struct {
 // Router is a running gobgpd.
 type Router struct {
 	RouterOptions
-	proc *Proc
-	cli  string
+	proc  *Proc
+	cli   string
+	netns string // the /proc path of the netns gobgpd runs in; "" is this process's
 }
 
-// StartRouter writes the router's configuration and starts gobgpd. The
+// StartRouter writes the router's configuration and starts gobgpd in the
+// routers' namespace, behind the nodes' gateway (gateway.go). The
 // neighbours are passive (the routers never dial: MetalLB's native speaker
-// does not listen) and multipath is on, as on Equinix's routers.
+// does not listen) and multihop, and multipath is on, as on Equinix's
+// routers.
 func StartRouter(bins Binaries, dir string, o RouterOptions) (*Router, error) {
-	return StartGoBGP(bins, dir, o, routerConfig(o))
+	g, err := startGateway(dir)
+	if err != nil {
+		return nil, err
+	}
+	return startGoBGP(bins, dir, o, routerConfig(o), g.RoutersNetns())
 }
 
 // routerConfig is gobgpd's configuration (TOML) for the router.
@@ -80,6 +87,9 @@ func routerConfig(o RouterOptions) string {
 		if afiSafi != "" {
 			fmt.Fprintf(&b, "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = %q\n", afiSafi)
 		}
+		// The nodes are two hops away (gateway.go): without multihop
+		// gobgpd answers eBGP at TTL 1, which the gateway drops.
+		b.WriteString("  [neighbors.ebgp-multihop.config]\n    enabled = true\n    multihop-ttl = 255\n")
 		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n    local-address = %q\n", local)
 	}
 	for _, n := range o.Neighbors {
@@ -179,18 +189,29 @@ func blockFamilies(blocks []string) []blockFamily {
 	return []blockFamily{v4, v6}
 }
 
-// StartGoBGP runs gobgpd with the configuration (TOML) and waits for its
-// API; o names it and gives its API port.
+// StartGoBGP runs gobgpd with the configuration (TOML) in this process's
+// netns (a node's speaker) and waits for its API; o names it and gives its
+// API port.
 func StartGoBGP(bins Binaries, dir string, o RouterOptions, config string) (*Router, error) {
+	return startGoBGP(bins, dir, o, config, "")
+}
+
+// startGoBGP is StartGoBGP in the netns at the /proc path netns ("" for
+// this process's).
+func startGoBGP(bins Binaries, dir string, o RouterOptions, config, netns string) (*Router, error) {
 	conf := filepath.Join(dir, o.Name+".toml")
 	if err := os.WriteFile(conf, []byte(config), 0o600); err != nil {
 		return nil, err
 	}
-	p, err := Start(dir, o.Name, bins.GoBGPD, []string{"-f", conf, "--api-hosts", fmt.Sprintf("127.0.0.1:%d", o.APIPort), "-l", "info"}, nil)
+	bin, args := bins.GoBGPD, []string{"-f", conf, "--api-hosts", fmt.Sprintf("127.0.0.1:%d", o.APIPort), "-l", "info"}
+	if netns != "" {
+		bin, args = "nsenter", append([]string{"--net=" + netns, "--", bins.GoBGPD}, args...)
+	}
+	p, err := Start(dir, o.Name, bin, args, nil)
 	if err != nil {
 		return nil, err
 	}
-	r := &Router{RouterOptions: o, proc: p, cli: bins.GoBGP}
+	r := &Router{RouterOptions: o, proc: p, cli: bins.GoBGP, netns: netns}
 	// Ready when the API answers.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -218,7 +239,12 @@ func (r *Router) gobgp(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	args = append([]string{"-u", "127.0.0.1", "-p", fmt.Sprint(r.APIPort)}, args...)
-	out, err := exec.CommandContext(ctx, r.cli, args...).CombinedOutput()
+	bin := r.cli
+	if r.netns != "" {
+		// The API listens on the loopback of the router's own netns.
+		bin, args = "nsenter", append([]string{"--net=" + r.netns, "--", r.cli}, args...)
+	}
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("gobgp %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
@@ -368,16 +394,17 @@ var MetroBlocks = map[string]string{"da": "198.51.100.0/24", "sv": "203.0.113.0/
 // StartRouters starts the two Equinix routers at RouterAddrs (ASN
 // RouterASN, multipath), each accepting sessions from the nodes' addresses
 // with ProjectASN and the password ("" for none), and routes as metros
-// allow (RouterOptions.Metros; nil accepts every route). Add RouterAddrs
-// and the nodes' addresses to the loopback first.
+// allow (RouterOptions.Metros; nil accepts every route). The routers run
+// behind the nodes' gateway (gateway.go), which holds RouterAddrs; add the
+// nodes' addresses to this namespace's loopback first, not RouterAddrs.
 func StartRouters(bins Binaries, dir, password string, nodeIPs []string, metros []MetroRoutes) ([]*Router, error) {
 	return StartDualStackRouters(bins, dir, password, nodeIPs, nil, metros)
 }
 
 // StartDualStackRouters is StartRouters with IPv6 sessions too: router i
 // also listens on RouterAddrs6[i] for sessions from nodeIPv6s (the nodes'
-// public IPv6 addresses), as Equinix's do. Add those addresses to the
-// loopback too. No nodeIPv6s is StartRouters.
+// public IPv6 addresses), as Equinix's do. Add the nodes' IPv6 addresses to
+// the loopback too. No nodeIPv6s is StartRouters.
 func StartDualStackRouters(bins Binaries, dir, password string, nodeIPs, nodeIPv6s []string, metros []MetroRoutes) ([]*Router, error) {
 	nodes := slices.Sorted(slices.Values(nodeIPs))
 	var out []*Router

@@ -63,14 +63,15 @@ func TestMetrosPolicyIPv6(t *testing.T) {
 }
 
 // TestRouterIPv6Sessions: a router with an IPv6 address listens on both
-// and has one IPv6 neighbour per node's IPv6, carrying IPv6 unicast.
+// and has one IPv6 neighbour per node's IPv6, carrying IPv6 unicast; every
+// neighbour is multihop, as the nodes are behind the gateway.
 func TestRouterIPv6Sessions(t *testing.T) {
 	conf := routerConfig(RouterOptions{Name: "r", Addr: "169.254.255.1", Addr6: "fc00::e",
 		Neighbors: []string{"198.51.100.2"}, Neighbors6: []string{"2001:db8:100::1"}, PeerASN: ProjectASN, ASN: RouterASN})
 	for _, s := range []string{
 		`local-address-list = ["169.254.255.1", "fc00::e"]`,
-		`neighbor-address = "2001:db8:100::1"` + "\n" + `    peer-as = 65000` + "\n" + `  [[neighbors.afi-safis]]` + "\n" + `    [neighbors.afi-safis.config]` + "\n" + `      afi-safi-name = "ipv6-unicast"` + "\n" + `  [neighbors.transport.config]` + "\n" + `    passive-mode = true` + "\n" + `    local-address = "fc00::e"`,
-		`neighbor-address = "198.51.100.2"` + "\n" + `    peer-as = 65000` + "\n" + `  [neighbors.transport.config]` + "\n" + `    passive-mode = true` + "\n" + `    local-address = "169.254.255.1"`,
+		`neighbor-address = "2001:db8:100::1"` + "\n" + `    peer-as = 65000` + "\n" + `  [[neighbors.afi-safis]]` + "\n" + `    [neighbors.afi-safis.config]` + "\n" + `      afi-safi-name = "ipv6-unicast"` + "\n" + `  [neighbors.ebgp-multihop.config]` + "\n" + `    enabled = true` + "\n" + `    multihop-ttl = 255` + "\n" + `  [neighbors.transport.config]` + "\n" + `    passive-mode = true` + "\n" + `    local-address = "fc00::e"`,
+		`neighbor-address = "198.51.100.2"` + "\n" + `    peer-as = 65000` + "\n" + `  [neighbors.ebgp-multihop.config]` + "\n" + `    enabled = true` + "\n" + `    multihop-ttl = 255` + "\n" + `  [neighbors.transport.config]` + "\n" + `    passive-mode = true` + "\n" + `    local-address = "169.254.255.1"`,
 	} {
 		if !strings.Contains(conf, s) {
 			t.Errorf("the configuration lacks %q:\n%s", s, conf)

@@ -19,11 +19,12 @@ const (
 	annPeerIP   = "metal.equinix.com/bgp-peers-%d-peer-ip"
 	annSrcIP    = "metal.equinix.com/bgp-peers-%d-src-ip"
 	annPass     = "metal.equinix.com/bgp-peers-%d-bgp-pass"
+	annMultiHop = "metal.equinix.com/bgp-peers-%d-peer-multi-hop"
 )
 
 // StartAnnotationSpeaker is a kube-vip-style speaker for one node: a GoBGP
 // instance configured from nothing but the node's BGP annotations (local
-// ASN, peers, source address, password), as kube-vip configures its own
+// ASN, peers, source address, password, multihop), as kube-vip configures its own
 // embedded GoBGP. It does not listen; it dials each peer from the source
 // address. Announce a Service's address with dataplane.Router.Announce.
 func StartAnnotationSpeaker(bins dataplane.Binaries, dir string, node *v1.Node, apiPort int) (*dataplane.Router, error) {
@@ -48,6 +49,12 @@ func StartAnnotationSpeaker(bins dataplane.Binaries, dir string, node *v1.Node, 
 		}
 		if len(pass) > 0 {
 			fmt.Fprintf(&b, "    auth-password = %q\n", pass)
+		}
+		// kube-vip v1.2 (pkg/bgp/peers.go) sets GoBGP's eBGP multihop, TTL
+		// 50, from peer-multi-hop; without it GoBGP dials eBGP at TTL 1,
+		// which the gateway in front of the routers drops.
+		if a[fmt.Sprintf(annMultiHop, i)] == "true" {
+			b.WriteString("  [neighbors.ebgp-multihop.config]\n    enabled = true\n    multihop-ttl = 50\n")
 		}
 		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    local-address = %q\n", s)
 	}

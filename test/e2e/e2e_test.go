@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -578,6 +579,9 @@ func TestKubeVIPStyle(t *testing.T) {
 			node = n
 			return n.Annotations["metal.equinix.com/bgp-peers-1-peer-ip"] != "", fmt.Sprintf("annotations %v", n.Annotations)
 		})
+		if i == 0 {
+			noMultihopFails(t, h, bins, dir, node)
+		}
 		sp, err := StartAnnotationSpeaker(bins, dir, node, dataplane.APIPortBase+10+i)
 		if err != nil {
 			t.Fatal(err)
@@ -589,6 +593,45 @@ func TestKubeVIPStyle(t *testing.T) {
 	}
 	h.wantRoute(ip, h.ips(nodes...), "kube-vip-style announcement")
 	h.wantSessions(nodes)
+}
+
+// noMultihopFails is the test that the gateway can fail a speaker: the
+// same kube-vip-style speaker for node, with the peer-multi-hop
+// annotations the CCM wrote (one per peer, required) left out, dials eBGP
+// at TTL 1, which the gateway in front of the routers drops, and brings up
+// no session in 20 s (GoBGP dials within its 5 to 10 s connect retry).
+func noMultihopFails(t *testing.T, h *e2e, bins dataplane.Binaries, dir string, node *v1.Node) {
+	t.Helper()
+	bare := node.DeepCopy()
+	var dropped int
+	for k, v := range bare.Annotations {
+		if strings.HasSuffix(k, "-peer-multi-hop") {
+			if v != "true" {
+				t.Errorf("node %s: %s = %q, want \"true\" (the emulator's neighbours are multihop)", node.Name, k, v)
+			}
+			delete(bare.Annotations, k)
+			dropped++
+		}
+	}
+	if dropped != len(dataplane.RouterAddrs) {
+		t.Fatalf("node %s has %d peer-multi-hop annotations, want one per peer (%d)", node.Name, dropped, len(dataplane.RouterAddrs))
+	}
+	sp, err := StartAnnotationSpeaker(bins, dir, bare, dataplane.APIPortBase+20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Stop()
+	time.Sleep(20 * time.Second)
+	for _, r := range h.c.Routers {
+		up, err := r.Established(h.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(up, h.c.NodeIP[node.Name]) {
+			t.Errorf("%s: a session with %s without multihop came up through the gateway; a TTL-1 session must not", r.Name, node.Name)
+		}
+	}
+	t.Logf("without peer-multi-hop, %s's speaker brought up no session through the gateway in 20s", node.Name)
 }
 
 // TestLegacyConfigMap: the legacy MetalLB ConfigMap mode, with MetalLB

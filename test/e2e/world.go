@@ -113,12 +113,13 @@ func StartWorld(ctx context.Context, o WorldOptions) (_ *World, err error) {
 	if err := c.startEmulator(); err != nil {
 		return nil, err
 	}
-	addrs := append([]string{}, dataplane.RouterAddrs...)
+	// The nodes' addresses; the routers' are behind the gateway
+	// (dataplane.StartRouter).
+	var addrs []string
 	for _, ip := range c.NodeIP {
 		addrs = append(addrs, ip)
 	}
 	if o.DualStack {
-		addrs = append(addrs, dataplane.RouterAddrs6...)
 		for _, ip := range c.NodeIPv6 {
 			addrs = append(addrs, ip)
 		}

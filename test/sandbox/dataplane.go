@@ -175,14 +175,15 @@ func (dp *dataPlane) startRouters(devs []Device, blocks map[string]string) error
 	if dp == nil {
 		return nil
 	}
-	addrs := append([]string{}, dataplane.RouterAddrs...)
 	var nodes []string
 	byMetro := map[string][]string{}
 	for _, d := range devs {
 		nodes = append(nodes, d.PrivateIP)
 		byMetro[d.Metro] = append(byMetro[d.Metro], d.PrivateIP)
 	}
-	if err := dataplane.AddLoopbackAddresses(append(addrs, nodes...)...); err != nil {
+	// The nodes' addresses; the routers' are behind the gateway
+	// (dataplane.StartRouter).
+	if err := dataplane.AddLoopbackAddresses(nodes...); err != nil {
 		return err
 	}
 	rs, err := dataplane.StartRouters(dp.bins, dp.dir, "", nodes, dataplane.Metros(byMetro, blocks))
