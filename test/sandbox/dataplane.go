@@ -191,7 +191,7 @@ func (dp *dataPlane) startRouters(devs []Device, blocks map[string]string) error
 		return err
 	}
 	dp.routers = rs
-	say("routers (GoBGP) at %s and %s, AS%d, waiting for every node's session", dataplane.RouterAddrs[0], dataplane.RouterAddrs[1], dataplane.RouterASN)
+	say("routers (GoBGP) at %s and %s, AS%d, behind the nodes' gateway; waiting for every node's session", dataplane.RouterAddrs[0], dataplane.RouterAddrs[1], dataplane.RouterASN)
 	return nil
 }
 
