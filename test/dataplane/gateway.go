@@ -162,7 +162,7 @@ func (g *Gateway) waitNamespaces() error {
 		if done, err := g.routers.Exited(); done {
 			return fmt.Errorf("the routers' namespace holder exited: %v; see %s", err, g.routers.Log)
 		}
-		sleepShort()
+		time.Sleep(50 * time.Millisecond)
 	}
 	return errors.New("the gateway's and routers' namespaces did not appear within 5s")
 }
@@ -188,5 +188,3 @@ func runIP(args []string) error {
 
 // netnsID is the namespace a /proc/…/ns/net link names ("net:[…]").
 func netnsID(path string) (string, error) { return os.Readlink(path) }
-
-func sleepShort() { time.Sleep(50 * time.Millisecond) }
