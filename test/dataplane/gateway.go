@@ -136,8 +136,8 @@ func buildGateway(dir string) (*Gateway, error) {
 		}
 	}
 	// The gateway forwards, as a router does; the others do not need to.
-	if out, err := exec.Command("nsenter", "--net="+g.GatewayNetns(), "--", "sysctl", "-q", "-w",
-		"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1").CombinedOutput(); err != nil {
+	bin, args := inNetns(g.GatewayNetns(), "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("turning on forwarding in the gateway: %s", firstLine(string(out), err)))
 	}
 	return g, nil
@@ -175,10 +175,11 @@ func (g *Gateway) RoutersNetns() string { return fmt.Sprintf("/proc/%d/ns/net", 
 // runIP runs ip with args, in the netns args[0] names when it is a /proc
 // path, else in this process's.
 func runIP(args []string) error {
-	bin, argv := "ip", args
+	var netns string
 	if strings.HasPrefix(args[0], "/proc/") {
-		bin, argv = "nsenter", append([]string{"--net=" + args[0], "--", "ip"}, args[1:]...)
+		netns, args = args[0], args[1:]
 	}
+	bin, argv := inNetns(netns, "ip", args...)
 	out, err := exec.Command(bin, argv...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s %s: %s", bin, strings.Join(argv, " "), firstLine(string(out), err))
@@ -188,3 +189,13 @@ func runIP(args []string) error {
 
 // netnsID is the namespace a /proc/…/ns/net link names ("net:[…]").
 func netnsID(path string) (string, error) { return os.Readlink(path) }
+
+// inNetns is the command that runs bin with args in the netns at the /proc
+// path netns (nsenter, which execs bin: its PID is bin's), or as it is for
+// "" (this process's netns).
+func inNetns(netns, bin string, args ...string) (string, []string) {
+	if netns == "" {
+		return bin, args
+	}
+	return "nsenter", append([]string{"--net=" + netns, "--", bin}, args...)
+}

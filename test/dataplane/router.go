@@ -203,10 +203,7 @@ func startGoBGP(bins Binaries, dir string, o RouterOptions, config, netns string
 	if err := os.WriteFile(conf, []byte(config), 0o600); err != nil {
 		return nil, err
 	}
-	bin, args := bins.GoBGPD, []string{"-f", conf, "--api-hosts", fmt.Sprintf("127.0.0.1:%d", o.APIPort), "-l", "info"}
-	if netns != "" {
-		bin, args = "nsenter", append([]string{"--net=" + netns, "--", bins.GoBGPD}, args...)
-	}
+	bin, args := inNetns(netns, bins.GoBGPD, "-f", conf, "--api-hosts", fmt.Sprintf("127.0.0.1:%d", o.APIPort), "-l", "info")
 	p, err := Start(dir, o.Name, bin, args, nil)
 	if err != nil {
 		return nil, err
@@ -238,12 +235,8 @@ func (r *Router) Log() string { return r.proc.Log }
 func (r *Router) gobgp(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	args = append([]string{"-u", "127.0.0.1", "-p", fmt.Sprint(r.APIPort)}, args...)
-	bin := r.cli
-	if r.netns != "" {
-		// The API listens on the loopback of the router's own netns.
-		bin, args = "nsenter", append([]string{"--net=" + r.netns, "--", r.cli}, args...)
-	}
+	// The API listens on the loopback of the router's own netns.
+	bin, args := inNetns(r.netns, r.cli, append([]string{"-u", "127.0.0.1", "-p", fmt.Sprint(r.APIPort)}, args...)...)
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("gobgp %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
