@@ -168,18 +168,12 @@ func checkTakeOverByHand(t *testing.T, c *Cluster, addrs map[string]string) {
 	if failed := linesWith(out, "Load-balancer config sync failed"); failed != "" {
 		t.Errorf("the guide's check shows failed syncs after the take-over:\n%s", failed)
 	}
-	rows := map[string][]string{}
-	for _, l := range strings.Split(out, "\n") {
-		if f := strings.Fields(l); len(f) > 0 {
-			rows[f[0]] = f
-		}
-	}
 	for name, ip := range addrs {
 		if f := rowOf(out, metav1.NamespaceDefault, name); !slices.Equal(f, []string{metav1.NamespaceDefault, name, ip}) {
 			t.Errorf("the guide's check lists Service %s as %v, want its address %s", name, f, ip)
 		}
 		pool := "ipaddresspool.metallb.io/" + metav1.NamespaceDefault + "." + name
-		if f := rows[pool]; len(f) == 0 || f[len(f)-1] != sdk.OwnedValue {
+		if f := rowOf(out, pool); len(f) == 0 || f[len(f)-1] != sdk.OwnedValue {
 			t.Errorf("the guide's check lists pool %s as %v, want it labelled %s=%s", pool, f, sdk.OwnedLabel, sdk.OwnedValue)
 		}
 		if !regexp.MustCompile(`(?m)^\S+: \[.*"` + regexp.QuoteMeta(metav1.NamespaceDefault+"."+name) + `".*\]$`).MatchString(out) {
@@ -194,10 +188,10 @@ func checkTakeOverByHand(t *testing.T, c *Cluster, addrs map[string]string) {
 }
 
 // rowOf is the whitespace-separated fields of the first line of out whose
-// first two fields are a and b.
-func rowOf(out, a, b string) []string {
+// first fields are lead.
+func rowOf(out string, lead ...string) []string {
 	for _, l := range strings.Split(out, "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == a && f[1] == b {
+		if f := strings.Fields(l); len(f) >= len(lead) && slices.Equal(f[:len(lead)], lead) {
 			return f
 		}
 	}
