@@ -40,7 +40,8 @@ type Options struct {
 	// testenv.DefaultAssetsDir() (make cluster-bins builds them there).
 	AssetsDir string
 	// Dir is the work directory; default a new temporary directory, removed
-	// by Stop unless KeepDir.
+	// by Stop unless KeepDir. A failed run keeps it for its logs, without
+	// the nodes' containerd stores and image archives unless KeepDir.
 	Dir     string
 	KeepDir bool
 	// Timeout bounds the start-up; default 4 minutes.
@@ -139,6 +140,7 @@ type Cluster struct {
 	kcm         *process
 	scheduler   *process
 	removeDir   bool
+	keepAll     bool // Options.KeepDir: keep the node state too
 	logf        func(string, ...any)
 	stopOnce    sync.Once
 	lock        *os.File // machineLock's, closed last by Stop
@@ -226,6 +228,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("cluster: %s missing: apt-get install -y containerd runc containernetworking-plugins busybox-static iptables conntrack", b)
 		}
 	}
+	parent := os.TempDir()
+	if opts.Dir != "" {
+		parent = filepath.Dir(opts.Dir)
+	}
+	if err := freeSpace(parent); err != nil {
+		return nil, err
+	}
 	// One cluster per machine: the addresses are fixed.
 	lock, err := machineLock(logf)
 	if err != nil {
@@ -238,7 +247,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c := &Cluster{Dir: opts.Dir, logf: logf, id: "kc" + hex.EncodeToString(idb), lock: lock,
-		DualStack: opts.Cloud != nil && opts.Cloud.DualStack, cloud: opts.Cloud}
+		DualStack: opts.Cloud != nil && opts.Cloud.DualStack, cloud: opts.Cloud, keepAll: opts.KeepDir}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "cluster-"); err != nil {
 			lock.Close()
@@ -571,6 +580,13 @@ func (c *Cluster) Stop() {
 			if err := os.RemoveAll(c.Dir); err != nil {
 				c.logf("cluster: removing %s: %v", c.Dir, err)
 			}
+		} else if !c.keepAll {
+			freed, err := pruneKept(c.Dir)
+			if err != nil {
+				c.logf("cluster: pruning %s: %v", c.Dir, err)
+			}
+			c.logf("cluster: kept %s for its logs (%s; %s of images and node state removed)",
+				c.Dir, gib(duBytes(c.Dir)), gib(freed))
 		}
 		if c.lock != nil {
 			c.lock.Close()
