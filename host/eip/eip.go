@@ -93,6 +93,9 @@ type Manager struct {
 	// PendingRetry is how soon the service controller retries a Service
 	// whose reservation Equinix has not approved yet.
 	PendingRetry time.Duration
+	// beforePublish, if set, is told a Service's addresses before the
+	// CCM first writes them into it (SetBeforePublish).
+	beforePublish func(ctx context.Context, svc *v1.Service, ips []string)
 }
 
 // NewManager returns a Manager for the cluster whose kube-system namespace
@@ -121,6 +124,25 @@ func (m *Manager) SetServices(s Services) { m.services = s }
 // address nothing announces, or, with MetalLB in native mode, one that
 // makes MetalLB refuse its whole configuration. "" allows IPv6.
 func (m *Manager) SetIPv6Unsupported(reason string) { m.noIPv6LB = reason }
+
+// SetBeforePublish gives the Manager a function it calls with a Service's
+// Elastic IPs before it first writes them into the Service
+// (spec.loadBalancerIP, or AnnotationLoadBalancerIPs), and which may block
+// for a while: the load balancer's own configuration for the addresses
+// (MetalLB's pool) can then be in place when the Service asks for them.
+// MetalLB's controller allocates an address it has no pool for only when
+// its configuration next changes, which in a burst of new Services is
+// seconds later (host/provider's staging, ARCHITECTURE.md).
+func (m *Manager) SetBeforePublish(f func(ctx context.Context, svc *v1.Service, ips []string)) {
+	m.beforePublish = f
+}
+
+// announceAhead calls the beforePublish function, if any.
+func (m *Manager) announceAhead(ctx context.Context, svc *v1.Service, ips []string) {
+	if m.beforePublish != nil {
+		m.beforePublish(ctx, svc, ips)
+	}
+}
 
 var (
 	lostTotal = metrics.NewCounter(&metrics.CounterOpts{

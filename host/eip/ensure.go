@@ -247,6 +247,7 @@ func (m *Manager) publishAll(ctx context.Context, svc *v1.Service, ips []string)
 	if svc.Spec.LoadBalancerIP != "" {
 		body["spec"] = map[string]any{"loadBalancerIP": nil}
 	}
+	m.announceAhead(ctx, svc, ips)
 	return m.patchService(ctx, svc, body, fmt.Sprintf("setting the annotation %s to %s", AnnotationLoadBalancerIPs, want))
 }
 
@@ -630,6 +631,7 @@ func (m *Manager) publish(ctx context.Context, svc *v1.Service, ip string) error
 	// spec.loadBalancerIP is deprecated, but load balancers written for
 	// upstream (kube-vip, older MetalLB setups) read it.
 	body := map[string]any{"spec": map[string]any{"loadBalancerIP": ip}}
+	m.announceAhead(ctx, svc, []string{ip})
 	if err := m.patchService(ctx, svc, body, fmt.Sprintf("setting spec.loadBalancerIP to %s", ip)); err != nil {
 		return err
 	}

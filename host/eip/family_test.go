@@ -79,7 +79,25 @@ func TestEnsureFamilies(t *testing.T) {
 			s := svc("web", map[string]string{"metal.equinix.com/eip-metro": "da"}, "")
 			s.Spec.IPFamilies, s.Spec.IPFamilyPolicy = tc.families, tc.policy
 			m, rec, kube := setup(t, s, api)
+			// Told before the write, with what is then written.
+			var told []string
+			m.SetBeforePublish(func(ctx context.Context, svc *v1.Service, ips []string) {
+				told = append(told, ips...)
+				now, _ := kube.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+				if now.Spec.LoadBalancerIP != "" || now.Annotations[AnnotationLoadBalancerIPs] != "" {
+					t.Errorf("told %v after the write: %q, %q", ips, now.Spec.LoadBalancerIP, now.Annotations[AnnotationLoadBalancerIPs])
+				}
+			})
 			got, err := m.Ensure(context.Background(), s)
+			wantTold := []string{tc.lbIP}
+			if tc.ann != "" {
+				wantTold = strings.Split(tc.ann, ",")
+			} else if tc.lbIP == "" {
+				wantTold = nil
+			}
+			if !slices.Equal(told, wantTold) {
+				t.Errorf("told %v before the write, want %v", told, wantTold)
+			}
 			if tc.want == nil {
 				if err == nil {
 					t.Fatalf("got %v, want a refusal", got)
@@ -104,7 +122,9 @@ func TestEnsureFamilies(t *testing.T) {
 			if got := updated.Annotations[AnnotationLoadBalancerIPs]; got != tc.ann {
 				t.Errorf("annotation %s = %q, want %q", AnnotationLoadBalancerIPs, got, tc.ann)
 			}
-			// The next sync adopts what it has, by tags and family.
+			// The next sync adopts what it has, by tags and family (from
+			// the stale object: it writes again, which is not checked).
+			m.SetBeforePublish(nil)
 			before := len(api.requests)
 			again, err := m.Ensure(context.Background(), s)
 			if tc.want != nil && (err != nil || !slices.Equal(again, tc.want)) {

@@ -121,6 +121,14 @@ type Reconciler struct {
 	applied map[objectKey]appliedObject
 	// next is a module to use from the next sync on (SetModule).
 	next atomic.Pointer[wasmhost.Module]
+
+	// begun numbers the syncs as they begin; doneSeq is the number of the
+	// last one to end, and doneCh is closed when the next one ends
+	// (AwaitSync).
+	begun   atomic.Int64
+	doneMu  sync.Mutex
+	doneSeq int64
+	doneCh  chan struct{}
 }
 
 type appliedObject struct {
@@ -164,7 +172,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	r := &Reconciler{cfg: cfg, mapper: cfg.Mapper, reset: func() {}}
+	r := &Reconciler{cfg: cfg, mapper: cfg.Mapper, reset: func() {}, doneCh: make(chan struct{})}
 	if cfg.Logger != nil {
 		r.log = *cfg.Logger
 	} else {

@@ -193,3 +193,47 @@ func TestFailedSyncIsRetriedWithBackoff(t *testing.T) {
 		t.Errorf("syncs_total{result=snapshot} grew by %v, want 2", got)
 	}
 }
+
+// AwaitSync returns once a sync that began after the call has ended (a
+// change made before the call is in it), and false when its context ends
+// first.
+func TestAwaitSync(t *testing.T) {
+	f := newFixture(t, false)
+	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.clock.Step(time.Minute)
+	done := make(chan bool)
+	go func() { done <- f.r.AwaitSync(context.Background()) }()
+	f.step(t, lbmodule.GatherDelay)
+	if ok := <-done; !ok {
+		t.Fatal("AwaitSync reported no sync")
+	}
+	if n := f.calls.Load(); n != 2 {
+		t.Fatalf("%d syncs when AwaitSync returned, want 2 (the initial one and one after the call)", n)
+	}
+
+	// No sync can start (the debounce holds the next one back and the
+	// clock stands still): the context decides.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if f.r.AwaitSync(ctx) {
+		t.Fatal("AwaitSync reported a sync that never ran")
+	}
+}
+
+// A failing sync ends the wait too: the caller is not held for a module
+// that cannot run.
+func TestAwaitSyncEndsOnFailure(t *testing.T) {
+	f := newFixture(t, false)
+	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.fail.Store(true)
+	f.clock.Step(time.Minute)
+	done := make(chan bool)
+	go func() { done <- f.r.AwaitSync(context.Background()) }()
+	f.step(t, lbmodule.GatherDelay)
+	if ok := <-done; !ok {
+		t.Fatal("AwaitSync reported no sync")
+	}
+	if f.r.LastError() == nil {
+		t.Fatal("the sync AwaitSync waited for did not fail")
+	}
+}

@@ -17,6 +17,7 @@ import (
 // prune. Nothing is written unless generate and validation succeed.
 func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	var req sdk.GenerateRequest
+	seq := r.begun.Add(1)
 	began := r.cfg.Clock.Now()
 	r.lastStart.Store(began.UnixNano())
 	busy := time.Duration(-1)
@@ -29,6 +30,7 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 		r.mu.Lock()
 		r.lastErr = err
 		r.mu.Unlock()
+		r.syncEnded(seq)
 		if err == nil {
 			syncsTotal.WithLabelValues("success").Inc()
 			healthy.Set(1)

@@ -33,14 +33,15 @@ import (
 // nodes announce an address the project may not hold, and MetalLB would
 // put it in the status itself.
 func ServiceFromK8s(svc *corev1.Service) (s sdk.Service, ok bool) {
-	return serviceFromK8s(svc, "")
+	return serviceFromK8s(svc)
 }
 
 // serviceFromK8s is ServiceFromK8s with own, when not empty, as the
-// address of a Service that has none in its status: the user's own
+// addresses of a Service that shows none: the user's own
 // spec.loadBalancerIP once the caller knows the CCM serves it (Build's
-// OwnAddressServed).
-func serviceFromK8s(svc *corev1.Service, own string) (s sdk.Service, ok bool) {
+// OwnAddressServed), or the addresses the CCM is about to write (Build's
+// Staged).
+func serviceFromK8s(svc *corev1.Service, own ...string) (s sdk.Service, ok bool) {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return sdk.Service{}, false
 	}
@@ -64,8 +65,10 @@ func serviceFromK8s(svc *corev1.Service, own string) (s sdk.Service, ok bool) {
 			add(strings.TrimSpace(ip))
 		}
 	}
-	if len(s.IPs) == 0 && own != "" {
-		add(own)
+	if len(s.IPs) == 0 {
+		for _, ip := range own {
+			add(ip)
+		}
 	}
 	if len(s.IPs) == 0 {
 		return sdk.Service{}, false

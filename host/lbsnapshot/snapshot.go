@@ -58,6 +58,12 @@ type Input struct {
 	// allocate. nil serves none: a user's address counts only once in the
 	// status.
 	OwnAddressServed func(svc *v1.Service, ip string) bool
+	// Staged are the addresses the CCM reserved for a Service and is
+	// about to write into it (eip.Manager.SetBeforePublish). They enter
+	// the module's view of a Service that shows none yet, so that what
+	// the module writes for them (MetalLB's pool) is there before the
+	// Service asks for them. nil stages none.
+	Staged func(svc *v1.Service) []string
 	// Locate says where the project's Elastic IP reservation holding ip
 	// is (from the reservation cache: no call per snapshot); ok is false
 	// when none is known. It fills sdk.Service.Locations, by which a
@@ -83,6 +89,9 @@ func Build(in Input) sdk.GenerateRequest {
 		out, ok := ServiceFromK8s(s)
 		if own := s.Spec.LoadBalancerIP; !ok && own != "" && in.OwnAddressServed != nil && in.OwnAddressServed(s, own) { //nolint:staticcheck // the user's own address
 			out, ok = serviceFromK8s(s, own)
+		}
+		if !ok && in.Staged != nil {
+			out, ok = serviceFromK8s(s, in.Staged(s)...)
 		}
 		if ok {
 			out.Locations = locations(out.IPs, in.Locate)

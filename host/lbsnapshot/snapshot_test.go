@@ -354,3 +354,41 @@ func TestBuildOwnAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildStaged: the addresses the CCM is about to write into a Service
+// enter the module's view of a Service that shows none, so its pool is
+// written before the Service asks MetalLB for the address; a Service that
+// shows its addresses keeps them.
+func TestBuildStaged(t *testing.T) {
+	ports := []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}
+	bare := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "new", UID: "u1"},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: ports},
+	}
+	shown := bare.DeepCopy()
+	shown.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "198.18.0.9"}}
+	for _, tc := range []struct {
+		name   string
+		svc    *v1.Service
+		staged func(*v1.Service) []string
+		want   []string // the Service's IPs in the request; nil: left out
+	}{
+		{name: "no hook", svc: bare},
+		{name: "nothing staged", svc: bare, staged: func(*v1.Service) []string { return nil }},
+		{name: "staged", svc: bare, staged: func(s *v1.Service) []string { return []string{"198.18.0.5"} }, want: []string{"198.18.0.5"}},
+		{name: "staged dual-stack, sorted", svc: bare, staged: func(s *v1.Service) []string { return []string{"2001:db8::5", "198.18.0.5"} }, want: []string{"198.18.0.5", "2001:db8::5"}},
+		{name: "not an address", svc: bare, staged: func(s *v1.Service) []string { return []string{"nonsense"} }},
+		{name: "shown wins", svc: shown, staged: func(s *v1.Service) []string { return []string{"198.18.0.5"} }, want: []string{"198.18.0.9"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := Build(Input{Services: []*v1.Service{tc.svc}, Staged: tc.staged})
+			var got []string
+			if len(req.Services) == 1 {
+				got = req.Services[0].IPs
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("IPs in the request = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

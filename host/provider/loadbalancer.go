@@ -27,6 +27,11 @@ type loadBalancer struct {
 	// ipv6 turns on the BGP nodes' IPv6 sessions (bgp.Controller's
 	// EnableIPv6), called with the first IPv6 address a Service gets.
 	ipv6 atomic.Pointer[func()]
+	// staged are the addresses about to be written into Services, in the
+	// module's view already (staged.go); awaitSync waits for a module
+	// sync (lbmodule.Reconciler.AwaitSync), set once the loop runs.
+	staged    stagedAddresses
+	awaitSync atomic.Pointer[func(context.Context) bool]
 }
 
 // dirty asks the module loop, if it runs, to regenerate.
@@ -37,6 +42,8 @@ func (lb *loadBalancer) dirty() {
 }
 
 func (lb *loadBalancer) setDirty(f func()) { lb.markDirty.Store(&f) }
+
+func (lb *loadBalancer) setAwaitSync(f func(context.Context) bool) { lb.awaitSync.Store(&f) }
 
 func (lb *loadBalancer) setEIPs(m *eip.Manager) { lb.eips.Store(m) }
 

@@ -153,7 +153,7 @@ func (c *Cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Conf
 	}
 	services := env.informers.Core().V1().Services()
 	snap := &snapshotter{
-		lb: cfg.LB, templates: lbsnapshot.TemplatesFrom(cfg), services: services.Lister().List, eips: c.lb.eips.Load, reservations: c.metal,
+		lb: cfg.LB, templates: lbsnapshot.TemplatesFrom(cfg), services: services.Lister().List, eips: c.lb.eips.Load, reservations: c.metal, staged: &c.lb.staged,
 		bgpNodes: bgpNodes(&c.bgp), budget: bgp.NewPrefixBudget(cfg.BGPMaxPrefixes, env.recorder),
 	}
 	// NoAnnouncingNode: checked at each sync against the snapshot's
@@ -175,6 +175,11 @@ func (c *Cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Conf
 	endpoints.changed, endpoints.synced = announcements.EndpointsChanged, rec.MarkDirty
 	go endpoints.run(ctx)
 	c.lb.setDirty(rec.MarkDirty)
+	if len(mod.Describe().Emits) > 0 {
+		// Only a module that writes objects (MetalLB's pools) has
+		// something to put in place before a Service's address (staged.go).
+		c.lb.setAwaitSync(rec.AwaitSync)
+	}
 	c.reconciler.Store(rec)
 	if w := c.moduleWatch; w != nil {
 		w.set, w.events = rec.SetModule, moduleReloadEvents(env.recorder, w.lb.Path)
@@ -271,6 +276,9 @@ type snapshotter struct {
 	// reservations says where each Service address is reserved (the same
 	// cache), for sdk.Service.Locations; nil locates nothing.
 	reservations *metal.Client
+	// staged are the addresses about to be written into Services
+	// (staged.go); nil stages none.
+	staged *stagedAddresses
 }
 
 func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) {
@@ -286,6 +294,9 @@ func (s *snapshotter) request(ctx context.Context) (sdk.GenerateRequest, error) 
 	}
 	if s.reservations != nil {
 		in.Locate = locator(ctx, s.reservations)
+	}
+	if s.staged != nil {
+		in.Staged = s.staged.get
 	}
 	req := lbsnapshot.Build(in)
 	s.checkPrefixes(req)

@@ -297,6 +297,7 @@ func (c *Cloud) startLoadBalancing(ctx context.Context, env *runEnv) {
 			Synced: services.Informer().HasSynced,
 		})
 		eips.SetIPv6Unsupported(c.cfg.LB.IPv6Unsupported())
+		eips.SetBeforePublish(c.lb.stage)
 		if c.cfg.BGPMaxPrefixesAction == config.PrefixesRefuse {
 			eips.SetPrefixCap(eip.PrefixCap{Limit: c.cfg.BGPMaxPrefixes, Announced: announcedBy(c.metal)})
 		}
