@@ -282,6 +282,7 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 		}
 	}
 	t.Log(formatStages(svcs))
+	t.Log(allocationFailures(ctx, c, svcs))
 	t.Logf("the module's last syncs and failures, and stage-00's way (the CCM's log):\n%s", lastCCMLogLines(c, 60, "Load-balancer module", "lbmodule", "sync.go", "failures.go", "stage-00"))
 	for _, s := range svcs {
 		if s.at[stageAnswer].IsZero() {
@@ -363,4 +364,27 @@ func deleteAndSettle(t *testing.T, c *Cluster, svcs []*serviceStages) {
 		}
 	}
 	t.Errorf("3 minutes after they were deleted, %d Services (or their routes) are still there: %v", len(left), left)
+}
+
+// allocationFailures counts the AllocationFailed Events MetalLB's
+// controller gave the burst's Services: each is an address asked for
+// before its pool was there, allocated only at MetalLB's next
+// reprocessing of every Service.
+func allocationFailures(ctx context.Context, c *Cluster, svcs []*serviceStages) string {
+	evs, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=AllocationFailed"})
+	if err != nil {
+		return fmt.Sprintf("AllocationFailed Events not read: %v", err)
+	}
+	ours := map[string]bool{}
+	for _, s := range svcs {
+		ours[s.name] = true
+	}
+	total, hit := 0, map[string]bool{}
+	for _, e := range evs.Items {
+		if ours[e.InvolvedObject.Name] {
+			total += int(max(e.Count, 1))
+			hit[e.InvolvedObject.Name] = true
+		}
+	}
+	return fmt.Sprintf("MetalLB's controller: %d AllocationFailed Events, for %d of the %d Services", total, len(hit), len(svcs))
 }
