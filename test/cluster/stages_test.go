@@ -8,6 +8,7 @@ import (
 	"net"
 	"os/exec"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -380,11 +381,27 @@ func allocationFailures(ctx context.Context, c *Cluster, svcs []*serviceStages) 
 		ours[s.name] = true
 	}
 	total, hit := 0, map[string]bool{}
+	// By what MetalLB says, the Service's name taken out: "no available
+	// IPs" is a Service that asks for no address yet (MetalLB tries its
+	// auto-assigned pools, and the CCM's have autoAssign false); the
+	// others name an address asked for before MetalLB had its pool.
+	why := map[string]int{}
 	for _, e := range evs.Items {
 		if ours[e.InvolvedObject.Name] {
-			total += int(max(e.Count, 1))
+			n := int(max(e.Count, 1))
+			total += n
 			hit[e.InvolvedObject.Name] = true
+			why[strings.ReplaceAll(e.Message, e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name, "…")] += n
 		}
 	}
-	return fmt.Sprintf("MetalLB's controller: %d AllocationFailed Events, for %d of the %d Services", total, len(hit), len(svcs))
+	var lines []string
+	for msg, n := range why {
+		lines = append(lines, fmt.Sprintf("%5d  %s", n, msg))
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(lines)))
+	if len(lines) > 5 {
+		lines = append(lines[:5], fmt.Sprintf("  and %d more kinds", len(lines)-5))
+	}
+	return fmt.Sprintf("MetalLB's controller: %d AllocationFailed Events, for %d of the %d Services:\n  %s",
+		total, len(hit), len(svcs), strings.Join(lines, "\n  "))
 }
