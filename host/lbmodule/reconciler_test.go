@@ -194,12 +194,10 @@ func TestFailedSyncIsRetriedWithBackoff(t *testing.T) {
 	}
 }
 
-// AwaitSync returns once a sync that began after the call has ended (a
-// change made before the call is in it), and false when its context ends
-// first.
-func TestAwaitSync(t *testing.T) {
-	f := newFixture(t, false)
-	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+// awaitAfterQuiet calls AwaitSync a minute after the last sync, lets the
+// sync it asks for run, and fails the test unless AwaitSync reports it.
+func (f *fixture) awaitAfterQuiet(t *testing.T) {
+	t.Helper()
 	f.clock.Step(time.Minute)
 	done := make(chan bool)
 	go func() { done <- f.r.AwaitSync(context.Background()) }()
@@ -207,6 +205,15 @@ func TestAwaitSync(t *testing.T) {
 	if ok := <-done; !ok {
 		t.Fatal("AwaitSync reported no sync")
 	}
+}
+
+// AwaitSync returns once a sync that began after the call has ended (a
+// change made before the call is in it), and false when its context ends
+// first.
+func TestAwaitSync(t *testing.T) {
+	f := newFixture(t, false)
+	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.awaitAfterQuiet(t)
 	if n := f.calls.Load(); n != 2 {
 		t.Fatalf("%d syncs when AwaitSync returned, want 2 (the initial one and one after the call)", n)
 	}
@@ -226,13 +233,7 @@ func TestAwaitSyncEndsOnFailure(t *testing.T) {
 	f := newFixture(t, false)
 	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
 	f.fail.Store(true)
-	f.clock.Step(time.Minute)
-	done := make(chan bool)
-	go func() { done <- f.r.AwaitSync(context.Background()) }()
-	f.step(t, lbmodule.GatherDelay)
-	if ok := <-done; !ok {
-		t.Fatal("AwaitSync reported no sync")
-	}
+	f.awaitAfterQuiet(t)
 	if f.r.LastError() == nil {
 		t.Fatal("the sync AwaitSync waited for did not fail")
 	}
