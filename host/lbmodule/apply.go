@@ -32,7 +32,7 @@ import (
 // apply consumes resp.Objects: each object is encoded only when its turn
 // comes and dropped once encoded, so that at 10,000 Services the module's
 // output is never held twice (as objects and as bodies) at once.
-func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse, phases *phaseClock) error {
+func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse, phases *phaseClock, seq int64) error {
 	targets, desired, mergeTargets, err := r.resolveTargets(d, resp.Objects)
 	if err != nil {
 		return err
@@ -58,6 +58,8 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 		return err
 	}
 	r.rememberApplied(nil, next)
+	// Everything the module wants is in: AwaitSync's callers go on.
+	r.syncReached(seq)
 	err = r.prune(ctx, d, desired, mergeTargets, live, owned)
 	phases.end("prune")
 	if err != nil {

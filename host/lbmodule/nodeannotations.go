@@ -48,6 +48,12 @@ func (r *Reconciler) applyNodeAnnotations(ctx context.Context, want map[string]m
 	}
 	sort.Strings(sorted)
 	if len(sorted) == 0 {
+		// Known to be none: the next sync need not list the nodes again
+		// (every sync of a module without annotations did, a list of
+		// every Node).
+		r.mu.Lock()
+		r.annotated = map[string]bool{}
+		r.mu.Unlock()
 		return nil
 	}
 	// Server-side apply creates what does not exist: never apply to a node

@@ -123,8 +123,8 @@ type Reconciler struct {
 	next atomic.Pointer[wasmhost.Module]
 
 	// begun numbers the syncs as they begin; doneSeq is the number of the
-	// last one to end, and doneCh is closed when the next one ends
-	// (AwaitSync).
+	// last one to have written its objects or ended, and doneCh is closed
+	// when the next one does (AwaitSync).
 	begun   atomic.Int64
 	doneMu  sync.Mutex
 	doneSeq int64

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/legacyregistry"
 	testclock "k8s.io/utils/clock/testing"
 
@@ -67,6 +68,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, failing bool) *fixture {
 	t.Helper()
+	return newFixtureWith(t, failing, kubefake.NewClientset())
+}
+
+// newFixtureWith is newFixture with the Kubernetes clientset given, for a
+// test that sets its reactors before the first sync.
+func newFixtureWith(t *testing.T, failing bool, kube *kubefake.Clientset) *fixture {
+	t.Helper()
 	f := &fixture{clock: testclock.NewFakeClock(time.Unix(1_700_000_000, 0))}
 	f.fail.Store(failing)
 	m, err := wasmhost.LoadBytes(context.Background(), "empty", sdktest.Build(t, "../../modules/empty"), sdk.Options{}, opts())
@@ -77,7 +85,7 @@ func newFixture(t *testing.T, failing bool) *fixture {
 	f.r, err = lbmodule.NewReconciler(lbmodule.ReconcilerConfig{
 		Module:  m,
 		Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
-		Kube:    kubefake.NewClientset(),
+		Kube:    kube,
 		Mapper:  meta.NewDefaultRESTMapper(nil),
 		Snapshot: func(context.Context) (sdk.GenerateRequest, error) {
 			f.calls.Add(1)
@@ -224,6 +232,72 @@ func TestAwaitSync(t *testing.T) {
 	defer cancel()
 	if f.r.AwaitSync(ctx) {
 		t.Fatal("AwaitSync reported a sync that never ran")
+	}
+}
+
+// AwaitSync returns once the sync's objects are written, not after the
+// rest of the sync: the first sync that reaches the node annotations
+// lists the nodes, and that list is held until the test ends.
+func TestAwaitSyncReturnsOnceWritten(t *testing.T) {
+	kube := kubefake.NewClientset()
+	var hold atomic.Bool
+	release := make(chan struct{})
+	kube.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if hold.Load() {
+			<-release
+		}
+		return false, nil, nil
+	})
+	// The initial sync fails before it writes anything, so the next one
+	// is the first to list the nodes.
+	f := newFixtureWith(t, true, kube)
+	t.Cleanup(func() { close(release) })
+	waitFor(t, "the initial sync to fail", func() bool { return f.r.LastError() != nil })
+	f.fail.Store(false)
+	hold.Store(true)
+	ended := counter(t, "equinix_metal_lbmodule_syncs_total", "success")
+
+	done := make(chan bool)
+	go func() { done <- f.r.AwaitSync(context.Background()) }()
+	// The clock stands still until the sync AwaitSync asked for may start.
+	giveUp := time.After(30 * time.Second)
+	for returned := false; !returned; {
+		select {
+		case ok := <-done:
+			if !ok {
+				t.Fatal("AwaitSync reported no sync")
+			}
+			returned = true
+		case <-time.After(50 * time.Millisecond):
+			f.clock.Step(lbmodule.GatherDelay)
+		case <-giveUp:
+			t.Fatal("AwaitSync did not return while the sync's node annotations were held: it waits for the whole sync")
+		}
+	}
+	if n := f.calls.Load(); n != 2 {
+		t.Fatalf("%d syncs when AwaitSync returned, want 2 (the failed initial one and the one it asked for)", n)
+	}
+	if got := counter(t, "equinix_metal_lbmodule_syncs_total", "success"); got != ended {
+		t.Fatal("AwaitSync returned after the sync ended; want once its objects were written, while the node annotations are still held")
+	}
+}
+
+// A module that annotates no node has the nodes listed once, by the first
+// sync, not by every sync (a list of every Node at 1,000 nodes).
+func TestNodesListedOnceWithoutAnnotations(t *testing.T) {
+	kube := kubefake.NewClientset()
+	var lists atomic.Int32
+	kube.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		return false, nil, nil
+	})
+	f := newFixtureWith(t, false, kube)
+	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.awaitAfterQuiet(t)
+	f.awaitAfterQuiet(t)
+	waitFor(t, "the third sync to end", func() bool { return f.r.LastError() == nil && f.calls.Load() == 3 })
+	if n := lists.Load(); n != 1 {
+		t.Fatalf("the nodes were listed %d times over 3 syncs, want 1", n)
 	}
 }
 

@@ -30,7 +30,7 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 		r.mu.Lock()
 		r.lastErr = err
 		r.mu.Unlock()
-		r.syncEnded(seq)
+		r.syncReached(seq)
 		if err == nil {
 			syncsTotal.WithLabelValues("success").Inc()
 			healthy.Set(1)
@@ -86,7 +86,7 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	for _, w := range resp.Warnings {
 		r.log.Info("Load-balancer module warning", "warning", w)
 	}
-	return r.apply(ctx, desc, resp, phases)
+	return r.apply(ctx, desc, resp, phases, seq)
 }
 
 // phaseClock times the phases of one sync, each from the end of the one
