@@ -12,13 +12,14 @@ import (
 //
 // The next sync starts a debounce after the last one began, and no sooner
 // after the last one ended than that one was busy building its input and
-// calling the module: at 10,000 Services that takes seconds of CPU, and
+// calling the module (phaseClock.busy): at 10,000 Services that takes
+// seconds of CPU, and
 // back-to-back syncs during a burst would keep a core busy and starve the
 // rest of the process (the leader lease's renewals among it). So the
 // module gets at most about half of one core, and a burst still ends in
 // one sync of the final state. The time a sync waits for the API server
-// to apply its objects does not count: it costs no CPU, and counting it
-// held a burst of 20 new Services' pools back for seconds. A change after
+// to read or apply its objects does not count: it costs no CPU, and
+// counting it held a burst of 20 new Services' pools back for seconds. A change after
 // a quiet spell waits only gatherDelay: each new Service's pool (and with
 // it MetalLB's allocation and the first packet) waited a whole debounce
 // behind its address before.

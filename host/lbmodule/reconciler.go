@@ -93,8 +93,8 @@ type Reconciler struct {
 	// failures reports a failing sync once per cause.
 	failures *failureReporter
 	// lastStart and lastEnd are when the last sync began and ended (Unix
-	// nanoseconds); lastBusy is how long it took up to the module's answer
-	// (snapshot, reads, generate: the part that costs CPU), a
+	// nanoseconds); lastBusy is how long it built the module's input and
+	// called the module (phaseClock.busy: the part that costs CPU), a
 	// time.Duration.
 	lastStart, lastEnd, lastBusy atomic.Int64
 

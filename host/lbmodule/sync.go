@@ -4,11 +4,14 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
@@ -20,12 +23,9 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	seq := r.begun.Add(1)
 	began := r.cfg.Clock.Now()
 	r.lastStart.Store(began.UnixNano())
-	busy := time.Duration(-1)
+	phases := newPhaseClock(r.cfg.Clock.Now)
 	defer func() {
-		if busy < 0 {
-			busy = r.cfg.Clock.Since(began)
-		}
-		r.lastBusy.Store(int64(busy))
+		r.lastBusy.Store(int64(phases.busy))
 		r.lastEnd.Store(r.cfg.Clock.Now().UnixNano())
 		r.mu.Lock()
 		r.lastErr = err
@@ -51,7 +51,6 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	// is seen by the next one.
 	r.mappings = map[schema.GroupVersionKind]*meta.RESTMapping{}
 	defer func() { r.mappings = nil }()
-	phases := newPhaseClock(r.cfg.Clock.Now)
 	defer func() {
 		if err == nil {
 			r.log.V(2).Info("Load-balancer module synced", append([]any{"services", len(req.Services), "nodes", len(req.Nodes), "applied", r.appliedLast}, phases.keysAndValues()...)...)
@@ -77,9 +76,6 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	resp, err := r.cfg.Module.Generate(ctx, req)
 	generateDuration.Observe(time.Since(start).Seconds())
 	phases.end("generate")
-	// The work that costs this process CPU ends here; applying is
-	// waiting for the API server (MarkDirty spaces syncs by the former).
-	busy = r.cfg.Clock.Since(began)
 	if err != nil {
 		return err
 	}
@@ -97,7 +93,17 @@ type phaseClock struct {
 	now  func() time.Time
 	last time.Time
 	kv   []any
+	// busy is the time of the phases that cost this process CPU (busyPhases),
+	// by which MarkDirty spaces syncs.
+	busy time.Duration
 }
+
+// busyPhases are the phases that cost this process CPU: building the
+// module's input from the informers and calling the module (at 10,000
+// Services, seconds). The others wait for the API server: counting the
+// read phase (three small lists, a second under a burst's load) held the
+// next sync, and every Service staged for it, back that much longer.
+var busyPhases = map[string]bool{"snapshot": true, "generate": true}
 
 func newPhaseClock(now func() time.Time) *phaseClock {
 	return &phaseClock{now: now, last: now()}
@@ -107,6 +113,9 @@ func (p *phaseClock) end(phase string) {
 	t := p.now()
 	d := t.Sub(p.last)
 	p.last = t
+	if busyPhases[phase] {
+		p.busy += d
+	}
 	syncPhaseDuration.WithLabelValues(phase).Observe(d.Seconds())
 	p.kv = append(p.kv, phase, d.Round(time.Millisecond).String())
 }
@@ -114,9 +123,16 @@ func (p *phaseClock) end(phase string) {
 func (p *phaseClock) keysAndValues() []any { return p.kv }
 
 // read fetches what the module declared it reads. A kind the cluster does
-// not have (MetalLB not installed) reads as no objects.
+// not have (MetalLB not installed) reads as no objects. The reads go out
+// at once (listWorkers at most): each is a round trip, and under a
+// burst's load three small lists one after the other took a second.
 func (r *Reconciler) read(ctx context.Context, d sdk.Description) ([]sdk.Object, error) {
-	var out []sdk.Object
+	type job struct {
+		rd  sdk.ObjectRead
+		res dynamic.ResourceInterface
+	}
+	// Mappings first, here: r.mappings is the sync goroutine's alone.
+	var jobs []job
 	for _, rd := range d.Reads {
 		m, err := r.mapping(schema.FromAPIVersionAndKind(rd.APIVersion, rd.Kind))
 		if meta.IsNoMatchError(err) {
@@ -124,23 +140,23 @@ func (r *Reconciler) read(ctx context.Context, d sdk.Description) ([]sdk.Object,
 		} else if err != nil {
 			return nil, err
 		}
-		res := r.resource(m, rd.Namespace)
-		var items []unstructured.Unstructured
-		if rd.Name != "" {
-			u, err := res.Get(ctx, rd.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				continue
-			} else if err != nil {
-				return nil, err
-			}
-			items = append(items, *u)
-		} else {
-			l, err := res.List(ctx, metav1.ListOptions{LabelSelector: rd.LabelSelector})
-			if err != nil {
-				return nil, err
-			}
-			items = l.Items
-		}
+		jobs = append(jobs, job{rd, r.resource(m, rd.Namespace)})
+	}
+	found := make([][]unstructured.Unstructured, len(jobs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(listWorkers)
+	for i, j := range jobs {
+		g.Go(func() error {
+			var err error
+			found[i], err = readOne(gctx, j.res, j.rd)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []sdk.Object
+	for _, items := range found {
 		for _, u := range items {
 			unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
 			out = append(out, sdk.Object(u.Object))
@@ -149,3 +165,26 @@ func (r *Reconciler) read(ctx context.Context, d sdk.Description) ([]sdk.Object,
 	sdk.SortObjects(out)
 	return out, nil
 }
+
+// readOne is one declared read: the named object (none if it does not
+// exist), or the objects its label selector matches.
+func readOne(ctx context.Context, res dynamic.ResourceInterface, rd sdk.ObjectRead) ([]unstructured.Unstructured, error) {
+	if rd.Name != "" {
+		u, err := res.Get(ctx, rd.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+		return []unstructured.Unstructured{*u}, nil
+	}
+	l, err := res.List(ctx, metav1.ListOptions{LabelSelector: rd.LabelSelector})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// listWorkers is how many of one sync's reads or lists are in flight at
+// once: a module declares a handful of each.
+const listWorkers = 4
