@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 
+	"golang.org/x/sync/errgroup"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -184,6 +186,15 @@ func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep
 	for k := range old {
 		next[k] = true
 	}
+	// The kinds are pruned listWorkers at a time (their lists and deletes
+	// are round trips); their mappings are resolved first, here, as
+	// r.mappings is the sync goroutine's alone.
+	type job struct {
+		k     kindKey
+		m     *meta.RESTMapping
+		known []liveObject
+	}
+	var jobs []job
 	for _, k := range pruneKinds(old, d) {
 		m, err := r.mapping(k.gvk())
 		if meta.IsNoMatchError(err) {
@@ -199,14 +210,26 @@ func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep
 		if listed[k] {
 			known = liveOfKind(live, k)
 		}
-		left, err := r.pruneKind(ctx, m, k, desired, keep, known)
-		if err != nil {
+		jobs = append(jobs, job{k, m, known})
+	}
+	left := make([]int, len(jobs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(listWorkers)
+	for i, j := range jobs {
+		g.Go(func() error {
+			var err error
+			left[i], err = r.pruneKind(gctx, j.m, j.k, desired, keep, j.known)
 			return err
-		}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for i, j := range jobs {
 		// A kind apply wrote has objects (listed before they were
 		// written, they may not count in left): it stays recorded.
-		if left == 0 && !listed[k] {
-			delete(next, k) // recorded again before its next write
+		if left[i] == 0 && !listed[j.k] {
+			delete(next, j.k) // recorded again before its next write
 		}
 	}
 	if err := r.saveRecord(ctx, old, next); err != nil {
@@ -255,19 +278,29 @@ func (r *Reconciler) pruneKind(ctx context.Context, m *meta.RESTMapping, k kindK
 			return 0, r.applyErr("listing owned %s to prune: %s", k.Kind, wasmhost.OneLine(err.Error()))
 		}
 	}
+	// Deletes go out applyWorkers at a time: a burst of deleted Services
+	// is as many pools to delete.
 	left := 0
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(applyWorkers)
 	for _, o := range items {
 		key := objectKey{gvk, o.Namespace, o.Name}
 		if desired[key] || keep[key] {
 			left++
 			continue
 		}
-		err := r.resource(m, o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(o.UID)}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return 0, r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), wasmhost.OneLine(err.Error()))
-		}
-		objectsPruned.Inc()
-		r.log.V(2).Info("Pruned an object the module no longer wants", "kind", k.Kind, "object", qualified(key.namespace, key.name))
+		g.Go(func() error {
+			err := r.resource(m, o.Namespace).Delete(gctx, o.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(o.UID)}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return r.applyErr("pruning %s %s: %s", k.Kind, qualified(key.namespace, key.name), wasmhost.OneLine(err.Error()))
+			}
+			objectsPruned.Inc()
+			r.log.V(2).Info("Pruned an object the module no longer wants", "kind", k.Kind, "object", qualified(key.namespace, key.name))
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
 	}
 	return left, nil
 }
