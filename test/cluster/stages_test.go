@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"slices"
 	"sort"
@@ -26,7 +27,8 @@ import (
 
 // The stages of a Service's way from creation to its first answered
 // request, in order. The Kubernetes stages are seen as their watch events
-// arrive, the routes by polling each router every 50 ms, the reservation
+// arrive, the routes by polling each router every 50 ms, kube-proxy's
+// rules by reading each node's nat table every 100 ms, the reservation
 // by the emulator's own record, the answer by a request every 100 ms from
 // the moment a router has the route.
 var stageNames = []string{
@@ -37,6 +39,7 @@ var stageNames = []string{
 	"allocated by MetalLB's controller",
 	"route at router-1",
 	"route at router-2",
+	"kube-proxy's rule at every node",
 	"first HTTP answer at the client",
 }
 
@@ -47,7 +50,8 @@ const (
 	stagePool
 	stageAllocated
 	stageRouter1 // and router-2 after it
-	stageAnswer  = stageRouter1 + 2
+	stageProxied = stageRouter1 + 2
+	stageAnswer  = stageRouter1 + 3
 )
 
 var ipAddressPools = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
@@ -70,7 +74,10 @@ type stageWatch struct {
 	byIP     map[string]*serviceStages
 	pooledAt map[string]time.Time // address → first seen in a pool
 	routedAt []map[string]time.Time
-	answered chan *serviceStages // a Service routed at a router: start asking
+	// proxiedAt: address → when each node's kube-proxy was first seen
+	// with its rule (by node index).
+	proxiedAt map[string][]time.Time
+	answered  chan *serviceStages // a Service routed at a router: start asking
 }
 
 func (w *stageWatch) seen(s *serviceStages, stage int, at time.Time) {
@@ -114,6 +121,44 @@ func (w *stageWatch) service(obj any, at time.Time) {
 		if t, ok := w.routedAt[r][s.ip]; ok {
 			w.routed(s, r, t)
 		}
+	}
+	w.proxiedEverywhere(s)
+}
+
+// proxied records one read of node i's nat table: the addresses kube-proxy
+// has a load-balancer rule for there.
+func (w *stageWatch) proxied(i, nodes int, ips map[string]bool, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ip := range ips {
+		seen := w.proxiedAt[ip]
+		if seen == nil {
+			seen = make([]time.Time, nodes)
+			w.proxiedAt[ip] = seen
+		}
+		if seen[i].IsZero() {
+			seen[i] = at
+		}
+		if s := w.byIP[ip]; s != nil {
+			w.proxiedEverywhere(s)
+		}
+	}
+}
+
+// proxiedEverywhere records the kube-proxy stage once every node has s's
+// rule: the latest of the nodes' first sightings.
+func (w *stageWatch) proxiedEverywhere(s *serviceStages) {
+	var last time.Time
+	for _, at := range w.proxiedAt[s.ip] {
+		if at.IsZero() {
+			return
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	if !last.IsZero() {
+		w.seen(s, stageProxied, last)
 	}
 }
 
@@ -172,7 +217,7 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 	defer cancel()
 	w := &stageWatch{
 		byName: map[string]*serviceStages{}, byIP: map[string]*serviceStages{}, pooledAt: map[string]time.Time{},
-		answered: make(chan *serviceStages, n),
+		proxiedAt: map[string][]time.Time{}, answered: make(chan *serviceStages, n),
 	}
 	for range c.Routers {
 		w.routedAt = append(w.routedAt, map[string]time.Time{})
@@ -211,6 +256,14 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 			for ctx.Err() == nil {
 				w.routes(r, routedAt(router), time.Now())
 				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
+	for i, node := range c.Nodes {
+		go func() {
+			for ctx.Err() == nil {
+				w.proxied(i, len(c.Nodes), proxiedAt(node), time.Now())
+				time.Sleep(100 * time.Millisecond)
 			}
 		}()
 	}
@@ -257,9 +310,15 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 			w.mu.Lock()
 			url := "http://" + net.JoinHostPort(s.ip, "80") + "/hostname"
 			w.mu.Unlock()
+			probe := answerProbe(c)
 			for time.Now().Before(deadline) {
 				sent := time.Now()
-				if _, err := get(c, "", url); err == nil {
+				if resp, err := probe.Get(url); err == nil {
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						time.Sleep(100 * time.Millisecond)
+						continue
+					}
 					w.mu.Lock()
 					w.seen(s, stageAnswer, sent)
 					w.mu.Unlock()
@@ -320,6 +379,51 @@ func formatStages(svcs []*serviceStages) string {
 }
 
 // routedAtRouters is routedAt of each router, in c.Routers' order.
+// answerProbe is the stage table's HTTP client. A connection that is not
+// accepted within probeConnect is given up and tried again: a SYN the
+// path drops (no route, or no kube-proxy rule yet) is otherwise sent
+// again only after TCP's 1 s, and a probe with the monitor's 2 s timeout
+// saw a path that began to work up to a second late. Once connected, the
+// answer may take the monitor's 2 s.
+func answerProbe(c *Cluster) *http.Client {
+	return &http.Client{
+		Timeout: 2 * time.Second,
+		Transport: &http.Transport{
+			DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				ctx, cancel := context.WithTimeout(ctx, probeConnect)
+				defer cancel()
+				return c.Dial(ctx, network, "", addr)
+			},
+		},
+	}
+}
+
+// probeConnect bounds one connection attempt of answerProbe: the path
+// from the client to a pod is a few netns hops on this machine, answered
+// in well under a millisecond when it works.
+const probeConnect = 300 * time.Millisecond
+
+// proxiedAt is the set of addresses node n's kube-proxy has a
+// load-balancer rule for in its nat table (iptables mode: "-d <ip>/32 …
+// loadbalancer IP").
+func proxiedAt(n *Node) map[string]bool {
+	out, _ := exec.Command("nsenter", "--net=/run/netns/"+n.NetNS, "--", "iptables-save", "-t", "nat").Output()
+	got := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.Contains(line, "loadbalancer IP") {
+			continue
+		}
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "-d" {
+				got[strings.TrimSuffix(f[i+1], "/32")] = true
+			}
+		}
+	}
+	return got
+}
+
 func routedAtRouters(c *Cluster) []map[string]bool {
 	out := make([]map[string]bool, len(c.Routers))
 	for i, r := range c.Routers {
