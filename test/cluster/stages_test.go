@@ -315,14 +315,12 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 				sent := time.Now()
 				if resp, err := probe.Get(url); err == nil {
 					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						time.Sleep(100 * time.Millisecond)
-						continue
+					if resp.StatusCode == http.StatusOK {
+						w.mu.Lock()
+						w.seen(s, stageAnswer, sent)
+						w.mu.Unlock()
+						return
 					}
-					w.mu.Lock()
-					w.seen(s, stageAnswer, sent)
-					w.mu.Unlock()
-					return
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -378,7 +376,6 @@ func formatStages(svcs []*serviceStages) string {
 	return b.String()
 }
 
-// routedAtRouters is routedAt of each router, in c.Routers' order.
 // answerProbe is the stage table's HTTP client. A connection that is not
 // accepted within probeConnect is given up and tried again: a SYN the
 // path drops (no route, or no kube-proxy rule yet) is otherwise sent
@@ -424,6 +421,7 @@ func proxiedAt(n *Node) map[string]bool {
 	return got
 }
 
+// routedAtRouters is routedAt of each router, in c.Routers' order.
 func routedAtRouters(c *Cluster) []map[string]bool {
 	out := make([]map[string]bool, len(c.Routers))
 	for i, r := range c.Routers {
