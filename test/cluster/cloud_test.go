@@ -225,6 +225,9 @@ func TestCloudTraffic(t *testing.T) {
 		}
 	}
 	t.Logf("16 client addresses through %s: pods %v; sources the pods saw %v; routers' next hops %v", ip, pods, via, hops)
+	// What met the gateway meanwhile: requests a node forwarded because
+	// its kube-proxy had no rule for the new address yet.
+	t.Logf("packets for %s the gateway received since the Service was created, by sender: %s", ip, c.strays.Tally(ip, created, time.Now()))
 	if len(pods) != 2 {
 		t.Errorf("answers came from pods %v: want both", pods)
 	}

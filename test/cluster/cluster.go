@@ -146,6 +146,8 @@ type Cluster struct {
 	lock        *os.File // machineLock's, closed last by Stop
 	// fabricStop ends syncFabric, which closes fabricDone.
 	fabricStop, fabricDone chan struct{}
+	// strays: what reached the gateway for an Elastic IP (cloud only).
+	strays *Strays
 }
 
 // Start brings up the control plane and the nodes, and returns once every
@@ -311,6 +313,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		if err := c.startEmulator(opts.Cloud.NoMultihop); err != nil {
+			return nil, err
+		}
+		if c.strays, err = c.watchStrays(); err != nil {
 			return nil, err
 		}
 		c.fabricStop, c.fabricDone = make(chan struct{}), make(chan struct{})
@@ -512,6 +517,7 @@ func (c *Cluster) Stop() {
 			close(c.fabricStop)
 			<-c.fabricDone
 		}
+		c.strays.Stop()
 		// Only live kubelets confirm a deletion: with one dead, waiting is
 		// 30 s for nothing, and the cgroup sweep below does the work.
 		alive := c.Client != nil

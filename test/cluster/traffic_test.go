@@ -43,8 +43,9 @@ func noneLost(t *testing.T, c *Cluster, m *Monitor, event string, began time.Tim
 	for _, tl := range m.Since(began) {
 		t.Logf("%s: %s", event, tl.Window(began))
 		if tl.Failed > 0 {
-			t.Errorf("%s cost %s %d failed requests: want 0 (the CCM is not in the data path); the routers' kernel tables changed for it meanwhile:\n%s",
-				event, tl.Target, tl.Failed, routeChangesAround(c, m.Targets()[tl.Target], tl.First, tl.Last))
+			ip := m.Targets()[tl.Target]
+			t.Errorf("%s cost %s %d failed requests: want 0 (the CCM is not in the data path); the routers' kernel tables changed for it meanwhile:\n%s\nthe gateway received for it (from 3 s before; it has no route to an Elastic IP):\n%s",
+				event, tl.Target, tl.Failed, routeChangesAround(c, ip, tl.First, tl.Last), c.strays.strayLines(ip, tl.First.Add(-3*time.Second), tl.Last.Add(time.Second)))
 		}
 	}
 }
@@ -84,20 +85,30 @@ func ccmPods(ctx context.Context, c *Cluster) ([]corev1.Pod, error) {
 
 // leaderPod is the pod of the Lease's holder. With hostNetwork the
 // holder's identity is its node's hostname and a random suffix, and two
-// replicas never share a node (both would bind the node's ports).
+// replicas never share a node (both would bind the node's ports). Right
+// after an event that replaced pods the holder may be a pod being deleted
+// (its Lease is about to move) or one the API does not list yet, so it
+// asks again for up to a minute.
 func leaderPod(ctx context.Context, c *Cluster) (*corev1.Pod, error) {
-	holder := leaseHolder(ctx, c)
-	node, _, _ := strings.Cut(holder, "_")
-	pods, err := ccmPods(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	for i, p := range pods {
-		if p.Spec.NodeName == node && p.DeletionTimestamp == nil {
-			return &pods[i], nil
+	var last error
+	for end := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		holder := leaseHolder(ctx, c)
+		node, _, _ := strings.Cut(holder, "_")
+		pods, err := ccmPods(ctx, c)
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("no CCM pod on %q that is not being deleted (Lease holder %q)", node, holder)
+			for i, p := range pods {
+				if p.Spec.NodeName == node && p.DeletionTimestamp == nil {
+					return &pods[i], nil
+				}
+			}
+		}
+		if time.Now().After(end) {
+			return nil, last
 		}
 	}
-	return nil, fmt.Errorf("no CCM pod on %q (Lease holder %q)", node, holder)
 }
 
 // waitRolledOut waits until the Deployment runs want replicas, all of its
