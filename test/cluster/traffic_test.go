@@ -41,9 +41,11 @@ const (
 func noneLost(t *testing.T, c *Cluster, m *Monitor, event string, began time.Time) {
 	t.Helper()
 	for _, tl := range m.Since(began) {
-		t.Logf("%s: %s", event, tl.Window(began))
+		ip := m.Targets()[tl.Target]
+		// A packet the gateway got is a request that failed or, when the
+		// gateway's ICMP was rate-limited, answered late on TCP's retry.
+		t.Logf("%s: %s; packets the gateway got for it: %s", event, tl.Window(began), c.strays.Tally(ip, began, time.Now()))
 		if tl.Failed > 0 {
-			ip := m.Targets()[tl.Target]
 			t.Errorf("%s cost %s %d failed requests: want 0 (the CCM is not in the data path); the routers' kernel tables changed for it meanwhile:\n%s\nthe gateway received for it (from 3 s before; it has no route to an Elastic IP):\n%s",
 				event, tl.Target, tl.Failed, routeChangesAround(c, ip, tl.First, tl.Last), c.strays.strayLines(ip, tl.First.Add(-3*time.Second), tl.Last.Add(time.Second)))
 		}
@@ -644,9 +646,16 @@ func ccmLogLines(c *Cluster, words ...string) string {
 	return lastCCMLogLines(c, 20, words...)
 }
 
-// lastCCMLogLines is ccmLogLines keeping the last n lines.
+// lastCCMLogLines is ccmLogLines keeping the last n lines, in the order
+// they were written over all replicas (the container log's own timestamp
+// leads each line): in node order, the last lines could be one replica's
+// and cut off the leader's.
 func lastCCMLogLines(c *Cluster, keep int, words ...string) string {
-	var out []string
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var out []line
 	for _, n := range c.Nodes {
 		files, _ := filepath.Glob(filepath.Join(n.Dir, "pod-logs", CCMNamespace+"_"+ccmDeployment+"-*", ccmContainer, "*.log"))
 		for _, f := range files {
@@ -654,18 +663,25 @@ func lastCCMLogLines(c *Cluster, keep int, words ...string) string {
 			if err != nil {
 				continue
 			}
-			for _, line := range strings.Split(string(b), "\n") {
+			for _, l := range strings.Split(string(b), "\n") {
 				for _, w := range words {
-					if strings.Contains(line, w) {
-						out = append(out, n.Name+": "+line)
+					if strings.Contains(l, w) {
+						stamp, _, _ := strings.Cut(l, " ")
+						at, _ := time.Parse(time.RFC3339Nano, stamp)
+						out = append(out, line{at, n.Name + ": " + l})
 						break
 					}
 				}
 			}
 		}
 	}
+	slices.SortStableFunc(out, func(a, b line) int { return a.at.Compare(b.at) })
 	if len(out) > keep {
 		out = out[len(out)-keep:]
 	}
-	return strings.Join(out, "\n")
+	var lines []string
+	for _, l := range out {
+		lines = append(lines, l.text)
+	}
+	return strings.Join(lines, "\n")
 }
