@@ -67,22 +67,7 @@ func (c *Cluster) watchStrays() (*Strays, error) {
 		}
 		names[mac] = r.Name
 	}
-	// Drop in the kernel all but IPv4 to an address outside 10.0.0.0/8
-	// (nodes, pods, client, host) and 169.254.0.0/16 (the peers): the
-	// bridge carries every node's traffic to kube-apiserver and to other
-	// nodes' pods, which the test must not copy.
-	prog, err := bpf.Assemble([]bpf.Instruction{
-		bpf.LoadAbsolute{Off: 12, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.ETH_P_IP, SkipTrue: 7},
-		bpf.LoadAbsolute{Off: 30, Size: 4},
-		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xff000000},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x0a000000, SkipTrue: 4},
-		bpf.LoadAbsolute{Off: 30, Size: 4},
-		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xffff0000},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0xa9fe0000, SkipTrue: 1},
-		bpf.RetConstant{Val: 64},
-		bpf.RetConstant{Val: 0},
-	})
+	prog, err := bpf.Assemble(strayFilter())
 	if err != nil {
 		return nil, fmt.Errorf("cluster: stray filter: %w", err)
 	}
@@ -125,6 +110,27 @@ func (c *Cluster) watchStrays() (*Strays, error) {
 	s := &Strays{f: os.NewFile(uintptr(fd), "gateway-br0"), names: names, done: make(chan struct{})}
 	go s.read()
 	return s, nil
+}
+
+// strayFilter drops in the kernel all but IPv4 to an address outside
+// 10.0.0.0/8 (nodes, pods, client, host) and 169.254.0.0/16 (the peers),
+// and keeps 64 bytes of what it lets through: the bridge carries every
+// node's traffic to kube-apiserver and to other nodes' pods, which the
+// test must not copy.
+func strayFilter() []bpf.Instruction {
+	const drop = 9 // the index of the last instruction
+	return []bpf.Instruction{
+		0: bpf.LoadAbsolute{Off: 12, Size: 2}, // EtherType
+		1: bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.ETH_P_IP, SkipTrue: drop - 2},
+		2: bpf.LoadAbsolute{Off: 30, Size: 4}, // IPv4 destination
+		3: bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xff000000},
+		4: bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x0a000000, SkipTrue: drop - 5},
+		5: bpf.LoadAbsolute{Off: 30, Size: 4},
+		6: bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xffff0000},
+		7: bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0xa9fe0000, SkipTrue: drop - 8},
+		8: bpf.RetConstant{Val: 64},
+		drop: bpf.RetConstant{Val: 0},
+	}
 }
 
 func (s *Strays) read() {
