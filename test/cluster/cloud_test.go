@@ -138,15 +138,6 @@ func nexthops(t *testing.T, c *Cluster, ip string) []string {
 	return out
 }
 
-func (c *Cluster) nodeByIP(ip string) string {
-	for _, n := range c.Nodes {
-		if n.IP == ip {
-			return n.Name
-		}
-	}
-	return ""
-}
-
 // TestCloudTraffic is the short real-cluster check make ci runs: the CCM
 // (chart, image) initialises three kubelets' nodes, MetalLB's speakers
 // announce a Service's Elastic IP to two BIRD routers, and a client
@@ -386,9 +377,11 @@ func clusterWeb(t *testing.T, c *Cluster) (string, time.Time) {
 
 // localOnlyFromItsNode creates the Local Service "local" with its one pod
 // on node-3: the routers forward its Elastic IP to node-3 only, and the pod
-// sees the client's own address. It returns the address and the routers'
-// next hops for it.
-func localOnlyFromItsNode(t *testing.T, c *Cluster) (string, []string) {
+// sees the client's own address. In a dual-stack cluster the Service is
+// dual-stack and the same holds for its IPv6 address. It returns the
+// addresses (ip6 "" in an IPv4 cluster) and the routers' next hops for the
+// IPv4 one.
+func localOnlyFromItsNode(t *testing.T, c *Cluster) (ip4, ip6 string, hops4 []string) {
 	t.Helper()
 	ctx := context.Background()
 	ns := metav1.NamespaceDefault
@@ -396,36 +389,58 @@ func localOnlyFromItsNode(t *testing.T, c *Cluster) (string, []string) {
 		t.Fatal(err)
 	}
 	waitAvailable(t, c, "local", 1)
-	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, LoadBalancerService("local", "local", corev1.ServiceExternalTrafficPolicyLocal), metav1.CreateOptions{}); err != nil {
+	svc := LoadBalancerService("local", "local", corev1.ServiceExternalTrafficPolicyLocal)
+	if c.DualStack {
+		policy := corev1.IPFamilyPolicyRequireDualStack
+		svc.Spec.IPFamilyPolicy = &policy
+		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	}
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	lip, err := serviceIngress(c, "local")
-	if err != nil {
-		t.Fatalf("Service local got no ingress IP: %v", err)
-	}
-	lurl := "http://" + net.JoinHostPort(lip, "80")
-	if _, err := untilAnswers(c, lurl+"/hostname", 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	// A speaker may announce before it learns where the endpoints are:
-	// give the routers time to settle on their final paths.
-	var hops []string
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
-		if hops = nexthops(t, c, lip); len(hops) == 1 && c.nodeByIP(hops[0]) == "node-3" {
-			break
+	if c.DualStack {
+		ip4, ip6 = dualIngress(t, c, "local")
+	} else {
+		var err error
+		if ip4, err = serviceIngress(c, "local"); err != nil {
+			t.Fatalf("Service local got no ingress IP: %v", err)
 		}
 	}
-	if len(hops) != 1 || c.nodeByIP(hops[0]) != "node-3" {
-		t.Errorf("routers forward the Local Service's %s to %v: want node-3 (%s) only", lip, hops, c.Nodes[2].IP)
-	}
-	for _, src := range ClientIPs()[:4] {
-		cip, err := get(c, src, lurl+"/clientip")
-		host, _, _ := net.SplitHostPort(cip)
-		if err != nil || host != src {
-			t.Errorf("Local Service from %s: the pod saw %q (%v): want the client's own address", src, cip, err)
+	node3 := c.Nodes[2]
+	for _, tc := range []struct {
+		ip, hop string
+		clients []string
+	}{{ip4, node3.IP, ClientIPs()}, {ip6, node3.IPv6, ClientIPs6()}} {
+		if tc.ip == "" {
+			continue
+		}
+		url := "http://" + net.JoinHostPort(tc.ip, "80")
+		if _, err := untilAnswers(c, url+"/hostname", 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		// A speaker may announce before it learns where the endpoints
+		// are: give the routers time to settle on their final paths.
+		var hops []string
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+			if hops = nexthops(t, c, tc.ip); slices.Equal(hops, []string{tc.hop}) {
+				break
+			}
+		}
+		if !slices.Equal(hops, []string{tc.hop}) {
+			t.Errorf("routers forward the Local Service's %s to %v: want node-3 (%s) only", tc.ip, hops, tc.hop)
+		}
+		if tc.ip == ip4 {
+			hops4 = hops
+		}
+		for _, src := range tc.clients[:4] {
+			cip, err := get(c, src, url+"/clientip")
+			host, _, _ := net.SplitHostPort(cip)
+			if err != nil || host != src {
+				t.Errorf("Local Service from %s: the pod saw %q (%v): want the client's own address", src, cip, err)
+			}
 		}
 	}
-	return lip, hops
+	return ip4, ip6, hops4
 }
 
 // checkControlPlaneEIP: the CCM assigns the control-plane Elastic IP to

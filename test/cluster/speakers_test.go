@@ -176,7 +176,7 @@ func speakerCheck(t *testing.T, c *Cluster) {
 
 	// A Local Service with its one pod on node-3: announced from node-3
 	// only, and the pod sees the client's own address.
-	lip, lhops := localOnlyFromItsNode(t, c)
+	lip, lip6, lhops := localOnlyFromItsNode(t, c)
 
 	// 20 Service changes reset no session at the routers.
 	serviceChurnKeepsSessions(t, c, 10)
@@ -188,6 +188,9 @@ func speakerCheck(t *testing.T, c *Cluster) {
 	if dual6 != "" {
 		// The node failure over IPv6 too: its own sessions, and BFD's.
 		m.Watch("web-dual-v6", dual6)
+	}
+	if lip6 != "" {
+		m.Watch("local-v6", lip6)
 	}
 	nodeDownBlackHole(t, c, m, speaker, false) // the cluster ends here
 	t.Logf("speaker %s: %d sessions at the routers (speakers on %v); web's %s first answered %s after creation, via %d nodes %v, %d of 16 client addresses failed, UDP answered by %q; Local %s via %v",
