@@ -40,10 +40,15 @@ type Stray struct {
 	From     string // the node or router whose frame it was (its MAC when unknown)
 	Src, Dst string // address:port
 	Proto    string
+	Flags    string // TCP's: S, A, F, R, P ("SA" a SYN-ACK)
 }
 
 func (s Stray) String() string {
-	return fmt.Sprintf("%s %s %s -> %s from %s", s.At.Format("15:04:05.000"), s.Proto, s.Src, s.Dst, s.From)
+	proto := s.Proto
+	if s.Flags != "" {
+		proto += " [" + s.Flags + "]"
+	}
+	return fmt.Sprintf("%s %s %s -> %s from %s", s.At.Format("15:04:05.000"), proto, s.Src, s.Dst, s.From)
 }
 
 // strayCap bounds what is kept: a Service's first second (before kube-proxy
@@ -124,15 +129,15 @@ func (c *Cluster) watchStrays() (*Strays, error) {
 func strayFilter() []bpf.Instruction {
 	const drop = 9 // the index of the last instruction
 	return []bpf.Instruction{
-		0: bpf.LoadAbsolute{Off: 12, Size: 2}, // EtherType
-		1: bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.ETH_P_IP, SkipTrue: drop - 2},
-		2: bpf.LoadAbsolute{Off: 30, Size: 4}, // IPv4 destination
-		3: bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xff000000},
-		4: bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x0a000000, SkipTrue: drop - 5},
-		5: bpf.LoadAbsolute{Off: 30, Size: 4},
-		6: bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xffff0000},
-		7: bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0xa9fe0000, SkipTrue: drop - 8},
-		8: bpf.RetConstant{Val: 64},
+		0:    bpf.LoadAbsolute{Off: 12, Size: 2}, // EtherType
+		1:    bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.ETH_P_IP, SkipTrue: drop - 2},
+		2:    bpf.LoadAbsolute{Off: 30, Size: 4}, // IPv4 destination
+		3:    bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xff000000},
+		4:    bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x0a000000, SkipTrue: drop - 5},
+		5:    bpf.LoadAbsolute{Off: 30, Size: 4},
+		6:    bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xffff0000},
+		7:    bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0xa9fe0000, SkipTrue: drop - 8},
+		8:    bpf.RetConstant{Val: 64},
 		drop: bpf.RetConstant{Val: 0},
 	}
 }
@@ -182,6 +187,16 @@ func (s *Strays) parse(b []byte) (Stray, bool) {
 		if l4 := ip[ihl:]; ihl >= 20 && len(l4) >= 4 {
 			st.Src = net.JoinHostPort(st.Src, fmt.Sprint(binary.BigEndian.Uint16(l4[0:2])))
 			st.Dst = net.JoinHostPort(st.Dst, fmt.Sprint(binary.BigEndian.Uint16(l4[2:4])))
+			if ip[9] == unix.IPPROTO_TCP && len(l4) >= 14 {
+				for _, f := range []struct {
+					bit  byte
+					name string
+				}{{0x02, "S"}, {0x01, "F"}, {0x04, "R"}, {0x08, "P"}, {0x10, "A"}} {
+					if l4[13]&f.bit != 0 {
+						st.Flags += f.name
+					}
+				}
+			}
 		}
 	case unix.IPPROTO_ICMP:
 		st.Proto = "icmp"
@@ -209,6 +224,37 @@ func (s *Strays) Between(ip string, from, to time.Time) []Stray {
 		}
 	}
 	return out
+}
+
+// Flow are the strays of one flow (the same source and destination, with
+// their ports), oldest first: a flow that met the gateway before may have
+// left its sender a connection-tracking entry without kube-proxy's DNAT,
+// which a new connection on the same ports then follows.
+func (s *Strays) Flow(src, dst string) []Stray {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Stray
+	for _, st := range s.seen {
+		if st.Src == src && st.Dst == dst {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// Last is when the newest stray to any of ips arrived (zero when none
+// did, or when nothing was recorded).
+func (s *Strays) Last(ips ...string) time.Time {
+	var last time.Time
+	for _, ip := range ips {
+		if sts := s.Between(ip, time.Time{}, time.Now()); len(sts) > 0 && sts[len(sts)-1].At.After(last) {
+			last = sts[len(sts)-1].At
+		}
+	}
+	return last
 }
 
 // Stop ends the recording.

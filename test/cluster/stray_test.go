@@ -12,10 +12,10 @@ import (
 )
 
 // frame is an Ethernet frame from MAC src carrying an IPv4 packet from
-// srcIP:sport to dstIP:dport of protocol proto (its first 8 bytes of
-// payload only, as the filter keeps no more).
+// srcIP:sport to dstIP:dport of protocol proto (its first 20 bytes of
+// payload only; a TCP segment is a SYN).
 func frame(src string, etherType uint16, srcIP, dstIP string, proto byte, sport, dport uint16) []byte {
-	b := make([]byte, 14+20+8)
+	b := make([]byte, 14+20+20)
 	mac, _ := net.ParseMAC(src)
 	copy(b[6:12], mac)
 	binary.BigEndian.PutUint16(b[12:14], etherType)
@@ -26,6 +26,9 @@ func frame(src string, etherType uint16, srcIP, dstIP string, proto byte, sport,
 	copy(ip[16:20], net.ParseIP(dstIP).To4())
 	binary.BigEndian.PutUint16(ip[20:22], sport)
 	binary.BigEndian.PutUint16(ip[22:24], dport)
+	if proto == unix.IPPROTO_TCP {
+		ip[20+13] = 0x02
+	}
 	return b
 }
 
@@ -42,7 +45,7 @@ func TestStrays(t *testing.T) {
 		frame []byte
 		want  string // "" = not a stray
 	}{
-		{"tcp to an Elastic IP", frame(node1, unix.ETH_P_IP, "10.203.0.4", "198.18.0.7", unix.IPPROTO_TCP, 40000, 80), "tcp 10.203.0.4:40000 -> 198.18.0.7:80 from node-1"},
+		{"tcp to an Elastic IP", frame(node1, unix.ETH_P_IP, "10.203.0.4", "198.18.0.7", unix.IPPROTO_TCP, 40000, 80), "tcp [S] 10.203.0.4:40000 -> 198.18.0.7:80 from node-1"},
 		{"udp from an unknown sender", frame("02:00:00:00:00:09", unix.ETH_P_IP, "10.203.0.4", "198.18.0.7", unix.IPPROTO_UDP, 40000, 90), "udp 10.203.0.4:40000 -> 198.18.0.7:90 from 02:00:00:00:00:09"},
 		{"icmp", frame(node1, unix.ETH_P_IP, "10.203.0.4", "198.18.0.7", unix.IPPROTO_ICMP, 0, 0), "icmp 10.203.0.4 -> 198.18.0.7 from node-1"},
 		{"to kube-apiserver on the host", frame(node1, unix.ETH_P_IP, "10.201.0.11", "10.200.0.1", unix.IPPROTO_TCP, 40000, 6443), ""},
@@ -59,7 +62,7 @@ func TestStrays(t *testing.T) {
 			got := ""
 			if kept > 0 {
 				if st, ok := s.parse(tc.frame[:min(kept, len(tc.frame))]); ok {
-					got = st.Proto + " " + st.Src + " -> " + st.Dst + " from " + st.From
+					got = st.String()[len("15:04:05.000 "):]
 				}
 			}
 			if got != tc.want {

@@ -5,7 +5,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,10 +48,45 @@ func noneLost(t *testing.T, c *Cluster, m *Monitor, event string, began time.Tim
 		// gateway's ICMP was rate-limited, answered late on TCP's retry.
 		t.Logf("%s: %s; packets the gateway got for it: %s", event, tl.Window(began), c.strays.Tally(ip, began, time.Now()))
 		if tl.Failed > 0 {
-			t.Errorf("%s cost %s %d failed requests: want 0 (the CCM is not in the data path); the routers' kernel tables changed for it meanwhile:\n%s\nthe gateway received for it (from 3 s before; it has no route to an Elastic IP):\n%s",
-				event, tl.Target, tl.Failed, routeChangesAround(c, ip, tl.First, tl.Last), c.strays.strayLines(ip, tl.First.Add(-3*time.Second), tl.Last.Add(time.Second)))
+			from, to := tl.First.Add(-3*time.Second), tl.Last.Add(time.Second)
+			t.Errorf("%s cost %s %d failed requests: want 0 (the CCM is not in the data path); the routers' kernel tables changed for it meanwhile:\n%s\nthe gateway received for it (from 3 s before; it has no route to an Elastic IP):\n%s%s",
+				event, tl.Target, tl.Failed, routeChangesAround(c, ip, tl.First, tl.Last), c.strays.strayLines(ip, from, to), strayFlows(c, ip, from, to))
 		}
 	}
+}
+
+// strayFlows says, of each flow that reached the gateway for ip in [from,
+// to], what the gateway got of it before and what its sender's
+// connection tracking holds for it now: a node forwards a packet for an
+// Elastic IP when its kube-proxy has no rule for it or when the packet
+// belongs to a tracked connection that was never DNATed.
+func strayFlows(c *Cluster, ip string, from, to time.Time) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, st := range c.strays.Between(ip, from, to) {
+		flow := st.Proto + " " + st.Src + " -> " + st.Dst
+		if seen[flow] {
+			continue
+		}
+		seen[flow] = true
+		fmt.Fprintf(&b, "\nflow %s:", flow)
+		for _, earlier := range c.strays.Flow(st.Src, st.Dst) {
+			if earlier.At.Before(from) {
+				fmt.Fprintf(&b, "\n  earlier at the gateway: %s", earlier)
+			}
+		}
+		for _, n := range c.Nodes {
+			if n.Name != st.From || (st.Proto != "tcp" && st.Proto != "udp") {
+				continue
+			}
+			srcIP, sport, _ := net.SplitHostPort(st.Src)
+			_, dport, _ := net.SplitHostPort(st.Dst)
+			out, err := exec.Command("nsenter", "--net=/run/netns/"+n.NetNS, "--", "conntrack", "-L", "-p", st.Proto,
+				"--orig-src", srcIP, "--orig-dst", ip, "--sport", sport, "--dport", dport).CombinedOutput()
+			fmt.Fprintf(&b, "\n  %s's conntrack entry now (err %v):\n  %s", n.Name, err, strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "\n  "))
+		}
+	}
+	return b.String()
 }
 
 // routeChangesAround lists both routers' kernel route changes for ip from
