@@ -208,22 +208,13 @@ func (s *Strays) parse(b []byte) (Stray, bool) {
 
 // Between are the strays to ip received in [from, to], oldest first.
 func (s *Strays) Between(ip string, from, to time.Time) []Stray {
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []Stray
-	for _, st := range s.seen {
+	return s.where(func(st Stray) bool {
 		host, _, err := net.SplitHostPort(st.Dst)
 		if err != nil {
 			host = st.Dst
 		}
-		if host == ip && !st.At.Before(from) && !st.At.After(to) {
-			out = append(out, st)
-		}
-	}
-	return out
+		return host == ip && !st.At.Before(from) && !st.At.After(to)
+	})
 }
 
 // Flow are the strays of one flow (the same source and destination, with
@@ -231,6 +222,12 @@ func (s *Strays) Between(ip string, from, to time.Time) []Stray {
 // left its sender a connection-tracking entry without kube-proxy's DNAT,
 // which a new connection on the same ports then follows.
 func (s *Strays) Flow(src, dst string) []Stray {
+	return s.where(func(st Stray) bool { return st.Src == src && st.Dst == dst })
+}
+
+// where are the strays keep accepts, oldest first (none from a nil
+// record).
+func (s *Strays) where(keep func(Stray) bool) []Stray {
 	if s == nil {
 		return nil
 	}
@@ -238,7 +235,7 @@ func (s *Strays) Flow(src, dst string) []Stray {
 	defer s.mu.Unlock()
 	var out []Stray
 	for _, st := range s.seen {
-		if st.Src == src && st.Dst == dst {
+		if keep(st) {
 			out = append(out, st)
 		}
 	}
