@@ -717,3 +717,8 @@ func run(name string, args ...string) error {
 func inNS(ns string, name string, args ...string) error {
 	return run("nsenter", append([]string{"--net=/run/netns/" + ns, "--", name}, args...)...)
 }
+
+// outputInNS is inNS returning the command's combined output.
+func outputInNS(ns string, name string, args ...string) ([]byte, error) {
+	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, "--", name}, args...)...).CombinedOutput()
+}

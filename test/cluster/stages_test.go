@@ -405,7 +405,7 @@ const probeConnect = 300 * time.Millisecond
 // load-balancer rule for in its nat table (iptables mode: "-d <ip>/32 …
 // loadbalancer IP").
 func proxiedAt(n *Node) map[string]bool {
-	out, _ := exec.Command("nsenter", "--net=/run/netns/"+n.NetNS, "--", "iptables-save", "-t", "nat").Output()
+	out, _ := outputInNS(n.NetNS, "iptables-save", "-t", "nat")
 	got := map[string]bool{}
 	for _, line := range strings.Split(string(out), "\n") {
 		if !strings.Contains(line, "loadbalancer IP") {

@@ -90,26 +90,18 @@ func (c *Cluster) watchStrays() (*Strays, error) {
 		if err != nil {
 			return err
 		}
-		for _, set := range []func() error{
-			func() error {
-				return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]})
-			},
+		err = unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]})
+		if err == nil {
 			// What the gateway itself sends out (the control-plane EIP
 			// routed on to its node) is not a stray. Linux 4.20 and
 			// later can leave it out; before, it is kept, and Between,
 			// which asks for one Service's address, never shows it.
-			func() error {
-				_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
-				return nil
-			},
-			func() error {
-				return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: br.Index})
-			},
-		} {
-			if err := set(); err != nil {
-				unix.Close(fd)
-				return err
-			}
+			_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+			err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: br.Index})
+		}
+		if err != nil {
+			unix.Close(fd)
+			return err
 		}
 		return nil
 	})

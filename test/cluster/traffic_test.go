@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,8 +80,8 @@ func strayFlows(c *Cluster, ip string, from, to time.Time) string {
 			}
 			srcIP, sport, _ := net.SplitHostPort(st.Src)
 			_, dport, _ := net.SplitHostPort(st.Dst)
-			out, err := exec.Command("nsenter", "--net=/run/netns/"+n.NetNS, "--", "conntrack", "-L", "-p", st.Proto,
-				"--orig-src", srcIP, "--orig-dst", ip, "--sport", sport, "--dport", dport).CombinedOutput()
+			out, err := outputInNS(n.NetNS, "conntrack", "-L", "-p", st.Proto,
+				"--orig-src", srcIP, "--orig-dst", ip, "--sport", sport, "--dport", dport)
 			fmt.Fprintf(&b, "\n  %s's conntrack entry now (err %v):\n  %s", n.Name, err, strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "\n  "))
 		}
 	}
