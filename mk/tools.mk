@@ -9,10 +9,11 @@
 define build-in-module
 	@mkdir -p $(@D)
 	@echo ">> building $(3) $(2) into $(@D) (once)"
-	@dir=$$($(4) $(GO) mod download -json $(1)@$(2) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	@start=$$(date +%s); \
+	dir=$$($(4) $(GO) mod download -json $(1)@$(2) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	test -n "$$dir" || { echo "go mod download $(1)@$(2) gave no directory"; exit 1; }; \
-	GOFLAGS=-buildvcs=false $(GO) build -C "$$dir" -trimpath $(5) -ldflags '-s -w' -o $@.tmp ./$(3) || { rm -f $@.tmp; exit 1; }
-	@mv $@.tmp $@
+	GOFLAGS=-buildvcs=false $(GO) build -C "$$dir" -trimpath $(5) -ldflags '-s -w' -o $@.tmp ./$(3) || { rm -f $@.tmp; exit 1; }; \
+	mv $@.tmp $@; echo ">> $(1)@$(2) $(3) built in $$(( $$(date +%s) - start ))s"
 endef
 
 # --- MetalLB and GoBGP for the data plane (make e2e, make run) ---
@@ -69,14 +70,16 @@ $(K8S_BIN_DIR)/kube-apiserver:
 $(K8S_BIN_DIR)/etcd:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building etcd into $(K8S_BIN_DIR) (once)"
-	@$(GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3
-	@mv $@.tmp $@
+	@start=$$(date +%s); \
+	$(GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3 || { rm -f $@.tmp; exit 1; }; \
+	mv $@.tmp $@; echo ">> etcd built in $$(( $$(date +%s) - start ))s"
 
 $(K8S_BIN_DIR)/kubectl:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building kubectl $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
-	@$(GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl
-	@mv $@.tmp $@
+	@start=$$(date +%s); \
+	$(GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl || { rm -f $@.tmp; exit 1; }; \
+	mv $@.tmp $@; echo ">> kubectl built in $$(( $$(date +%s) - start ))s"
 
 e2e-bins: $(E2E_BINS) ## MetalLB (0.12.1, 0.15.3, 0.16.1) and GoBGP for the data plane, built once
 
@@ -192,8 +195,9 @@ E2E_TEST := $(K8S_BIN_DIR)/e2e.test
 $(AGNHOST):
 	@mkdir -p $(@D)
 	@echo ">> building agnhost from k8s.io/kubernetes $(K8S_VERSION) into $(@D) (once)"
-	@$(GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp k8s.io/kubernetes/test/images/agnhost || { rm -f $@.tmp; exit 1; }
-	@mv $@.tmp $@
+	@start=$$(date +%s); \
+	$(GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp k8s.io/kubernetes/test/images/agnhost || { rm -f $@.tmp; exit 1; }; \
+	mv $@.tmp $@; echo ">> agnhost built in $$(( $$(date +%s) - start ))s"
 $(E2E_TEST):
 	@mkdir -p $(@D)
 	@echo ">> building e2e.test $(K8S_VERSION) into $(@D) (once; a few minutes)"
