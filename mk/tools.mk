@@ -3,6 +3,11 @@
 # (once per version: the version is in the path), and the Debian packages
 # the root-only harnesses install. Nothing here runs a test.
 
+# Go as it builds the pinned tools: with its own defaults (cgo where gcc
+# is, no -trimpath unless asked), not the repository's configuration
+# (Makefile): these binaries share no compiled package with the CCM.
+TOOL_GO = env -u CGO_ENABLED -u GOFLAGS $(GO)
+
 # module@version package [env] [build flags] -> $@, built in the module's
 # download directory, so that the module's own go.sum is used (a plain
 # `go install` of MetalLB fails the checksum lookup of one dependency).
@@ -10,9 +15,9 @@ define build-in-module
 	@mkdir -p $(@D)
 	@echo ">> building $(3) $(2) into $(@D) (once)"
 	@start=$$(date +%s); \
-	dir=$$($(4) $(GO) mod download -json $(1)@$(2) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	dir=$$($(4) $(TOOL_GO) mod download -json $(1)@$(2) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	test -n "$$dir" || { echo "go mod download $(1)@$(2) gave no directory"; exit 1; }; \
-	GOFLAGS=-buildvcs=false $(GO) build -C "$$dir" -trimpath $(5) -ldflags '-s -w' -o $@.tmp ./$(3) || { rm -f $@.tmp; exit 1; }; \
+	GOFLAGS=-buildvcs=false $(TOOL_GO) build -C "$$dir" -trimpath $(5) -ldflags '-s -w' -o $@.tmp ./$(3) || { rm -f $@.tmp; exit 1; }; \
 	mv $@.tmp $@; echo ">> $(1)@$(2) $(3) built in $$(( $$(date +%s) - start ))s"
 endef
 
@@ -64,21 +69,21 @@ $(K8S_BIN_DIR)/kube-apiserver:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building kube-apiserver $(K8S_VERSION) into $(K8S_BIN_DIR) (once; about 4 minutes on 2 cores)"
 	@start=$$(date +%s); \
-	$(GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver; \
+	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver; \
 	mv $@.tmp $@; echo ">> kube-apiserver built in $$(( $$(date +%s) - start ))s"
 
 $(K8S_BIN_DIR)/etcd:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building etcd into $(K8S_BIN_DIR) (once)"
 	@start=$$(date +%s); \
-	$(GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3 || { rm -f $@.tmp; exit 1; }; \
+	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3 || { rm -f $@.tmp; exit 1; }; \
 	mv $@.tmp $@; echo ">> etcd built in $$(( $$(date +%s) - start ))s"
 
 $(K8S_BIN_DIR)/kubectl:
 	@mkdir -p $(K8S_BIN_DIR)
 	@echo ">> building kubectl $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
 	@start=$$(date +%s); \
-	$(GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl || { rm -f $@.tmp; exit 1; }; \
+	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl || { rm -f $@.tmp; exit 1; }; \
 	mv $@.tmp $@; echo ">> kubectl built in $$(( $$(date +%s) - start ))s"
 
 e2e-bins: $(E2E_BINS) ## MetalLB (0.12.1, 0.15.3, 0.16.1) and GoBGP for the data plane, built once
@@ -150,13 +155,13 @@ $(K8S_BIN_DIR)/kubelet $(K8S_BIN_DIR)/kube-proxy $(K8S_BIN_DIR)/kube-controller-
 	@mkdir -p $(@D)
 	@echo ">> building $(@F) $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
 	@start=$$(date +%s); \
-	$(GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$(@F) || { rm -f $@.tmp; exit 1; }; \
+	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$(@F) || { rm -f $@.tmp; exit 1; }; \
 	mv $@.tmp $@; echo ">> $(@F) built in $$(( $$(date +%s) - start ))s"
 
 # Static: the pause image holds this one file and nothing else.
 $(K8S_BIN_DIR)/pause:
 	@mkdir -p $(@D)
-	@dir=$$(cd test/testenv/k8sbins && $(GO) mod download -json k8s.io/kubernetes@$(K8S_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	@dir=$$(cd test/testenv/k8sbins && $(TOOL_GO) mod download -json k8s.io/kubernetes@$(K8S_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	test -n "$$dir" || { echo "go mod download k8s.io/kubernetes@$(K8S_VERSION) gave no directory"; exit 1; }; \
 	gcc -Os -static -DVERSION=v$(PAUSE_VERSION) -o $@.tmp "$$dir/build/pause/linux/pause.c" || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
@@ -196,12 +201,12 @@ $(AGNHOST):
 	@mkdir -p $(@D)
 	@echo ">> building agnhost from k8s.io/kubernetes $(K8S_VERSION) into $(@D) (once)"
 	@start=$$(date +%s); \
-	$(GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp k8s.io/kubernetes/test/images/agnhost || { rm -f $@.tmp; exit 1; }; \
+	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp k8s.io/kubernetes/test/images/agnhost || { rm -f $@.tmp; exit 1; }; \
 	mv $@.tmp $@; echo ">> agnhost built in $$(( $$(date +%s) - start ))s"
 $(E2E_TEST):
 	@mkdir -p $(@D)
 	@echo ">> building e2e.test $(K8S_VERSION) into $(@D) (once; a few minutes)"
-	@$(GO) test -C test/testenv/k8sbins -c -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/test/e2e || { rm -f $@.tmp; exit 1; }
+	@$(TOOL_GO) test -C test/testenv/k8sbins -c -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/test/e2e || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
 
 # CoreDNS for the conformance cluster's kube-dns: a build with only the
@@ -211,7 +216,7 @@ COREDNS := $(CACHE_HOME)/cloud-provider-equinix-metal/coredns/$(COREDNS_VERSION)
 $(COREDNS):
 	@mkdir -p $(@D)
 	@echo ">> building CoreDNS $(COREDNS_VERSION) into $(@D) (once)"
-	@$(GO) build -C test/testenv/corednsbin -trimpath -ldflags '-s -w' -o $@.tmp . || { rm -f $@.tmp; exit 1; }
+	@$(TOOL_GO) build -C test/testenv/corednsbin -trimpath -ldflags '-s -w' -o $@.tmp . || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
 
 
