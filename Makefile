@@ -112,12 +112,15 @@ system: k8s-bins modules image-check ## the Go tests that build the CCM and run 
 # What only those last three run (CI_PREBUILD: MetalLB x3, GoBGP, the
 # node binaries, kube-vip, frr-k8s, agnhost, the vulnerability tools) is
 # built meanwhile in the background at the lowest CPU priority: on a cold
-# cache these builds took about 20 minutes of the run, and make test's
-# and make system's tests spend much of theirs waiting (on kube-apiserver,
-# on timers), which is when the builds get the CPU. They start after
-# kube-apiserver is built, so the node binaries reuse its compiled
-# packages, and are waited for before anything runs them: two makes never
-# build one file at once. Their log: $(TEST_LOG_DIR)/ci-prebuild.log.
+# cache these builds are about 40 minutes of 2 cores' work (on a fresh
+# machine, 2026-11-30), and make test's and make system's tests spend much
+# of theirs waiting (on kube-apiserver, on timers), which is when the
+# builds get the CPU. They start after kube-apiserver is built, so the
+# node binaries reuse its compiled packages. Each step waits for what it
+# runs and no more: vulncheck and e2e for CI_PREBUILD_FIRST, while the
+# cluster's binaries go on building; the cluster check for all of them.
+# Two makes never build one file at once. Their log:
+# $(TEST_LOG_DIR)/ci-prebuild.log.
 # Each phase prints when it ended, in seconds from here (">> make ci:").
 # (Its rule is at the end: a rule's prerequisites are expanded where it
 # is read, and lint.mk, included there, defines the vulnerability tools.)
@@ -126,9 +129,10 @@ ci: cluster-debs e2e-debs k8s-bins ## everything CI runs: make test, vulncheck, 
 	nice -n 19 $(MAKE) --no-print-directory ci-prebuild >$(TEST_LOG_DIR)/ci-prebuild.log 2>&1 & pre=$$!; \
 	$(MAKE) --no-print-directory test || { rc=$$?; kill $$pre 2>/dev/null; exit $$rc; }; at "make test done"; \
 	$(MAKE) --no-print-directory system || { rc=$$?; kill $$pre 2>/dev/null; exit $$rc; }; at "make system done"; \
+	while kill -0 $$pre 2>/dev/null && ! ls $(CI_PREBUILD_FIRST) >/dev/null 2>&1; do sleep 5; done; \
+	$(MAKE) --no-print-directory vulncheck e2e || { rc=$$?; kill $$pre 2>/dev/null; exit $$rc; }; at "make vulncheck and make e2e done"; \
 	wait $$pre || { tail -n 40 $(TEST_LOG_DIR)/ci-prebuild.log; echo "the background builds failed (above)"; exit 1; }; \
 	grep '^>>' $(TEST_LOG_DIR)/ci-prebuild.log || true; at "the background builds done"; \
-	$(MAKE) --no-print-directory vulncheck e2e || exit $$?; at "make vulncheck and make e2e done"; \
 	$(MAKE) --no-print-directory cluster-check CLUSTER_CCM_IMAGE=$(IMAGE_CHECK_DIR)/1/image || exit $$?; at "make cluster-check done"
 
 # The quickest loop: go test -short leaves out the tests that build or start
@@ -212,7 +216,10 @@ clean: ## remove bin/
 
 include mk/lint.mk mk/image.mk mk/harness.mk
 
-# make ci's background builds (see ci).
-CI_PREBUILD := $(E2E_BINS) $(CLUSTER_BINS) $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(KUBE_VIP) $(FRR_K8S) \
-  $(GOVULNCHECK) $(VULNDB)/index/db.json
+# make ci's background builds (see ci), in the order they are needed:
+# first what make vulncheck and make e2e run, which start as soon as
+# these exist (each is renamed into place when complete), while the rest,
+# for the cluster check, goes on building.
+CI_PREBUILD_FIRST := $(E2E_BINS) $(GOVULNCHECK) $(VULNDB)/index/db.json
+CI_PREBUILD := $(CI_PREBUILD_FIRST) $(CLUSTER_BINS) $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(KUBE_VIP) $(FRR_K8S)
 ci-prebuild: $(CI_PREBUILD)
