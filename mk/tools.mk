@@ -25,9 +25,8 @@ endef
 # Built from the Go module proxy at pinned versions, once per version,
 # inside each module's own directory so that its go.sum is used (a plain
 # `go install` of MetalLB fails the checksum lookup of one dependency).
-# MetalLB 0.16 cannot be built from the proxy (a dependency version is
-# refused), so the speakers are 0.15.3's with the 0.16 CRDs that testenv
-# installs; 0.15's own CRDs are refused by kube-apiserver 1.37.
+# The speakers run with the CRDs of the MetalLB version in go.mod (0.16),
+# which testenv installs: 0.15's own CRDs are refused by kube-apiserver 1.37.
 METALLB_VERSION := v0.15.3
 GOBGP_VERSION := v3.37.0
 METALLB_BIN_DIR ?= $(CACHE_HOME)/cloud-provider-equinix-metal/metallb/$(METALLB_VERSION)
