@@ -21,6 +21,16 @@ define build-in-module
 	mv $@.tmp $@; echo ">> $(1)@$(2) $(3) built in $$(( $$(date +%s) - start ))s"
 endef
 
+# A binary of test/testenv/k8sbins (Kubernetes' or etcd's) -> $@:
+# $(1) the package, $(2) the linker flags.
+define build-k8s
+	@mkdir -p $(@D)
+	@echo ">> building $(@F) (test/testenv/k8sbins: Kubernetes $(K8S_VERSION)) into $(@D) (once)"
+	@start=$$(date +%s); \
+	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '$(2)' -o $@.tmp $(1) || { rm -f $@.tmp; exit 1; }; \
+	mv $@.tmp $@; echo ">> $(@F) built in $$(( $$(date +%s) - start ))s"
+endef
+
 # --- MetalLB and GoBGP for the data plane (make e2e, make run) ---
 # Built from the Go module proxy at pinned versions, once per version,
 # inside each module's own directory so that its go.sum is used (a plain
@@ -65,25 +75,13 @@ KUBE_VIP ?= $(CACHE_HOME)/cloud-provider-equinix-metal/kube-vip/$(KUBE_VIP_VERSI
 k8s-bins: $(K8S_BINS) ## kube-apiserver and etcd, built once into the cache
 
 $(K8S_BIN_DIR)/kube-apiserver:
-	@mkdir -p $(K8S_BIN_DIR)
-	@echo ">> building kube-apiserver $(K8S_VERSION) into $(K8S_BIN_DIR) (once; about 4 minutes on 2 cores)"
-	@start=$$(date +%s); \
-	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver; \
-	mv $@.tmp $@; echo ">> kube-apiserver built in $$(( $$(date +%s) - start ))s"
+	$(call build-k8s,k8s.io/kubernetes/cmd/kube-apiserver,$(K8S_LDFLAGS))
 
 $(K8S_BIN_DIR)/etcd:
-	@mkdir -p $(K8S_BIN_DIR)
-	@echo ">> building etcd into $(K8S_BIN_DIR) (once)"
-	@start=$$(date +%s); \
-	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3 || { rm -f $@.tmp; exit 1; }; \
-	mv $@.tmp $@; echo ">> etcd built in $$(( $$(date +%s) - start ))s"
+	$(call build-k8s,go.etcd.io/etcd/server/v3,-s -w)
 
 $(K8S_BIN_DIR)/kubectl:
-	@mkdir -p $(K8S_BIN_DIR)
-	@echo ">> building kubectl $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
-	@start=$$(date +%s); \
-	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/kubectl || { rm -f $@.tmp; exit 1; }; \
-	mv $@.tmp $@; echo ">> kubectl built in $$(( $$(date +%s) - start ))s"
+	$(call build-k8s,k8s.io/kubernetes/cmd/kubectl,$(K8S_LDFLAGS))
 
 e2e-bins: $(E2E_BINS) ## MetalLB (0.12.1, 0.15.3, 0.16.1) and GoBGP for the data plane, built once
 
@@ -151,11 +149,7 @@ PAUSE_VERSION := 3.10.2
 cluster-bins: k8s-bins $(CLUSTER_BINS) ## kubelet, kube-proxy, kcm, scheduler and pause, built once into the cache
 
 $(K8S_BIN_DIR)/kubelet $(K8S_BIN_DIR)/kube-proxy $(K8S_BIN_DIR)/kube-controller-manager $(K8S_BIN_DIR)/kube-scheduler:
-	@mkdir -p $(@D)
-	@echo ">> building $(@F) $(K8S_VERSION) into $(K8S_BIN_DIR) (once)"
-	@start=$$(date +%s); \
-	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/cmd/$(@F) || { rm -f $@.tmp; exit 1; }; \
-	mv $@.tmp $@; echo ">> $(@F) built in $$(( $$(date +%s) - start ))s"
+	$(call build-k8s,k8s.io/kubernetes/cmd/$(@F),$(K8S_LDFLAGS))
 
 # Static: the pause image holds this one file and nothing else.
 $(K8S_BIN_DIR)/pause:
@@ -197,11 +191,7 @@ cluster-debs:
 AGNHOST := $(K8S_BIN_DIR)/agnhost
 E2E_TEST := $(K8S_BIN_DIR)/e2e.test
 $(AGNHOST):
-	@mkdir -p $(@D)
-	@echo ">> building agnhost from k8s.io/kubernetes $(K8S_VERSION) into $(@D) (once)"
-	@start=$$(date +%s); \
-	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '-s -w' -o $@.tmp k8s.io/kubernetes/test/images/agnhost || { rm -f $@.tmp; exit 1; }; \
-	mv $@.tmp $@; echo ">> agnhost built in $$(( $$(date +%s) - start ))s"
+	$(call build-k8s,k8s.io/kubernetes/test/images/agnhost,-s -w)
 $(E2E_TEST):
 	@mkdir -p $(@D)
 	@echo ">> building e2e.test $(K8S_VERSION) into $(@D) (once; a few minutes)"
