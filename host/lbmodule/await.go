@@ -13,12 +13,13 @@ import (
 // be. It does not wait for the rest of that sync (pruning what is no
 // longer wanted, node annotations): a new Service's pool is in by then,
 // and in a burst the rest took a few hundred milliseconds that every
-// waiting Service's address sat behind.
+// waiting Service's address sat behind. The sync it asks for is spaced
+// from the last by a quarter of the debounce (awaitedSpacing).
 func (r *Reconciler) AwaitSync(ctx context.Context) bool {
 	// Syncs are numbered as they begin: one numbered past the last begun
 	// began after this line, so after the caller's change.
 	want := r.begun.Load() + 1
-	r.MarkDirty()
+	r.markDirty(r.cfg.Debounce / awaitedSpacing)
 	for {
 		r.doneMu.Lock()
 		done, ch := r.doneSeq, r.doneCh

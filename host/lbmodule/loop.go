@@ -23,8 +23,19 @@ import (
 // a quiet spell waits only gatherDelay: each new Service's pool (and with
 // it MetalLB's allocation and the first packet) waited a whole debounce
 // behind its address before.
-func (r *Reconciler) MarkDirty() {
-	next := max(time.Duration(r.lastStart.Load())+r.cfg.Debounce,
+func (r *Reconciler) MarkDirty() { r.markDirty(r.cfg.Debounce) }
+
+// awaitedSpacing is the debounce of a sync someone waits for (AwaitSync: a
+// new Service's address waits for its pool), as a share of the debounce.
+// In a burst of new Services, those staged while a sync runs waited for
+// the next one a whole debounce after it began: the burst's last pools
+// came a second behind its first. The CPU bound (the last sync's busy
+// time) still holds, and syncs no one waits for (node annotations,
+// endpoints, the resync) keep the whole debounce.
+const awaitedSpacing = 4
+
+func (r *Reconciler) markDirty(debounce time.Duration) {
+	next := max(time.Duration(r.lastStart.Load())+debounce,
 		time.Duration(r.lastEnd.Load())+time.Duration(r.lastBusy.Load()))
 	r.queue.AddAfter(queueKey, max(next-time.Duration(r.cfg.Clock.Now().UnixNano()), gatherDelay))
 }

@@ -235,6 +235,34 @@ func TestAwaitSync(t *testing.T) {
 	}
 }
 
+// A sync someone waits for (a new Service's pool) comes a quarter of the
+// debounce after the last one began, not the whole debounce: in a burst,
+// the Services staged while a sync ran waited a second for the next.
+func TestAwaitedSyncWaitsAQuarterDebounce(t *testing.T) {
+	f := newFixture(t, false)
+	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.awaitAfterQuiet(t) // a sync begins now; the clock stands still
+	done := make(chan bool)
+	go func() { done <- f.r.AwaitSync(context.Background()) }()
+	f.step(t, lbmodule.GatherDelay)
+	time.Sleep(50 * time.Millisecond)
+	if n := f.calls.Load(); n != 2 {
+		t.Fatalf("AwaitSync %v after a sync began: %d calls, want 2 until a quarter of the debounce has passed", lbmodule.GatherDelay, n)
+	}
+	f.clock.Step(time.Second/4 - lbmodule.GatherDelay)
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("AwaitSync reported no sync")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no sync a quarter of the debounce after the last began: AwaitSync still waits")
+	}
+	if n := f.calls.Load(); n != 3 {
+		t.Fatalf("%d syncs when AwaitSync returned, want 3", n)
+	}
+}
+
 // AwaitSync returns once the sync's objects are written, not after the
 // rest of the sync: the first sync that reaches the node annotations
 // lists the nodes, and that list is held until the test ends.
