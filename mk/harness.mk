@@ -163,15 +163,19 @@ cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN) ## the short real-cluster che
 # announces the address, so those specs fail in every run here (as they
 # would behind such routers); TESTING.md has the runs.
 # CONFORMANCE_SKIP= runs them.
+# CONFORMANCE_PROCS is how many e2e.test processes Ginkgo's CLI runs the
+# specs in (none is [Serial]; CONFORMANCE_PROCS=1 runs them one by one).
 CONFORMANCE_DIR ?= $(BIN_DIR)/conformance
 CONFORMANCE_FOCUS ?=
 CONFORMANCE_SKIP ?= session affinity
 CONFORMANCE_SPEAKER ?=
-conformance: $(CLUSTER_PREREQS) cluster-image $(E2E_TEST) $(COREDNS) ## Kubernetes' [sig-network] LoadBalancers e2e specs on a real cluster (root; CONFORMANCE_SPEAKER=...)
+CONFORMANCE_PROCS ?= 3
+conformance: $(CLUSTER_PREREQS) cluster-image $(E2E_TEST) $(GINKGO) $(COREDNS) ## Kubernetes' [sig-network] LoadBalancers e2e specs on a real cluster (root; CONFORMANCE_SPEAKER=...)
 	@rm -rf $(CONFORMANCE_DIR) && mkdir -p $(TEST_LOG_DIR)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_COREDNS=$(COREDNS) METAL_CCM_CONFORMANCE_E2E=$(E2E_TEST) METAL_CCM_CONFORMANCE_REPORT=$(abspath $(CONFORMANCE_DIR)) \
 	  METAL_CCM_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' METAL_CCM_CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' \
 	  METAL_CCM_CONFORMANCE_SPEAKER='$(CONFORMANCE_SPEAKER)' \
+	  METAL_CCM_CONFORMANCE_GINKGO=$(GINKGO) METAL_CCM_CONFORMANCE_PROCS='$(CONFORMANCE_PROCS)' \
 	  $(GO) test -tags cluster -count=1 -v -timeout 150m -run 'TestConformance' ./test/cluster/ $(call with-digest,conformance)
 
 # make run's real-cluster variant: a cloud cluster with a sample Service,

@@ -198,6 +198,14 @@ $(E2E_TEST):
 	@$(TOOL_GO) test -C test/testenv/k8sbins -c -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/test/e2e || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
 
+# Ginkgo's CLI runs e2e.test's specs in parallel processes, as Kubernetes'
+# own hack/ginkgo-e2e.sh does (e2e.test alone runs them one at a time); the
+# version is the one e2e.test links, from its own module.
+GINKGO_VERSION := $(shell sed -n 's/^[[:space:]]*github.com\/onsi\/ginkgo\/v2 \(v[0-9.]*\).*/\1/p' test/testenv/k8sbins/go.mod)
+GINKGO := $(CACHE_HOME)/cloud-provider-equinix-metal/ginkgo/$(GINKGO_VERSION)/ginkgo
+$(GINKGO):
+	$(call build-in-module,github.com/onsi/ginkgo/v2,$(GINKGO_VERSION),ginkgo)
+
 # CoreDNS for the conformance cluster's kube-dns: a build with only the
 # plugins it needs (test/testenv/corednsbin, its own module), cached.
 COREDNS_VERSION := $(shell sed -n 's/^require github.com\/coredns\/coredns \(v[0-9.]*\)$$/\1/p' test/testenv/corednsbin/go.mod)

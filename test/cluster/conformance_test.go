@@ -3,14 +3,20 @@
 package cluster
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestConformance runs Kubernetes' own LoadBalancer e2e tests
@@ -28,12 +34,23 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl: %v (make conformance builds it)", err)
 	}
+	// Cluster DNS: the specs that change a Service's type check it by
+	// name from a pod (CheckServiceReachability).
 	coredns := os.Getenv("METAL_CCM_CLUSTER_COREDNS")
 	if coredns == "" {
 		t.Fatal("METAL_CCM_CLUSTER_COREDNS unset: run make conformance")
 	}
-	// Cluster DNS: the specs that change a Service's type check it by
-	// name from a pod (CheckServiceReachability).
+	// Ginkgo's CLI runs the specs in METAL_CCM_CONFORMANCE_PROCS parallel
+	// e2e.test processes, as Kubernetes' own CI runs this suite (none of
+	// its specs is [Serial]); each spec has its own namespace.
+	ginkgo := os.Getenv("METAL_CCM_CONFORMANCE_GINKGO")
+	if ginkgo == "" {
+		t.Fatal("METAL_CCM_CONFORMANCE_GINKGO unset: run make conformance")
+	}
+	procs := os.Getenv("METAL_CCM_CONFORMANCE_PROCS")
+	if n, err := strconv.Atoi(procs); err != nil || n < 1 {
+		t.Fatalf("METAL_CCM_CONFORMANCE_PROCS=%q: want a whole number of processes, 1 or more (make conformance CONFORMANCE_PROCS=3)", procs)
+	}
 	// METAL_CCM_CONFORMANCE_SPEAKER (make conformance
 	// CONFORMANCE_SPEAKER=...) picks the speaker; MetalLB 0.15.3 native
 	// by default.
@@ -50,23 +67,33 @@ func TestConformance(t *testing.T) {
 	if focus == "" {
 		focus = `\[sig-network\] LoadBalancers`
 	}
+	args := []string{"--net=/run/netns/" + c.ClientNS, "--", ginkgo,
+		"--procs=" + procs,
+		"--focus=" + focus,
+		"-v",
+		"--no-color",
+		"--timeout=2h",
+	}
+	if skip := os.Getenv("METAL_CCM_CONFORMANCE_SKIP"); skip != "" {
+		args = append(args, "--skip="+skip)
+	}
+	// Only the first process counts the nodes that take pods; the others
+	// keep --num-nodes' default (-1) and skip every spec that needs two
+	// nodes ("Requires at least 2 nodes (not -1)"), so they are told.
+	workers := schedulableNodes(t, c)
+	t.Logf("%s parallel e2e.test processes, %d nodes that take pods", procs, workers)
 	// The client netns reaches kube-apiserver at the host's address, as
 	// the kubelets do (node-kubeconfig: that address, the admin token).
-	args := []string{"--net=/run/netns/" + c.ClientNS, "--", e2e,
-		"--kubeconfig=" + filepath.Join(c.Dir, "node-kubeconfig"),
+	args = append(args, e2e, "--",
+		"--kubeconfig="+filepath.Join(c.Dir, "node-kubeconfig"),
 		"--provider=skeleton",
-		"--ginkgo.focus=" + focus,
-		"--ginkgo.v",
-		"--ginkgo.timeout=2h",
-		"--report-dir=" + report,
-		"--kubectl-path=" + kubectl,
+		"--report-dir="+report,
+		"--kubectl-path="+kubectl,
+		"--num-nodes="+strconv.Itoa(workers),
 		// The control-plane node is tainted; the e2e framework should not
 		// wait for it to take pods.
 		"--non-blocking-taints=node-role.kubernetes.io/control-plane",
-	}
-	if skip := os.Getenv("METAL_CCM_CONFORMANCE_SKIP"); skip != "" {
-		args = append(args, "--ginkgo.skip="+skip)
-	}
+	)
 	cmd := exec.Command("nsenter", args...)
 	logPath := filepath.Join(report, "e2e.log")
 	logFile, err := os.Create(logPath)
@@ -91,6 +118,23 @@ func TestConformance(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("e2e.test: %v", runErr)
 	}
+}
+
+// schedulableNodes counts the cluster's Nodes without a NoSchedule taint:
+// the nodes e2e's framework counts as schedulable.
+func schedulableNodes(t *testing.T, c *Cluster) int {
+	t.Helper()
+	nodes, err := c.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, node := range nodes.Items {
+		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Effect == corev1.TaintEffectNoSchedule }) {
+			n++
+		}
+	}
+	return n
 }
 
 type junitSuites struct {
