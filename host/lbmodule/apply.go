@@ -32,7 +32,7 @@ import (
 // apply consumes resp.Objects: each object is encoded only when its turn
 // comes and dropped once encoded, so that at 10,000 Services the module's
 // output is never held twice (as objects and as bodies) at once.
-func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse, phases *phaseClock, seq int64) error {
+func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.GenerateResponse, pre *listed, phases *phaseClock, seq int64) error {
 	targets, desired, mergeTargets, err := r.resolveTargets(d, resp.Objects)
 	if err != nil {
 		return err
@@ -41,13 +41,15 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	if err := r.recordKinds(ctx, owned); err != nil {
 		return r.applyErr("%v", err)
 	}
-	// The owned objects as they are now, to tell whether one is still as
-	// this process last applied it.
-	live, unowned, err := r.listLive(ctx, owned)
+	// The owned objects as they were before the module's call (readAndList),
+	// to tell whether one is still as this process last applied it; a kind
+	// not listed then is listed now.
+	err = r.listMissing(ctx, pre, owned)
 	phases.end("live")
 	if err != nil {
 		return err
 	}
+	live, unowned := pre.live, pre.unowned
 	r.mu.Lock()
 	last := r.applied
 	r.mu.Unlock()
@@ -60,7 +62,7 @@ func (r *Reconciler) apply(ctx context.Context, d sdk.Description, resp sdk.Gene
 	r.rememberApplied(nil, next)
 	// Everything the module wants is in: AwaitSync's callers go on.
 	r.syncReached(seq)
-	err = r.prune(ctx, d, desired, mergeTargets, live, owned)
+	err = r.prune(ctx, d, desired, mergeTargets, live, pre.kinds, owned)
 	phases.end("prune")
 	if err != nil {
 		return err
@@ -238,6 +240,27 @@ func withOwnedLabel(obj map[string]any) map[string]any {
 	md["labels"] = labels
 	out["metadata"] = md
 	return out
+}
+
+// listMissing lists into pre the kinds in owned it does not have.
+func (r *Reconciler) listMissing(ctx context.Context, pre *listed, owned map[kindKey]bool) error {
+	var missing []kindKey
+	for _, k := range sortedKeys(owned) {
+		if !pre.kinds[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	jobs, err := r.listJobs(missing)
+	if err != nil {
+		return err
+	}
+	if failed := pre.run(ctx, r, jobs); len(failed) > 0 {
+		return failed[0]
+	}
+	return nil
 }
 
 // ownedKinds are the kinds (and namespaces) of the owned objects in targets.

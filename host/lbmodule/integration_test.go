@@ -446,6 +446,69 @@ func TestIntegration(t *testing.T) {
 		})
 	})
 
+	t.Run("a sync lists each kind once, and never after its writes", func(t *testing.T) {
+		snap := &snapshot{}
+		snap.set(threeByThree())
+		var mu sync.Mutex
+		var calls []string // "list <path>?<selector>" and "write <path>", in order
+		cfg := rest.CopyConfig(c.cfg)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				q := req.URL.Query()
+				call := ""
+				switch {
+				case req.Method == http.MethodGet && q.Has("continue"):
+					// a list's next page
+				case req.Method == http.MethodGet && (q.Has("limit") || q.Has("labelSelector")):
+					call = "list " + req.URL.Path + "?" + q.Get("labelSelector")
+				case req.Method != http.MethodGet:
+					call = "write " + req.URL.Path
+				}
+				if call != "" {
+					mu.Lock()
+					calls = append(calls, call)
+					mu.Unlock()
+				}
+				return rt.RoundTrip(req)
+			})
+		})
+		counted := &cluster{kube: c.kube, dyn: dynamic.NewForConfigOrDie(cfg), cfg: cfg}
+		r := reconciler(t, counted, sdktest.Build(t, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, snap, nil)
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A Service's new address: one pool to write.
+		req := threeByThree()
+		req.Services[0].IPs = []string{"145.40.1.98"}
+		snap.set(req)
+		mu.Lock()
+		calls = nil
+		mu.Unlock()
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen := map[string]bool{}
+		wrote := false
+		for _, call := range calls {
+			if strings.HasPrefix(call, "write ") {
+				wrote = true
+				continue
+			}
+			if wrote {
+				t.Errorf("%s after a write: the sync lists what it applies or prunes before the module's call (calls: %q)", call, calls)
+			}
+			if seen[call] {
+				t.Errorf("%s twice in one sync (calls: %q)", call, calls)
+			}
+			seen[call] = true
+		}
+		if !wrote || len(seen) == 0 {
+			t.Fatalf("calls %q: want lists, then the pool's write", calls)
+		}
+	})
+
 	t.Run("an unchanged object is not applied again; a changed or deleted one is", func(t *testing.T) {
 		snap := &snapshot{}
 		snap.set(threeByThree())

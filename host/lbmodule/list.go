@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"golang.org/x/sync/errgroup"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,50 +16,78 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
-// listLive lists the objects of the kinds about to be applied, each in
-// the namespace it is written to (never across namespaces): the owned
-// ones' versions (live), and which others exist (unowned: upstream's, or
-// the user's). One list serves both, without a label selector: at scale
-// nearly every object of these kinds is the CCM's anyway. The kinds are
-// listed listWorkers at a time: five lists one after the other took
-// almost half a second under a burst's load.
-func (r *Reconciler) listLive(ctx context.Context, kinds map[kindKey]bool) (live map[objectKey]version, unowned map[objectKey]bool, err error) {
-	keys := sortedKeys(kinds)
-	// Mappings first, here: r.mappings is the sync goroutine's alone.
-	mappings := make([]*meta.RESTMapping, len(keys))
+// listJob is one kind to list, its mapping resolved.
+type listJob struct {
+	k kindKey
+	m *meta.RESTMapping
+}
+
+// listJobs resolves the kinds' mappings, in the sync goroutine (r.mappings
+// is its alone), before their lists go out at once.
+func (r *Reconciler) listJobs(keys []kindKey) ([]listJob, error) {
+	jobs := make([]listJob, len(keys))
 	for i, k := range keys {
-		if mappings[i], err = r.mapping(k.gvk()); err != nil {
-			return nil, nil, r.applyErr("listing owned %s: %v", k.Kind, err)
+		m, err := r.mapping(k.gvk())
+		if err != nil {
+			return nil, r.applyErr("listing owned %s: %v", k.Kind, err)
 		}
+		jobs[i] = listJob{k, m}
 	}
-	live, unowned = map[objectKey]version{}, map[objectKey]bool{}
-	var mu sync.Mutex // guards live and unowned
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(listWorkers)
-	for i, k := range keys {
-		g.Go(func() error {
-			items, err := r.listMeta(gctx, mappings[i], k.Namespace, "")
+	return jobs, nil
+}
+
+// listed is what a sync listed of the kinds it applies or prunes.
+type listed struct {
+	mu sync.Mutex // guards all three while the lists run
+	// live: the owned objects' versions; unowned: the others that exist.
+	live    map[objectKey]version
+	unowned map[objectKey]bool
+	// kinds are the kinds listed: live and unowned are whole for them.
+	kinds map[kindKey]bool
+}
+
+func newListed() *listed {
+	return &listed{live: map[objectKey]version{}, unowned: map[objectKey]bool{}, kinds: map[kindKey]bool{}}
+}
+
+// run lists the jobs' kinds listWorkers at a time into l, and returns the
+// error of each kind it could not list (that kind is not in l.kinds).
+// Each kind is listed in the namespace it is written to (never across
+// namespaces), for the owned objects' versions (live) and which others
+// exist (unowned: upstream's, or the user's). One list serves both,
+// without a label selector: at scale nearly every object of these kinds
+// is the CCM's anyway. Five lists one after the other took almost half a
+// second under a burst's load.
+func (l *listed) run(ctx context.Context, r *Reconciler, jobs []listJob) []error {
+	var failed []error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, listWorkers)
+	for _, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			items, err := r.listMeta(ctx, j.m, j.k.Namespace, "")
+			l.mu.Lock()
+			defer l.mu.Unlock()
 			if err != nil {
-				return r.applyErr("listing owned %s: %s", k.Kind, wasmhost.OneLine(err.Error()))
+				failed = append(failed, r.applyErr("listing owned %s: %s", j.k.Kind, wasmhost.OneLine(err.Error())))
+				return
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			gvk := k.gvk()
+			gvk := j.k.gvk()
 			for _, o := range items {
 				key := objectKey{gvk, o.Namespace, o.Name}
 				if !o.Owned {
-					unowned[key] = true
+					l.unowned[key] = true
 					continue
 				}
-				live[key] = version{o.ResourceVersion, o.UID, o.Generation}
+				l.live[key] = version{o.ResourceVersion, o.UID, o.Generation}
 			}
-			return nil
-		})
+			l.kinds[j.k] = true
+		}()
 	}
-	if err := g.Wait(); err != nil {
-		return nil, nil, err
-	}
-	return live, unowned, nil
+	wg.Wait()
+	return failed
 }
 
 // liveObject is what the reconciler reads of a listed object. Keeping

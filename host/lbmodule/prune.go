@@ -173,11 +173,12 @@ func mergeKinds(d sdk.Description) map[kindKey]bool {
 // list across the cluster. A kind no longer declared leaves the record
 // once nothing owned is left of it.
 //
-// live is what apply listed of the kinds it wrote (listed), before its
-// writes: those kinds are not listed again. An object made since by the
-// CCM is desired; one made by someone else waits for the next sync; one
-// deleted since is a NotFound, which prune tolerates.
-func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep map[objectKey]bool, live map[objectKey]version, listed map[kindKey]bool) error {
+// live is what the sync listed of the kinds in listed, before its writes
+// (readAndList): those kinds are not listed again. An object made since by
+// the CCM is desired; one made by someone else waits for the next sync;
+// one deleted since is a NotFound, which prune tolerates. written are the
+// kinds apply wrote.
+func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep map[objectKey]bool, live map[objectKey]version, listed, written map[kindKey]bool) error {
 	old, err := r.loadRecord(ctx)
 	if err != nil {
 		return r.applyErr("%v", err)
@@ -228,7 +229,7 @@ func (r *Reconciler) prune(ctx context.Context, d sdk.Description, desired, keep
 	for i, j := range jobs {
 		// A kind apply wrote has objects (listed before they were
 		// written, they may not count in left): it stays recorded.
-		if left[i] == 0 && !listed[j.k] {
+		if left[i] == 0 && !written[j.k] {
 			delete(next, j.k) // recorded again before its next write
 		}
 	}

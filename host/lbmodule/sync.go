@@ -67,7 +67,8 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 		a.Observe(req)
 	}
 	desc := r.cfg.Module.Describe()
-	req.Existing, err = r.read(ctx, desc)
+	var pre *listed
+	req.Existing, pre, err = r.readAndList(ctx, desc)
 	phases.end("read")
 	if err != nil {
 		return r.applyErr("reading the objects it asked for: %v", err)
@@ -82,13 +83,14 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	for _, w := range resp.Warnings {
 		r.log.Info("Load-balancer module warning", "warning", w)
 	}
-	return r.apply(ctx, desc, resp, phases, seq)
+	return r.apply(ctx, desc, resp, pre, phases, seq)
 }
 
 // phaseClock times the phases of one sync, each from the end of the one
-// before, into syncPhaseDuration and the sync's log line: snapshot, read,
-// generate, then apply's live (listing what is there), write, prune and
-// annotations.
+// before, into syncPhaseDuration and the sync's log line: snapshot, read
+// (the declared reads and the lists of what is there, at once:
+// readAndList), generate, then apply's live (listing a kind read did not),
+// write, prune and annotations.
 type phaseClock struct {
 	now  func() time.Time
 	last time.Time
@@ -127,12 +129,23 @@ func (p *phaseClock) keysAndValues() []any { return p.kv }
 // at once (listWorkers at most): each is a round trip, and under a
 // burst's load three small lists one after the other took a second.
 func (r *Reconciler) read(ctx context.Context, d sdk.Description) ([]sdk.Object, error) {
-	type job struct {
-		rd  sdk.ObjectRead
-		res dynamic.ResourceInterface
+	jobs, err := r.readJobs(d)
+	if err != nil {
+		return nil, err
 	}
-	// Mappings first, here: r.mappings is the sync goroutine's alone.
-	var jobs []job
+	return runReads(ctx, jobs)
+}
+
+// readJob is one declared read, its mapping resolved.
+type readJob struct {
+	rd  sdk.ObjectRead
+	res dynamic.ResourceInterface
+}
+
+// readJobs resolves the declared reads' mappings, in the sync goroutine
+// (r.mappings is its alone).
+func (r *Reconciler) readJobs(d sdk.Description) ([]readJob, error) {
+	var jobs []readJob
 	for _, rd := range d.Reads {
 		m, err := r.mapping(schema.FromAPIVersionAndKind(rd.APIVersion, rd.Kind))
 		if meta.IsNoMatchError(err) {
@@ -140,8 +153,13 @@ func (r *Reconciler) read(ctx context.Context, d sdk.Description) ([]sdk.Object,
 		} else if err != nil {
 			return nil, err
 		}
-		jobs = append(jobs, job{rd, r.resource(m, rd.Namespace)})
+		jobs = append(jobs, readJob{rd, r.resource(m, rd.Namespace)})
 	}
+	return jobs, nil
+}
+
+// runReads makes the reads, listWorkers at a time.
+func runReads(ctx context.Context, jobs []readJob) ([]sdk.Object, error) {
 	found := make([][]unstructured.Unstructured, len(jobs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(listWorkers)
