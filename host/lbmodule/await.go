@@ -2,6 +2,7 @@ package lbmodule
 
 import (
 	"context"
+	"time"
 )
 
 // AwaitSync asks for a sync and waits until one that began after the call
@@ -19,7 +20,7 @@ func (r *Reconciler) AwaitSync(ctx context.Context) bool {
 	// Syncs are numbered as they begin: one numbered past the last begun
 	// began after this line, so after the caller's change.
 	want := r.begun.Load() + 1
-	r.markDirty(r.cfg.Debounce / awaitedSpacing)
+	r.markDirty(time.Duration(r.lastStart.Load()) + r.cfg.Debounce/awaitedSpacing)
 	for {
 		r.doneMu.Lock()
 		done, ch := r.doneSeq, r.doneCh

@@ -10,33 +10,39 @@ import (
 // MarkDirty asks for a sync. Calls before the next sync may start, and
 // calls while a sync runs, add up to one more sync.
 //
-// The next sync starts a debounce after the last one began, and no sooner
-// after the last one ended than that one was busy building its input and
-// calling the module (phaseClock.busy): at 10,000 Services that takes
-// seconds of CPU, and
-// back-to-back syncs during a burst would keep a core busy and starve the
-// rest of the process (the leader lease's renewals among it). So the
+// The next sync starts a debounce after the last one ended, and no sooner
+// after it than that one was busy building its input and calling the
+// module (phaseClock.busy): at 10,000 Services that takes seconds of CPU,
+// and back-to-back syncs during a burst would keep a core busy and starve
+// the rest of the process (the leader lease's renewals among it). So the
 // module gets at most about half of one core, and a burst still ends in
-// one sync of the final state. The time a sync waits for the API server
-// to read or apply its objects does not count: it costs no CPU, and
-// counting it held a burst of 20 new Services' pools back for seconds. A change after
-// a quiet spell waits only gatherDelay: each new Service's pool (and with
-// it MetalLB's allocation and the first packet) waited a whole debounce
-// behind its address before.
-func (r *Reconciler) MarkDirty() { r.markDirty(r.cfg.Debounce) }
+// one sync of the final state. The debounce counts from the end, not the
+// start: a sync waits a second or more for kube-apiserver under a burst's
+// load, and counted from its start, the Service updates of a burst (each
+// Service's status and annotations, MetalLB's among them) kept syncs
+// going back to back, each listing every kind it writes on a loaded API
+// server. A sync a new Service waits for (AwaitSync) comes sooner. A
+// change after a quiet spell waits only gatherDelay: each new Service's
+// pool (and with it MetalLB's allocation and the first packet) waited a
+// whole debounce behind its address before.
+func (r *Reconciler) MarkDirty() {
+	r.markDirty(time.Duration(r.lastEnd.Load()) + r.cfg.Debounce)
+}
 
 // awaitedSpacing is the debounce of a sync someone waits for (AwaitSync: a
-// new Service's address waits for its pool), as a share of the debounce.
-// In a burst of new Services, those staged while a sync runs waited for
-// the next one a whole debounce after it began: the burst's last pools
-// came a second behind its first. The CPU bound (the last sync's busy
-// time) still holds, and syncs no one waits for (node annotations,
-// endpoints, the resync) keep the whole debounce.
+// new Service's address waits for its pool), as a share of the debounce,
+// counted from the last sync's start. In a burst of new Services, those
+// staged while a sync ran waited for the next one a whole debounce after
+// it: the burst's last pools came a second behind its first. The CPU
+// bound (the last sync's busy time) still holds, and syncs no one waits
+// for (node annotations, endpoints, the resync) keep the whole debounce
+// after the last sync's end.
 const awaitedSpacing = 4
 
-func (r *Reconciler) markDirty(debounce time.Duration) {
-	next := max(time.Duration(r.lastStart.Load())+debounce,
-		time.Duration(r.lastEnd.Load())+time.Duration(r.lastBusy.Load()))
+// markDirty asks for a sync no sooner than notBefore (Unix nanoseconds),
+// the last sync's busy time after it ended, and gatherDelay from now.
+func (r *Reconciler) markDirty(notBefore time.Duration) {
+	next := max(notBefore, time.Duration(r.lastEnd.Load())+time.Duration(r.lastBusy.Load()))
 	r.queue.AddAfter(queueKey, max(next-time.Duration(r.cfg.Clock.Now().UnixNano()), gatherDelay))
 }
 

@@ -184,6 +184,40 @@ func TestSlowSyncSpacesTheNext(t *testing.T) {
 	waitFor(t, "the spaced sync", func() bool { return f.calls.Load() == 3 })
 }
 
+// A change is synced a debounce after the last sync ended, not after it
+// began: a sync that waited long for the API server (under a burst's load)
+// would otherwise be followed at once by the next, and the burst's Service
+// updates keep syncs going back to back.
+func TestDebounceCountsFromTheEnd(t *testing.T) {
+	kube := kubefake.NewClientset()
+	var fp atomic.Pointer[fixture]
+	var slowList atomic.Bool
+	slowList.Store(true)
+	// The first sync lists the nodes (once per process): that list takes 3s
+	// of the fake clock, waiting time, not busy.
+	kube.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if slowList.Swap(false) {
+			for fp.Load() == nil {
+				time.Sleep(time.Millisecond) // newFixtureWith has not returned yet
+			}
+			fp.Load().clock.Step(3 * time.Second)
+		}
+		return false, nil, nil
+	})
+	f := newFixtureWith(t, false, kube)
+	fp.Store(f)
+	waitFor(t, "the initial sync to end", func() bool { return f.r.LastError() == nil && f.calls.Load() == 1 && !slowList.Load() })
+	time.Sleep(50 * time.Millisecond) // the sync's end is recorded
+	f.r.MarkDirty()
+	f.step(t, lbmodule.GatherDelay)
+	time.Sleep(50 * time.Millisecond)
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("a change right after a sync that began 3s ago: %d calls, want 1 until a debounce after its end", n)
+	}
+	f.clock.Step(time.Second - lbmodule.GatherDelay)
+	waitFor(t, "the debounced sync", func() bool { return f.calls.Load() == 2 })
+}
+
 func TestFailedSyncIsRetriedWithBackoff(t *testing.T) {
 	before := counter(t, "equinix_metal_lbmodule_syncs_total", "snapshot")
 	f := newFixture(t, true)
