@@ -2,6 +2,7 @@ package lbsnapshot
 
 import (
 	"net/netip"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -100,4 +101,29 @@ func sortIPs(ips []string) {
 		}
 		return ips[i] < ips[j]
 	})
+}
+
+// ViewChanged reports whether an update of a Service changes what the
+// load-balancer module's loop reads of it: the Service in the module's
+// input (ServiceFromK8s, and spec.loadBalancerIP, from which Build also
+// takes a user's own address), and its traffic policy (the check that a
+// Local Service has an announcing node, lbmodule.Announcements). The
+// other updates of a new Service (the finalizer, its status as the CCM
+// and MetalLB write it, kube-proxy's and the scheduler's doings) would
+// each ask for a module sync that changes nothing: a burst's Services,
+// updated several times each, kept syncs going back to back.
+func ViewChanged(old, cur *corev1.Service) bool {
+	if ourLoadBalancer(old) != ourLoadBalancer(cur) {
+		return true
+	}
+	if !ourLoadBalancer(cur) {
+		return false
+	}
+	if old.UID != cur.UID || old.Spec.LoadBalancerIP != cur.Spec.LoadBalancerIP || //nolint:staticcheck // Build reads it
+		old.Spec.ExternalTrafficPolicy != cur.Spec.ExternalTrafficPolicy {
+		return true
+	}
+	a, aok := ServiceFromK8s(old)
+	b, bok := ServiceFromK8s(cur)
+	return aok != bok || !reflect.DeepEqual(a, b)
 }

@@ -125,3 +125,57 @@ func TestServiceFromK8sCopiesAnnotations(t *testing.T) {
 		t.Fatalf("the view shares the Service's annotations map")
 	}
 }
+
+func TestViewChanged(t *testing.T) {
+	base := func() *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u", ResourceVersion: "1"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "198.51.100.1"}}}},
+		}
+	}
+	class := "example.com/other"
+	for _, tc := range []struct {
+		name   string
+		update func(*corev1.Service)
+		want   bool
+	}{
+		{"a new resourceVersion only", func(s *corev1.Service) { s.ResourceVersion = "2" }, false},
+		{"the finalizer", func(s *corev1.Service) { s.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"} }, false},
+		{"the same address again in the status, with a mode", func(s *corev1.Service) {
+			mode := corev1.LoadBalancerIPModeVIP
+			s.Status.LoadBalancer.Ingress[0].IPMode = &mode
+		}, false},
+		{"a condition in the status", func(s *corev1.Service) {
+			s.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}
+		}, false},
+		{"the selector", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "web"} }, false},
+		{"another address", func(s *corev1.Service) { s.Status.LoadBalancer.Ingress[0].IP = "198.51.100.2" }, true},
+		{"the status emptied (the address then comes from nowhere)", func(s *corev1.Service) { s.Status.LoadBalancer.Ingress = nil }, true},
+		{"an annotation (modules read them all)", func(s *corev1.Service) {
+			s.Annotations = map[string]string{"metallb.io/ip-allocated-from-pool": "ns.web"}
+		}, true},
+		{"a port", func(s *corev1.Service) { s.Spec.Ports[0].Port = 8080 }, true},
+		{"spec.loadBalancerIP (a user's own address)", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "198.51.100.9" }, true}, //nolint:staticcheck // the field Build reads
+		{"the traffic policy", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal }, true},
+		{"a load-balancer class (no longer ours)", func(s *corev1.Service) { s.Spec.LoadBalancerClass = &class }, true},
+		{"another object of the same name", func(s *corev1.Service) { s.UID = "v" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, cur := base(), base()
+			tc.update(cur)
+			if got := lbsnapshot.ViewChanged(old, cur); got != tc.want {
+				t.Errorf("ViewChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("a Service of another class, changed", func(t *testing.T) {
+		old, cur := base(), base()
+		old.Spec.LoadBalancerClass, cur.Spec.LoadBalancerClass = &class, &class
+		cur.Spec.Ports[0].Port = 8080
+		if lbsnapshot.ViewChanged(old, cur) {
+			t.Error("ViewChanged = true for a Service the CCM does not balance")
+		}
+	})
+}

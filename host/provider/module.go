@@ -186,8 +186,10 @@ func (c *Cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Conf
 		go w.run(ctx)
 	}
 	// A Service's address appears in its status after EnsureLoadBalancer
-	// returns, so status changes must regenerate too. (Added after the
-	// factory started, the handler is first told of every Service.)
+	// returns, so status changes must regenerate too; an update that
+	// changes nothing the loop reads of the Service (lbsnapshot.ViewChanged)
+	// does not. (Added after the factory started, the handler is first
+	// told of every Service.)
 	_, _ = services.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -198,7 +200,13 @@ func (c *Cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Conf
 		},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { rec.MarkDirty() },
-			UpdateFunc: func(any, any) { rec.MarkDirty() },
+			UpdateFunc: func(old, cur any) {
+				o, ok1 := old.(*v1.Service)
+				c, ok2 := cur.(*v1.Service)
+				if !ok1 || !ok2 || lbsnapshot.ViewChanged(o, c) {
+					rec.MarkDirty()
+				}
+			},
 			DeleteFunc: func(any) { rec.MarkDirty() },
 		},
 	})
