@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -27,8 +28,9 @@ import (
 
 // The stages of a Service's way from creation to its first answered
 // request, in order. The Kubernetes stages are seen as their watch events
-// arrive, the routes by polling each router every 50 ms, kube-proxy's
-// rules by reading each node's nat table every 100 ms, the reservation
+// arrive, the routes as each router's kernel table changes (ip monitor),
+// kube-proxy's rules by reading each node's nat table every 100 ms while
+// a Service in a status lacks its rule there, the reservation
 // by the emulator's own record, the answer by a request every 100 ms from
 // the moment a router has the route.
 var stageNames = []string{
@@ -123,6 +125,22 @@ func (w *stageWatch) service(obj any, at time.Time) {
 		}
 	}
 	w.proxiedEverywhere(s)
+}
+
+// awaitsRule reports whether a Service in a status has no rule seen at
+// node i yet: only then is its nat table worth reading (iptables-save of
+// kube-proxy's nf_tables rules, three nodes ten times a second, cost the
+// cluster a good part of a core during the burst). A rule kube-proxy
+// wrote before the status reached this watch is seen at its first read.
+func (w *stageWatch) awaitsRule(i int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ip := range w.byIP {
+		if seen := w.proxiedAt[ip]; seen == nil || seen[i].IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // proxied records one read of node i's nat table: the addresses kube-proxy
@@ -251,18 +269,23 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 	pools.Start(ctx.Done())
 	kube.WaitForCacheSync(ctx.Done())
 	pools.WaitForCacheSync(ctx.Done())
+	// The instruments share the machine's two cores with the cluster, so
+	// they cost as little as they can: the routers' tables are followed
+	// as they change (ip monitor), and a node's nat table is read only
+	// while a Service in a status lacks its rule there.
 	for r, router := range c.Routers {
-		go func() {
-			for ctx.Err() == nil {
-				w.routes(r, routedAt(router), time.Now())
-				time.Sleep(50 * time.Millisecond)
-			}
-		}()
+		if err := watchRoutes(ctx, router, func(ip string, at time.Time) {
+			w.routes(r, map[string]bool{ip: true}, at)
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i, node := range c.Nodes {
 		go func() {
 			for ctx.Err() == nil {
-				w.proxied(i, len(c.Nodes), proxiedAt(node), time.Now())
+				if w.awaitsRule(i) {
+					w.proxied(i, len(c.Nodes), proxiedAt(node), time.Now())
+				}
 				time.Sleep(100 * time.Millisecond)
 			}
 		}()
@@ -419,6 +442,38 @@ func proxiedAt(n *Node) map[string]bool {
 		}
 	}
 	return got
+}
+
+// watchRoutes follows router r's kernel table (ip monitor) and calls seen
+// with each IPv4 address BIRD installs a route for, as the change is read,
+// until ctx ends: no polling. The routes already there are reported once,
+// after the monitor has started, so none falls between the two.
+func watchRoutes(ctx context.Context, r *Router, seen func(ip string, at time.Time)) error {
+	cmd := exec.CommandContext(ctx, "ip", "-n", r.Name, "-4", "monitor", "route")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("ip monitor route at %s: %w", r.Name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			// "198.18.0.59 proto bird metric 32", then a line per next
+			// hop; a withdrawal begins with "Deleted".
+			line := sc.Text()
+			if f := strings.Fields(line); len(f) > 0 && f[0] != "Deleted" && strings.Contains(line, " proto bird") {
+				seen(strings.TrimSuffix(f[0], "/32"), time.Now())
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	now := time.Now()
+	for ip := range routedAt(r) {
+		seen(ip, now)
+	}
+	return nil
 }
 
 // routedAtRouters is routedAt of each router, in c.Routers' order.
