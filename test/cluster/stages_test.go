@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -65,6 +66,10 @@ type serviceStages struct {
 	created time.Time
 	ip      string
 	at      []time.Time // by stageNames
+	// failedAsks are the answer probe's failed requests, the last with
+	// lastAskErr.
+	failedAsks int
+	lastAskErr string
 }
 
 // stageWatch is what stageTable follows, under one lock: the Services by
@@ -336,7 +341,8 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 			probe := answerProbe(c)
 			for time.Now().Before(deadline) {
 				sent := time.Now()
-				if resp, err := probe.Get(url); err == nil {
+				resp, err := probe.Get(url)
+				if err == nil {
 					resp.Body.Close()
 					if resp.StatusCode == http.StatusOK {
 						w.mu.Lock()
@@ -344,7 +350,12 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 						w.mu.Unlock()
 						return
 					}
+					err = fmt.Errorf("HTTP %s", resp.Status)
 				}
+				w.mu.Lock()
+				s.failedAsks++
+				s.lastAskErr = err.Error()
+				w.mu.Unlock()
 				time.Sleep(100 * time.Millisecond)
 			}
 		}()
@@ -363,6 +374,7 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 		}
 	}
 	t.Log(formatStages(svcs))
+	t.Log(formatSlowest(svcs, 3))
 	t.Log(allocationFailures(ctx, c, svcs))
 	t.Logf("the module's last syncs and failures, and stage-00's way (the CCM's log):\n%s", lastCCMLogLines(c, 60, "Load-balancer module", "lbmodule", "sync.go", "failures.go", "stage-00"))
 	for _, s := range svcs {
@@ -395,6 +407,38 @@ func formatStages(svcs []*serviceStages) string {
 			return fmt.Sprintf("%.2fs", ds[int(f*float64(len(ds)-1))].Seconds())
 		}
 		fmt.Fprintf(&b, "  %-40s %8s %8s %8s %d/%d\n", name, q(0.5), q(0.99), q(1), len(ds), len(svcs))
+	}
+	return b.String()
+}
+
+// formatSlowest is the way of the n Services that answered last, stage by
+// stage, with the probe's failed requests: where a tail of the table
+// comes from.
+func formatSlowest(svcs []*serviceStages, n int) string {
+	answered := func(s *serviceStages) time.Duration {
+		if s.at[stageAnswer].IsZero() {
+			return time.Duration(1<<63 - 1)
+		}
+		return s.at[stageAnswer].Sub(s.created)
+	}
+	sorted := slices.Clone(svcs)
+	slices.SortFunc(sorted, func(a, b *serviceStages) int { return cmp.Compare(answered(b), answered(a)) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "the %d Services that answered last, time since creation per stage:\n", n)
+	for _, s := range sorted[:min(n, len(sorted))] {
+		fmt.Fprintf(&b, "  %s (%s):", s.name, s.ip)
+		for stage, name := range stageNames {
+			at := "-"
+			if !s.at[stage].IsZero() {
+				at = fmt.Sprintf("%.2fs", max(0, s.at[stage].Sub(s.created)).Seconds())
+			}
+			fmt.Fprintf(&b, " %s %s;", name, at)
+		}
+		fmt.Fprintf(&b, " %d failed requests before the answer", s.failedAsks)
+		if s.lastAskErr != "" {
+			fmt.Fprintf(&b, " (the last: %s)", s.lastAskErr)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
