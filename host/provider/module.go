@@ -199,7 +199,7 @@ func (c *Cloud) runModuleLoop(ctx context.Context, env *runEnv, cfg *config.Conf
 			return ok && s.Spec.Type == v1.ServiceTypeLoadBalancer
 		},
 		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { rec.MarkDirty() },
+			AddFunc: func(any) { rec.MarkDirty() },
 			UpdateFunc: func(old, cur any) {
 				o, ok1 := old.(*v1.Service)
 				c, ok2 := cur.(*v1.Service)
