@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,19 +62,17 @@ func newListed() *listed {
 // second under a burst's load.
 func (l *listed) run(ctx context.Context, r *Reconciler, jobs []listJob) []error {
 	var failed []error
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, listWorkers)
+	// No error ends the group: a kind that fails leaves the others listed.
+	var g errgroup.Group
+	g.SetLimit(listWorkers)
 	for _, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			items, err := r.listMeta(ctx, j.m, j.k.Namespace, "")
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if err != nil {
 				failed = append(failed, r.applyErr("listing owned %s: %s", j.k.Kind, wasmhost.OneLine(err.Error())))
-				return
+				return nil
 			}
 			gvk := j.k.gvk()
 			for _, o := range items {
@@ -84,9 +84,10 @@ func (l *listed) run(ctx context.Context, r *Reconciler, jobs []listJob) []error
 				l.live[key] = version{o.ResourceVersion, o.UID, o.Generation}
 			}
 			l.kinds[j.k] = true
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return failed
 }
 
