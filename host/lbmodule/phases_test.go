@@ -15,9 +15,9 @@ func TestPhaseClockBusy(t *testing.T) {
 		each   time.Duration
 		want   time.Duration
 	}{
-		{"a whole sync", []string{"snapshot", "read", "generate", "live", "write", "prune", "annotations"}, time.Second, 2 * time.Second},
-		{"failed after the snapshot", []string{"snapshot"}, 300 * time.Millisecond, 300 * time.Millisecond},
-		{"failed reading", []string{"snapshot", "read"}, time.Second, time.Second},
+		{"a whole sync", []string{"read", "snapshot", "generate", "live", "write", "prune", "annotations"}, time.Second, 2 * time.Second},
+		{"failed after the snapshot", []string{"read", "snapshot"}, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"failed reading", []string{"read"}, time.Second, 0},
 		{"nothing timed", nil, time.Second, 0},
 	}
 	for _, tt := range tests {

@@ -122,11 +122,13 @@ type Reconciler struct {
 	// next is a module to use from the next sync on (SetModule).
 	next atomic.Pointer[wasmhost.Module]
 
-	// begun numbers the syncs as they begin; doneSeq is the number of the
-	// last one to have written its objects or ended, and doneCh is closed
-	// when the next one does (AwaitSync).
-	begun   atomic.Int64
+	// doneMu guards the rest (AwaitSync): snapped numbers the syncs as
+	// they take their snapshot; reading says a sync has begun and not
+	// taken it yet; doneSeq is the number of the last one to have written
+	// its objects or ended, and doneCh is closed when the next one does.
 	doneMu  sync.Mutex
+	snapped int64
+	reading bool
 	doneSeq int64
 	doneCh  chan struct{}
 }

@@ -297,6 +297,52 @@ func TestAwaitedSyncWaitsAQuarterDebounce(t *testing.T) {
 	}
 }
 
+// A change made while a sync still reads (before its snapshot) is in that
+// sync's snapshot: AwaitSync returns once that sync has written, and asks
+// for no other. In a burst, the Services staged during a sync's reads
+// waited for the whole next sync before. The initial sync's read of the
+// kinds record is held here.
+func TestAwaitSyncDuringReadsIsThatSync(t *testing.T) {
+	kube := kubefake.NewClientset()
+	reading := make(chan struct{})
+	release := make(chan struct{})
+	var once atomic.Bool
+	kube.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if once.CompareAndSwap(false, true) {
+			close(reading)
+			<-release
+		}
+		return false, nil, nil
+	})
+	f := newFixtureWith(t, false, kube)
+	select {
+	case <-reading:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the initial sync did not read the kinds record")
+	}
+	done := make(chan bool)
+	go func() { done <- f.r.AwaitSync(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // AwaitSync has looked
+	close(release)
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("AwaitSync reported no sync")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("AwaitSync called while the sync read still waits: it was not answered by that sync")
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("%d snapshots when AwaitSync returned, want 1 (the sync that was reading)", n)
+	}
+	// Nothing else was asked for: a minute later, still one sync.
+	f.clock.Step(time.Minute)
+	time.Sleep(100 * time.Millisecond)
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("%d snapshots a minute later, want 1: AwaitSync asked for a sync it did not need", n)
+	}
+}
+
 // AwaitSync returns once the sync's objects are written, not after the
 // rest of the sync: the first sync that reaches the node annotations
 // lists the nodes, and that list is held until the test ends.

@@ -16,11 +16,17 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
-// Sync runs one full cycle: snapshot, read, generate, validate, apply,
+// Sync runs one full cycle: read, snapshot, generate, validate, apply,
 // prune. Nothing is written unless generate and validation succeed.
+//
+// The reads come before the snapshot: they wait for the API server (a
+// second under a burst's load), and a Service staged meanwhile is in the
+// snapshot taken after them, so its AwaitSync is answered by this sync
+// rather than the next (the sync is numbered when it takes its snapshot).
 func (r *Reconciler) Sync(ctx context.Context) (err error) {
 	var req sdk.GenerateRequest
-	seq := r.begun.Add(1)
+	var seq int64
+	r.beginSync()
 	began := r.cfg.Clock.Now()
 	r.lastStart.Store(began.UnixNano())
 	phases := newPhaseClock(r.cfg.Clock.Now)
@@ -30,6 +36,9 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 		r.mu.Lock()
 		r.lastErr = err
 		r.mu.Unlock()
+		if seq == 0 {
+			seq = r.snapshotTaken() // ended before its snapshot: its waiters go on
+		}
 		r.syncReached(seq)
 		if err == nil {
 			syncsTotal.WithLabelValues("success").Inc()
@@ -56,22 +65,23 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 			r.log.V(2).Info("Load-balancer module synced", append([]any{"services", len(req.Services), "nodes", len(req.Nodes), "applied", r.appliedLast}, phases.keysAndValues()...)...)
 		}
 	}()
+	desc := r.cfg.Module.Describe()
+	existing, pre, err := r.readAndList(ctx, desc)
+	phases.end("read")
+	if err != nil {
+		return r.applyErr("reading the objects it asked for: %v", err)
+	}
+	seq = r.snapshotTaken()
 	req, err = r.cfg.Snapshot(ctx)
 	phases.end("snapshot")
 	if err != nil {
 		return r.snapshotErr(err)
 	}
+	req.Existing = existing
 	// The Services and BGP nodes are what they are whatever the module
 	// makes of them: the check does not wait for generate or apply.
 	if a := r.cfg.Announcements; a != nil {
 		a.Observe(req)
-	}
-	desc := r.cfg.Module.Describe()
-	var pre *listed
-	req.Existing, pre, err = r.readAndList(ctx, desc)
-	phases.end("read")
-	if err != nil {
-		return r.applyErr("reading the objects it asked for: %v", err)
 	}
 	start := time.Now()
 	resp, err := r.cfg.Module.Generate(ctx, req)
@@ -87,9 +97,9 @@ func (r *Reconciler) Sync(ctx context.Context) (err error) {
 }
 
 // phaseClock times the phases of one sync, each from the end of the one
-// before, into syncPhaseDuration and the sync's log line: snapshot, read
-// (the declared reads and the lists of what is there, at once:
-// readAndList), generate, then apply's live (listing a kind read did not),
+// before, into syncPhaseDuration and the sync's log line: read (the declared
+// reads and the lists of what is there, at once: readAndList), snapshot,
+// generate, then apply's live (listing a kind read did not),
 // write, prune and annotations.
 type phaseClock struct {
 	now  func() time.Time

@@ -27,9 +27,10 @@ import (
 
 // stageWait bounds how long writing a Service's address waits for the
 // module. In a burst of 50 new Services the syncs take up to about a
-// second each, and the one a staged Service waits for starts a quarter of
-// the debounce after the last began, so a Service staged just after one
-// began waits up to about two seconds; a failed sync ends
+// second each, and the one a staged Service waits for is the one still
+// reading, or else starts a quarter of the debounce after the last began,
+// so a Service staged just after a sync's snapshot waits up to about two
+// seconds; a failed sync ends
 // the wait at once; a slow module (thousands of Services) delays the
 // address by at most this much, never holds it back.
 const stageWait = 5 * time.Second
