@@ -1,9 +1,6 @@
 package lbmodule
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // AwaitSync waits until a sync that took its snapshot after the call has
 // written the module's objects, or has ended without (whether it failed or
@@ -28,7 +25,7 @@ func (r *Reconciler) AwaitSync(ctx context.Context) bool {
 	want, reading := r.snapped+1, r.reading
 	r.doneMu.Unlock()
 	if !reading {
-		r.markDirty(time.Duration(r.lastStart.Load()) + r.cfg.Debounce/awaitedSpacing)
+		r.ask(true)
 	}
 	for {
 		r.doneMu.Lock()

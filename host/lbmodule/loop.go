@@ -25,8 +25,14 @@ import (
 // change after a quiet spell waits only gatherDelay: each new Service's
 // pool (and with it MetalLB's allocation and the first packet) waited a
 // whole debounce behind its address before.
+//
+// A change while a sync runs is held until it ends, and then spaced from
+// that end: asked for at once, the queue's timer fired during the sync,
+// the workqueue marked the key dirty, and the next sync began the moment
+// this one ended, whatever the debounce and the busy time said (at 10,000
+// Services, multi-second syncs back to back while Services filled).
 func (r *Reconciler) MarkDirty() {
-	r.markDirty(time.Duration(r.lastEnd.Load()) + r.cfg.Debounce)
+	r.ask(false)
 }
 
 // awaitedSpacing is the debounce of a sync someone waits for (AwaitSync: a
@@ -39,11 +45,53 @@ func (r *Reconciler) MarkDirty() {
 // after the last sync's end.
 const awaitedSpacing = 4
 
-// markDirty asks for a sync no sooner than notBefore (Unix nanoseconds),
-// the last sync's busy time after it ended, and gatherDelay from now.
-func (r *Reconciler) markDirty(notBefore time.Duration) {
+// ask asks for a sync, one someone waits for (AwaitSync) or not; while a
+// sync runs the request is held, and made when it ends (endRun).
+func (r *Reconciler) ask(awaited bool) {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	switch {
+	case r.running && awaited:
+		r.heldAwaited = true
+	case r.running:
+		r.heldPlain = true
+	default:
+		r.schedule(awaited)
+	}
+}
+
+// schedule queues a sync no sooner than the debounce after the last sync
+// ended (a quarter of it after the last began, for one someone waits
+// for), the last sync's busy time after it ended, and gatherDelay from
+// now.
+func (r *Reconciler) schedule(awaited bool) {
+	notBefore := time.Duration(r.lastEnd.Load()) + r.cfg.Debounce
+	if awaited {
+		notBefore = time.Duration(r.lastStart.Load()) + r.cfg.Debounce/awaitedSpacing
+	}
 	next := max(notBefore, time.Duration(r.lastEnd.Load())+time.Duration(r.lastBusy.Load()))
 	r.queue.AddAfter(queueKey, max(next-time.Duration(r.cfg.Clock.Now().UnixNano()), gatherDelay))
+}
+
+// startRun and endRun bracket a sync of the loop: the requests made
+// meanwhile are held (ask) and scheduled once it has ended, from its end.
+func (r *Reconciler) startRun() {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	r.running = true
+}
+
+func (r *Reconciler) endRun() {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	r.running = false
+	if r.heldAwaited {
+		r.schedule(true)
+	}
+	if r.heldPlain {
+		r.schedule(false)
+	}
+	r.heldAwaited, r.heldPlain = false, false
 }
 
 // gatherDelay gathers the events of one moment (the Service patch, its
@@ -62,6 +110,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 		if quit {
 			return
 		}
+		r.startRun()
 		err := r.Sync(ctx)
 		switch {
 		case err == nil:
@@ -72,6 +121,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 			r.queue.AddRateLimited(key)
 		}
 		r.queue.Done(key)
+		r.endRun()
 	}
 }
 

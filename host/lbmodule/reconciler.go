@@ -98,6 +98,12 @@ type Reconciler struct {
 	// time.Duration.
 	lastStart, lastEnd, lastBusy atomic.Int64
 
+	// runMu guards running (a sync of the loop is under way) and the
+	// requests for a sync made meanwhile: one someone waits for
+	// (heldAwaited), one no one does (heldPlain) (loop.go).
+	runMu                           sync.Mutex
+	running, heldAwaited, heldPlain bool
+
 	// appliedLast is how many objects the last sync's apply wrote (the
 	// rest were unchanged); only the worker touches it.
 	appliedLast int

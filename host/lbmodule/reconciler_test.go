@@ -64,6 +64,8 @@ type fixture struct {
 	fail  atomic.Bool
 	// slow is how far a snapshot moves the clock: a sync that long.
 	slow atomic.Int64
+	// during, if set, runs once in a snapshot: an event while a sync runs.
+	during atomic.Pointer[func()]
 }
 
 func newFixture(t *testing.T, failing bool) *fixture {
@@ -89,6 +91,9 @@ func newFixtureWith(t *testing.T, failing bool, kube *kubefake.Clientset) *fixtu
 		Mapper:  meta.NewDefaultRESTMapper(nil),
 		Snapshot: func(context.Context) (sdk.GenerateRequest, error) {
 			f.calls.Add(1)
+			if during := f.during.Swap(nil); during != nil {
+				(*during)()
+			}
 			if d := time.Duration(f.slow.Load()); d > 0 {
 				f.clock.Step(d)
 			}
@@ -216,6 +221,30 @@ func TestDebounceCountsFromTheEnd(t *testing.T) {
 	}
 	f.clock.Step(time.Second - lbmodule.GatherDelay)
 	waitFor(t, "the debounced sync", func() bool { return f.calls.Load() == 2 })
+}
+
+// A change while a sync runs waits a debounce after that sync's end. Asked
+// for at once, the queue's timer fired during the sync and the next sync
+// began the moment it ended: syncs back to back under a stream of changes.
+func TestChangeDuringASyncWaitsForItsEnd(t *testing.T) {
+	f := newFixture(t, false)
+	waitFor(t, "the initial sync to end", func() bool { return f.r.LastError() == nil && f.calls.Load() == 1 })
+	time.Sleep(50 * time.Millisecond) // the sync's end is recorded
+	during := func() {
+		f.r.MarkDirty()
+		// The sync goes on for a while: past the gather delay.
+		f.clock.Step(100 * time.Millisecond)
+	}
+	f.during.Store(&during)
+	f.r.MarkDirty()
+	f.step(t, time.Second)
+	waitFor(t, "the sync the change is made in", func() bool { return f.calls.Load() >= 2 })
+	time.Sleep(100 * time.Millisecond) // it ends; a sync queued at once would start now
+	if n := f.calls.Load(); n != 2 {
+		t.Fatalf("a change made during a sync: %d calls at that sync's end, want 2 until a debounce after it", n)
+	}
+	f.step(t, time.Second)
+	waitFor(t, "the debounced sync", func() bool { return f.calls.Load() == 3 })
 }
 
 func TestFailedSyncIsRetriedWithBackoff(t *testing.T) {
