@@ -278,6 +278,20 @@ func (f *fixture) awaitAfterQuiet(t *testing.T) {
 	}
 }
 
+// awaitReturned fails the test unless AwaitSync, run into done, returns
+// true within 10 s; stuck says what its still waiting means.
+func awaitReturned(t *testing.T, done <-chan bool, stuck string) {
+	t.Helper()
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("AwaitSync reported no sync")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal(stuck)
+	}
+}
+
 // AwaitSync returns once a sync that began after the call has ended (a
 // change made before the call is in it), and false when its context ends
 // first.
@@ -313,14 +327,7 @@ func TestAwaitedSyncWaitsAQuarterDebounce(t *testing.T) {
 		t.Fatalf("AwaitSync %v after a sync began: %d calls, want 2 until a quarter of the debounce has passed", lbmodule.GatherDelay, n)
 	}
 	f.clock.Step(time.Second/4 - lbmodule.GatherDelay)
-	select {
-	case ok := <-done:
-		if !ok {
-			t.Fatal("AwaitSync reported no sync")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no sync a quarter of the debounce after the last began: AwaitSync still waits")
-	}
+	awaitReturned(t, done, "no sync a quarter of the debounce after the last began: AwaitSync still waits")
 	if n := f.calls.Load(); n != 3 {
 		t.Fatalf("%d syncs when AwaitSync returned, want 3", n)
 	}
@@ -353,14 +360,7 @@ func TestAwaitSyncDuringReadsIsThatSync(t *testing.T) {
 	go func() { done <- f.r.AwaitSync(context.Background()) }()
 	time.Sleep(50 * time.Millisecond) // AwaitSync has looked
 	close(release)
-	select {
-	case ok := <-done:
-		if !ok {
-			t.Fatal("AwaitSync reported no sync")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("AwaitSync called while the sync read still waits: it was not answered by that sync")
-	}
+	awaitReturned(t, done, "AwaitSync called while the sync read still waits: it was not answered by that sync")
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("%d snapshots when AwaitSync returned, want 1 (the sync that was reading)", n)
 	}
