@@ -18,3 +18,11 @@ var SourceFor = sourceFor
 
 // GatherDelay is how long a change after a quiet spell waits for its sync.
 const GatherDelay = gatherDelay
+
+// Running reports whether a sync of the loop runs: tests that move the
+// clock "after a sync" wait for its end first.
+func (r *Reconciler) Running() bool {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	return r.running
+}

@@ -115,23 +115,47 @@ func newFixtureWith(t *testing.T, failing bool, kube *kubefake.Clientset) *fixtu
 	return f
 }
 
-// step advances the fake clock once the delaying queue has a timer waiting
-// on it, so that no MarkDirty is still on its way into the queue.
+// waitEnded waits until the fixture's n-th sync has ended (not only taken
+// its snapshot): a test that moves the clock "after a sync" moved it
+// during the sync otherwise, on a loaded machine.
+func (f *fixture) waitEnded(t *testing.T, n int32) {
+	t.Helper()
+	waitFor(t, "the sync to end", func() bool { return f.calls.Load() == n && !f.r.Running() })
+}
+
+// step advances the fake clock once the delaying queue has a timer for the
+// sync asked for. The queue always waits on the clock (its heartbeat
+// ticker), so a second waiter is that timer. A request made while a sync
+// runs is only queued when that sync ends: stepped before, the clock had
+// moved past the timer's start and the timer never fired (the test hung
+// on a loaded machine).
 func (f *fixture) step(t *testing.T, d time.Duration) {
 	t.Helper()
-	waitFor(t, "the queue to wait on the clock", f.clock.HasWaiters)
+	waitFor(t, "the queue's timer for the sync asked for", func() bool { return f.clock.Waiters() >= 2 })
+	// Requests still on their way re-arm that timer (stop, then a new one
+	// from the time read before): let the queue settle.
 	time.Sleep(20 * time.Millisecond)
 	f.clock.Step(d)
 }
 
 func TestBurstOfEventsIsOneGenerate(t *testing.T) {
 	f := newFixture(t, false)
-	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.waitEnded(t, 1)
 	for range 1000 {
 		f.r.MarkDirty()
 	}
+	// The queue re-arms its timer as the burst's requests arrive; one of
+	// them may still be on its way when the clock moves (under the race
+	// detector, often). Moving it again until the sync comes asserts the
+	// same: one sync, and no more a few minutes later.
 	f.step(t, time.Second)
-	waitFor(t, "the debounced sync", func() bool { return f.calls.Load() == 2 })
+	for i := 0; f.calls.Load() < 2; i++ {
+		if i == 600 {
+			t.Fatal("no sync after the burst, the clock moved by a second 600 times")
+		}
+		time.Sleep(50 * time.Millisecond)
+		f.clock.Step(time.Second)
+	}
 	// Nothing else is pending: more time passes without another sync.
 	for range 3 {
 		f.clock.Step(time.Minute)
@@ -147,7 +171,7 @@ func TestBurstOfEventsIsOneGenerate(t *testing.T) {
 // its address to a speaker.
 func TestChangeAfterQuietSpellIsNotDelayed(t *testing.T) {
 	f := newFixture(t, false)
-	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.waitEnded(t, 1)
 	f.clock.Step(time.Minute)
 	f.r.MarkDirty()
 	f.r.MarkDirty()
@@ -169,7 +193,7 @@ func TestChangeAfterQuietSpellIsNotDelayed(t *testing.T) {
 func TestSlowSyncSpacesTheNext(t *testing.T) {
 	before := counter(t, "equinix_metal_lbmodule_syncs_total", "success")
 	f := newFixture(t, false)
-	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.waitEnded(t, 1)
 	f.slow.Store(int64(5 * time.Second))
 	f.r.MarkDirty()
 	f.step(t, time.Second)
@@ -211,8 +235,7 @@ func TestDebounceCountsFromTheEnd(t *testing.T) {
 	})
 	f := newFixtureWith(t, false, kube)
 	fp.Store(f)
-	waitFor(t, "the initial sync to end", func() bool { return f.r.LastError() == nil && f.calls.Load() == 1 && !slowList.Load() })
-	time.Sleep(50 * time.Millisecond) // the sync's end is recorded
+	f.waitEnded(t, 1)
 	f.r.MarkDirty()
 	f.step(t, lbmodule.GatherDelay)
 	time.Sleep(50 * time.Millisecond)
@@ -228,8 +251,7 @@ func TestDebounceCountsFromTheEnd(t *testing.T) {
 // began the moment it ended: syncs back to back under a stream of changes.
 func TestChangeDuringASyncWaitsForItsEnd(t *testing.T) {
 	f := newFixture(t, false)
-	waitFor(t, "the initial sync to end", func() bool { return f.r.LastError() == nil && f.calls.Load() == 1 })
-	time.Sleep(50 * time.Millisecond) // the sync's end is recorded
+	f.waitEnded(t, 1)
 	during := func() {
 		f.r.MarkDirty()
 		// The sync goes on for a while: past the gather delay.
@@ -269,13 +291,12 @@ func TestFailedSyncIsRetriedWithBackoff(t *testing.T) {
 // sync it asks for run, and fails the test unless AwaitSync reports it.
 func (f *fixture) awaitAfterQuiet(t *testing.T) {
 	t.Helper()
+	waitFor(t, "the last sync to end", func() bool { return !f.r.Running() })
 	f.clock.Step(time.Minute)
 	done := make(chan bool)
 	go func() { done <- f.r.AwaitSync(context.Background()) }()
 	f.step(t, lbmodule.GatherDelay)
-	if ok := <-done; !ok {
-		t.Fatal("AwaitSync reported no sync")
-	}
+	awaitReturned(t, done, "AwaitSync did not return after the sync it asked for")
 }
 
 // awaitReturned fails the test unless AwaitSync, run into done, returns
@@ -297,7 +318,7 @@ func awaitReturned(t *testing.T, done <-chan bool, stuck string) {
 // first.
 func TestAwaitSync(t *testing.T) {
 	f := newFixture(t, false)
-	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.waitEnded(t, 1)
 	f.awaitAfterQuiet(t)
 	if n := f.calls.Load(); n != 2 {
 		t.Fatalf("%d syncs when AwaitSync returned, want 2 (the initial one and one after the call)", n)
@@ -317,7 +338,7 @@ func TestAwaitSync(t *testing.T) {
 // the Services staged while a sync ran waited a second for the next.
 func TestAwaitedSyncWaitsAQuarterDebounce(t *testing.T) {
 	f := newFixture(t, false)
-	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.waitEnded(t, 1)
 	f.awaitAfterQuiet(t) // a sync begins now; the clock stands still
 	done := make(chan bool)
 	go func() { done <- f.r.AwaitSync(context.Background()) }()
@@ -429,7 +450,7 @@ func TestNodesListedOnceWithoutAnnotations(t *testing.T) {
 		return false, nil, nil
 	})
 	f := newFixtureWith(t, false, kube)
-	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.waitEnded(t, 1)
 	f.awaitAfterQuiet(t)
 	f.awaitAfterQuiet(t)
 	waitFor(t, "the third sync to end", func() bool { return f.r.LastError() == nil && f.calls.Load() == 3 })
@@ -442,7 +463,7 @@ func TestNodesListedOnceWithoutAnnotations(t *testing.T) {
 // that cannot run.
 func TestAwaitSyncEndsOnFailure(t *testing.T) {
 	f := newFixture(t, false)
-	waitFor(t, "the initial sync", func() bool { return f.calls.Load() == 1 })
+	f.waitEnded(t, 1)
 	f.fail.Store(true)
 	f.awaitAfterQuiet(t)
 	if f.r.LastError() == nil {
