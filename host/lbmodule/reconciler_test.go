@@ -453,7 +453,7 @@ func TestNodesListedOnceWithoutAnnotations(t *testing.T) {
 	f.waitEnded(t, 1)
 	f.awaitAfterQuiet(t)
 	f.awaitAfterQuiet(t)
-	waitFor(t, "the third sync to end", func() bool { return f.r.LastError() == nil && f.calls.Load() == 3 })
+	f.waitEnded(t, 3)
 	if n := lists.Load(); n != 1 {
 		t.Fatalf("the nodes were listed %d times over 3 syncs, want 1", n)
 	}
