@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -371,6 +372,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	logf("cluster: kube-apiserver up after %s", time.Since(began).Round(time.Millisecond))
 	if c.Client, err = kubernetes.NewForConfig(c.Env.Config); err != nil {
 		return nil, err
 	}
@@ -400,6 +402,20 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	logf("cluster: %d images written after %s", len(images), time.Since(began).Round(time.Millisecond))
+	// The nodes start side by side: each one's containerd imports every
+	// image (tens of seconds a node, most of a cluster's start when one
+	// after the other). Their cgroups are made first, one by one: a
+	// cgroup's cpuset is copied from its parent's, which a sibling
+	// making the same parent at once may not have written yet.
+	for _, n := range c.Nodes {
+		for _, cg := range []string{n.cgroup, n.runtimeCG} {
+			if err := makeCgroup(cg); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var nodes errgroup.Group
 	for i, n := range c.Nodes {
 		var extra []string
 		if opts.Cloud != nil {
@@ -408,9 +424,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 				extra = append(extra, "--register-with-taints="+controlPlaneLabel+"=:NoSchedule")
 			}
 		}
-		if err := c.startNode(ctx, n, kubeconfig, bins["kubelet"], images, opts.CoreDNS != "", extra); err != nil {
-			return nil, err
-		}
+		nodes.Go(func() error {
+			return c.startNode(ctx, n, kubeconfig, bins["kubelet"], images, opts.CoreDNS != "", extra)
+		})
+	}
+	if err := nodes.Wait(); err != nil {
+		return nil, err
 	}
 	if opts.KubeProxy || opts.Scheduler {
 		if err := c.startControllers(assets, opts.Scheduler); err != nil {

@@ -12,7 +12,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"math/big"
 	"os"
 	"os/exec"
@@ -27,7 +26,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // busyboxApplets are linked to /bin/busybox in the test image.
@@ -224,11 +225,10 @@ func singleLayerImage(entries []tarEntry, entrypoint, cmd []string) (v1.Image, e
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		return nil, err
-	}
+	// Uncompressed: these are written for every cluster and imported on
+	// every node of it, and gzip (at both ends) was most of the time each
+	// took. Nothing here crosses a network.
+	layer := static.NewLayer(buf.Bytes(), types.DockerUncompressedLayer)
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
 		return nil, err

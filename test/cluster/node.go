@@ -115,7 +115,8 @@ func fill(tmpl string, kv ...string) string {
 	return tmpl
 }
 
-// startNode starts containerd, imports the images, and starts the kubelet.
+// startNode starts containerd, imports the images, and starts the kubelet
+// in the node's cgroups, which its caller made.
 func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet string, images []string, dns bool, extraFlags []string) error {
 	n.Socket = filepath.Join(n.Dir, "containerd.sock")
 	ranges, routes := `[[{"subnet": "`+n.PodCIDR+`"}]]`, `[{"dst": "0.0.0.0/0"}]`
@@ -143,12 +144,6 @@ func (c *Cluster) startNode(ctx context.Context, n *Node, kubeconfig, kubelet st
 			return fmt.Errorf("cluster: %w", err)
 		}
 	}
-	for _, cg := range []string{n.cgroup, n.runtimeCG} {
-		if err := makeCgroup(cg); err != nil {
-			return err
-		}
-	}
-
 	var err error
 	n.containerd, err = startAs(n.Name, n.Name+" containerd", n.NetNS, n.runtimeCG, "containerd",
 		filepath.Join(n.Dir, "containerd.log"), []string{"--config", filepath.Join(n.Dir, "containerd.toml")})
