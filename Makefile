@@ -118,7 +118,9 @@ system: k8s-bins modules image-check ## the Go tests that build the CCM and run 
 # builds get the CPU. They start after kube-apiserver is built, so the
 # node binaries reuse its compiled packages. Each step waits for what it
 # runs and no more: vulncheck and e2e for CI_PREBUILD_FIRST, while the
-# cluster's binaries go on building; the cluster check for all of them.
+# cluster's binaries go on building; the cluster check's MetalLB-native
+# tests for the node binaries (CI_PREBUILD_NATIVE), while kube-vip and
+# frr-k8s build; its other speakers' tests for all of them.
 # Two makes never build one file at once. Their log:
 # $(TEST_LOG_DIR)/ci-prebuild.log.
 # Each phase prints when it ended, in seconds from here (">> make ci:").
@@ -131,9 +133,14 @@ ci: cluster-debs e2e-debs k8s-bins ## everything CI runs: make test, vulncheck, 
 	$(MAKE) --no-print-directory system || { rc=$$?; kill $$pre 2>/dev/null; exit $$rc; }; at "make system done"; \
 	while kill -0 $$pre 2>/dev/null && ! ls $(CI_PREBUILD_FIRST) >/dev/null 2>&1; do sleep 5; done; \
 	$(MAKE) --no-print-directory vulncheck e2e || { rc=$$?; kill $$pre 2>/dev/null; exit $$rc; }; at "make vulncheck and make e2e done"; \
+	while kill -0 $$pre 2>/dev/null && ! ls $(CI_PREBUILD_NATIVE) >/dev/null 2>&1; do sleep 5; done; \
+	$(MAKE) --no-print-directory cluster-check CLUSTER_CCM_IMAGE=$(IMAGE_CHECK_DIR)/1/image CLUSTER_CHECK_RUN='$(CI_CLUSTER_NATIVE)' \
+	  CLUSTER_CHECK_PREREQS='$(CLUSTER_NATIVE_PREREQS)' CLUSTER_CHECK_LOG=cluster-check-native || { rc=$$?; kill $$pre 2>/dev/null; exit $$rc; }; \
+	at "make cluster-check (MetalLB native) done"; \
 	wait $$pre || { tail -n 40 $(TEST_LOG_DIR)/ci-prebuild.log; echo "the background builds failed (above)"; exit 1; }; \
 	grep '^>>' $(TEST_LOG_DIR)/ci-prebuild.log || true; at "the background builds done"; \
-	$(MAKE) --no-print-directory cluster-check CLUSTER_CCM_IMAGE=$(IMAGE_CHECK_DIR)/1/image || exit $$?; at "make cluster-check done"
+	$(MAKE) --no-print-directory cluster-check CLUSTER_CCM_IMAGE=$(IMAGE_CHECK_DIR)/1/image CLUSTER_CHECK_RUN='$(CI_CLUSTER_REST)' || exit $$?; \
+	at "make cluster-check (the other speakers) done"
 
 # The quickest loop: go test -short leaves out the tests that build or start
 # whole binaries (each says so when skipped).
@@ -221,5 +228,11 @@ include mk/lint.mk mk/image.mk mk/harness.mk
 # these exist (each is renamed into place when complete), while the rest,
 # for the cluster check, goes on building.
 CI_PREBUILD_FIRST := $(E2E_BINS) $(GOVULNCHECK) $(VULNDB)/index/db.json
-CI_PREBUILD := $(CI_PREBUILD_FIRST) $(CLUSTER_BINS) $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(KUBE_VIP) $(FRR_K8S)
+CI_PREBUILD_NATIVE := $(CLUSTER_BINS) $(K8S_BIN_DIR)/kubectl $(AGNHOST)
+CI_PREBUILD := $(CI_PREBUILD_FIRST) $(CI_PREBUILD_NATIVE) $(KUBE_VIP) $(FRR_K8S)
+# The cluster check in two parts: MetalLB's native speaker's tests start
+# once the node binaries are built (CI_PREBUILD_NATIVE), while kube-vip
+# and frr-k8s build; the other speakers' after every build is done.
+CI_CLUSTER_NATIVE := TestCloudTraffic|TestCloudWrongModule|TestCloudTakeOver
+CI_CLUSTER_REST := TestCloudDualStack|TestCloudNoMultihop|TestCloudSpeakers
 ci-prebuild: $(CI_PREBUILD)

@@ -98,7 +98,10 @@ fuzz: ## each Go fuzz target of both modules for FUZZTIME (default 30s), one aft
 # A cloud cluster (Options.Cloud) runs the CCM from its image (image.mk's
 # cluster-image), MetalLB from its own manifest (in its module) and
 # binaries built here, and agnhost.
-CLUSTER_PREREQS := cluster-debs e2e-debs cluster-bins $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker \
+# CLUSTER_NATIVE_PREREQS is what the tests of MetalLB's native speaker
+# need (make ci runs those first, see CI_CLUSTER_NATIVE).
+CLUSTER_NATIVE_PREREQS := cluster-debs e2e-debs cluster-bins $(K8S_BIN_DIR)/kubectl $(AGNHOST) $(METALLB_BIN_DIR)/controller $(METALLB_BIN_DIR)/speaker
+CLUSTER_PREREQS := $(CLUSTER_NATIVE_PREREQS) \
   $(METALLB_FRR_BIN_DIR)/controller $(METALLB_FRR_BIN_DIR)/speaker \
   $(METALLB_LEGACY_BIN_DIR)/controller $(METALLB_LEGACY_BIN_DIR)/speaker $(KUBE_VIP) $(FRR_K8S)
 # The dual-stack cluster's MetalLB runs in FRR mode: METALLB_FRR_VERSION's
@@ -142,13 +145,17 @@ cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN) ## every real-cl
 # (-skip splits at each /: the second level names the subtests.)
 # CLUSTER_CHECK_RUN narrows it to some tests, for example
 #   make cluster-check CLUSTER_CHECK_RUN='TestCloudSpeakers/frr-k8s'
+# CLUSTER_CHECK_PREREQS and CLUSTER_CHECK_LOG are make ci's, which runs the
+# check in two parts (see ci).
 CLUSTER_CHECK_SKIP ?= /^(metallb-0.16.1-native|metallb-0.16.1-frr|kube-vip-told-no-multihop)$$
 CLUSTER_CHECK_RUN ?= TestCloudTraffic|TestCloudWrongModule|TestCloudDualStack|TestCloudNoMultihop|TestCloudSpeakers|TestCloudTakeOver
-cluster-check: $(CLUSTER_PREREQS) $(E2E_WRONG_ASN) ## the short real-cluster check (root) of make ci, every speaker (CLUSTER_CCM_IMAGE=an OCI layout)
+CLUSTER_CHECK_PREREQS ?= $(CLUSTER_PREREQS)
+CLUSTER_CHECK_LOG ?= cluster-check
+cluster-check: $(CLUSTER_CHECK_PREREQS) $(E2E_WRONG_ASN) ## the short real-cluster check (root) of make ci, every speaker (CLUSTER_CCM_IMAGE=an OCI layout)
 	@mkdir -p $(TEST_LOG_DIR)
 	$(CLUSTER_ENV) METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) \
 	  $(GO) test -tags cluster -count=1 -v -timeout 50m -run '$(CLUSTER_CHECK_RUN)' \
-	  -skip '$(CLUSTER_CHECK_SKIP)' ./test/cluster/ $(call with-digest,cluster-check)
+	  -skip '$(CLUSTER_CHECK_SKIP)' ./test/cluster/ $(call with-digest,$(CLUSTER_CHECK_LOG))
 
 # Kubernetes' own LoadBalancer e2e tests against a cloud cluster; the JUnit
 # report and e2e.test's log go to $(CONFORMANCE_DIR). Narrow or widen with
