@@ -23,13 +23,29 @@ endef
 
 # A binary of test/testenv/k8sbins (Kubernetes' or etcd's) -> $@:
 # $(1) the package, $(2) the linker flags.
+#
+# Unlike the tools, these build the way the CCM does (the Makefile's
+# CGO_ENABLED=0 and -trimpath), and k8sbins requires the CCM's version of
+# every module both use (test/testenv/k8sbins/README.md): the CCM's own
+# Kubernetes packages (client-go, apiserver, cloud-provider and what they
+# import, about 1,300 of them) are then the very ones kube-apiserver
+# compiled, and on an empty cache make test finds them in Go's build cache
+# instead of compiling them a second time.
 define build-k8s
 	@mkdir -p $(@D)
 	@echo ">> building $(@F) (test/testenv/k8sbins: Kubernetes $(K8S_VERSION)) into $(@D) (once)"
 	@start=$$(date +%s); \
-	$(TOOL_GO) build -C test/testenv/k8sbins -ldflags '$(2)' -o $@.tmp $(1) || { rm -f $@.tmp; exit 1; }; \
+	$(GO) build -C test/testenv/k8sbins -trimpath -buildvcs=false -ldflags '$(2)' -o $@.tmp $(1) || { rm -f $@.tmp; exit 1; }; \
 	mv $@.tmp $@; echo ">> $(@F) built in $$(( $$(date +%s) - start ))s"
 endef
+
+# The k8sbins binaries in the cache are rebuilt when k8sbins' go.mod or
+# go.sum changes (a dependency moved to follow the CCM's) or the way they
+# build does: each depends on a stamp named for both.
+K8S_BUILD_ID := $(shell cat test/testenv/k8sbins/go.mod test/testenv/k8sbins/go.sum 2>/dev/null | { cat; echo 'CGO_ENABLED=0 -trimpath'; } | sha256sum | cut -c1-12)
+K8S_STAMP := $(K8S_BIN_DIR)/.built-from-$(K8S_BUILD_ID)
+$(K8S_STAMP):
+	@mkdir -p $(@D) && rm -f $(K8S_BIN_DIR)/.built-from-* && touch $@
 
 # --- MetalLB and GoBGP for the data plane (make e2e, make run) ---
 # Built from the Go module proxy at pinned versions, once per version,
@@ -69,18 +85,19 @@ FRR_K8S ?= $(CACHE_HOME)/cloud-provider-equinix-metal/frr-k8s/$(FRR_K8S_VERSION)
 KUBE_VIP_VERSION := v1.2.2
 KUBE_VIP ?= $(CACHE_HOME)/cloud-provider-equinix-metal/kube-vip/$(KUBE_VIP_VERSION)/kube-vip
 
-# Builds only what is missing: no file prerequisites, so a fresh clone (with
-# new timestamps) never rebuilds binaries that are already cached. The
+# Builds only what is missing: the one prerequisite is the stamp in the
+# cache (K8S_STAMP), so a fresh clone (with new timestamps) never rebuilds
+# binaries that are already cached, and a changed k8sbins go.mod does. The
 # version is in the path, so a new version builds anew.
 k8s-bins: $(K8S_BINS) ## kube-apiserver and etcd, built once into the cache
 
-$(K8S_BIN_DIR)/kube-apiserver:
+$(K8S_BIN_DIR)/kube-apiserver: $(K8S_STAMP)
 	$(call build-k8s,k8s.io/kubernetes/cmd/kube-apiserver,$(K8S_LDFLAGS))
 
-$(K8S_BIN_DIR)/etcd:
+$(K8S_BIN_DIR)/etcd: $(K8S_STAMP)
 	$(call build-k8s,go.etcd.io/etcd/server/v3,-s -w)
 
-$(K8S_BIN_DIR)/kubectl:
+$(K8S_BIN_DIR)/kubectl: $(K8S_STAMP)
 	$(call build-k8s,k8s.io/kubernetes/cmd/kubectl,$(K8S_LDFLAGS))
 
 e2e-bins: $(E2E_BINS) ## MetalLB (0.12.1, 0.15.3, 0.16.1) and GoBGP for the data plane, built once
@@ -148,7 +165,7 @@ PAUSE_VERSION := 3.10.2
 
 cluster-bins: k8s-bins $(CLUSTER_BINS) ## kubelet, kube-proxy, kcm, scheduler and pause, built once into the cache
 
-$(K8S_BIN_DIR)/kubelet $(K8S_BIN_DIR)/kube-proxy $(K8S_BIN_DIR)/kube-controller-manager $(K8S_BIN_DIR)/kube-scheduler:
+$(K8S_BIN_DIR)/kubelet $(K8S_BIN_DIR)/kube-proxy $(K8S_BIN_DIR)/kube-controller-manager $(K8S_BIN_DIR)/kube-scheduler: $(K8S_STAMP)
 	$(call build-k8s,k8s.io/kubernetes/cmd/$(@F),$(K8S_LDFLAGS))
 
 # Static: the pause image holds this one file and nothing else.
@@ -190,12 +207,12 @@ cluster-debs:
 # from the same k8s.io/kubernetes module, cached beside kubelet.
 AGNHOST := $(K8S_BIN_DIR)/agnhost
 E2E_TEST := $(K8S_BIN_DIR)/e2e.test
-$(AGNHOST):
+$(AGNHOST): $(K8S_STAMP)
 	$(call build-k8s,k8s.io/kubernetes/test/images/agnhost,-s -w)
-$(E2E_TEST):
+$(E2E_TEST): $(K8S_STAMP)
 	@mkdir -p $(@D)
 	@echo ">> building e2e.test $(K8S_VERSION) into $(@D) (once; a few minutes)"
-	@$(TOOL_GO) test -C test/testenv/k8sbins -c -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/test/e2e || { rm -f $@.tmp; exit 1; }
+	@$(GO) test -C test/testenv/k8sbins -c -trimpath -buildvcs=false -ldflags '$(K8S_LDFLAGS)' -o $@.tmp k8s.io/kubernetes/test/e2e || { rm -f $@.tmp; exit 1; }
 	@mv $@.tmp $@
 
 # Ginkgo's CLI runs e2e.test's specs in parallel processes, as Kubernetes'
