@@ -601,6 +601,96 @@ func TestIntegration(t *testing.T) {
 		get(t, c, poolsGVR, "metallb-system", "shop.db", nil)
 	})
 
+	t.Run("under Run, a sync reads and lists from its watches once they are whole", func(t *testing.T) {
+		snap := &snapshot{}
+		snap.set(threeByThree())
+		var mu sync.Mutex
+		var lists []string // the sync's own lists and reads: "<path>?<selector>"
+		patches := map[string]int{}
+		cfg := rest.CopyConfig(c.cfg)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				q := req.URL.Query()
+				mu.Lock()
+				switch {
+				case req.Method == http.MethodPatch:
+					patches[path.Base(req.URL.Path)]++
+				case req.Method != http.MethodGet, q.Has("watch"), q.Has("resourceVersion"), q.Has("continue"):
+					// a write, a watch, an informer's list, a list's next page
+				case q.Has("limit") || q.Has("labelSelector"):
+					lists = append(lists, req.URL.Path+"?"+q.Get("labelSelector"))
+				}
+				mu.Unlock()
+				return rt.RoundTrip(req)
+			})
+		})
+		counted := &cluster{kube: c.kube, dyn: dynamic.NewForConfigOrDie(cfg), cfg: cfg}
+		r := reconciler(t, counted, sdktest.Build(t, "../../modules/metallb-crd"), sdk.Options{Namespace: "metallb-system"}, snap, nil)
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go r.Run(runCtx)
+		// sync has the loop make one sync for a change, and returns that
+		// sync's lists and patches.
+		sync := func() ([]string, map[string]int) {
+			t.Helper()
+			mu.Lock()
+			lists = nil
+			clear(patches)
+			mu.Unlock()
+			if !r.AwaitSync(ctx) {
+				t.Fatal("AwaitSync gave up")
+			}
+			for r.Running() {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := r.LastError(); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(lists), maps.Clone(patches)
+		}
+		// The first syncs list (the watches start with them); then only
+		// the Secrets, which the CCM may list and not watch.
+		var got []string
+		for start := time.Now(); ; {
+			got, _ = sync()
+			if len(got) > 0 && !slices.ContainsFunc(got, func(l string) bool { return !strings.HasSuffix(l, "/secrets?") }) {
+				break
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("after 20s a sync still lists %q: want the Secrets alone once the watches are whole", got)
+			}
+		}
+		// Read from the watches, the sync writes what changed and nothing else.
+		req := threeByThree()
+		req.Services[0].IPs = []string{"145.40.1.97"}
+		snap.set(req)
+		if _, p := sync(); fmt.Sprint(p) != "map[shop.web:1]" {
+			t.Fatalf("a changed Service applied %v, want only its pool", p)
+		}
+		// An edit by hand is put back: the watch has it, and the next
+		// sync (or the one after, if the watch lags the edit) applies the pool.
+		u := get(t, c, poolsGVR, "metallb-system", "shop.api", nil)
+		_ = unstructured.SetNestedStringSlice(u.Object, []string{"198.51.100.7/32"}, "spec", "addresses")
+		if _, err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			if _, p := sync(); p["shop.api"] == 1 {
+				break
+			}
+			if i == 5 {
+				t.Fatal("five syncs after an edit by hand, the pool is not applied again")
+			}
+		}
+		var pool metallbv1beta1.IPAddressPool
+		get(t, c, poolsGVR, "metallb-system", "shop.api", &pool)
+		if pool.Spec.Addresses[0] != "145.40.1.11/32" {
+			t.Errorf("the edited pool was not put back: %v", pool.Spec.Addresses)
+		}
+	})
+
 	t.Run("legacy ConfigMap keeps the user's entries", func(t *testing.T) {
 		snap := &snapshot{}
 		snap.set(threeByThree())

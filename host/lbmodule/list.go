@@ -68,27 +68,34 @@ func (l *listed) run(ctx context.Context, r *Reconciler, jobs []listJob) []error
 	for _, j := range jobs {
 		g.Go(func() error {
 			items, err := r.listMeta(ctx, j.m, j.k.Namespace, "")
-			l.mu.Lock()
-			defer l.mu.Unlock()
 			if err != nil {
+				l.mu.Lock()
+				defer l.mu.Unlock()
 				failed = append(failed, r.applyErr("listing owned %s: %s", j.k.Kind, wasmhost.OneLine(err.Error())))
 				return nil
 			}
-			gvk := j.k.gvk()
-			for _, o := range items {
-				key := objectKey{gvk, o.Namespace, o.Name}
-				if !o.Owned {
-					l.unowned[key] = true
-					continue
-				}
-				l.live[key] = version{o.ResourceVersion, o.UID, o.Generation}
-			}
-			l.kinds[j.k] = true
+			l.add(j.k, items)
 			return nil
 		})
 	}
 	_ = g.Wait()
 	return failed
+}
+
+// add records the objects of kind k, whole (listed or from the watch).
+func (l *listed) add(k kindKey, items []liveObject) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gvk := k.gvk()
+	for _, o := range items {
+		key := objectKey{gvk, o.Namespace, o.Name}
+		if !o.Owned {
+			l.unowned[key] = true
+			continue
+		}
+		l.live[key] = version{o.ResourceVersion, o.UID, o.Generation}
+	}
+	l.kinds[k] = true
 }
 
 // liveObject is what the reconciler reads of a listed object. Keeping

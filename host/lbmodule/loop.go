@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/watchcache"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
@@ -99,7 +100,10 @@ func (r *Reconciler) endRun() {
 const gatherDelay = 50 * time.Millisecond
 
 // Run syncs once at start, then whenever marked dirty, until ctx is done.
+// Its syncs read from watches (host/watchcache) what they read again and
+// again, once each watch is whole.
 func (r *Reconciler) Run(ctx context.Context) {
+	r.watch = watchcache.New(ctx, r.cfg.Dynamic, r.cfg.Metadata, r.log)
 	go func() {
 		<-ctx.Done()
 		r.queue.ShutDown()

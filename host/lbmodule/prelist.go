@@ -6,7 +6,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/watchcache"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -23,18 +25,28 @@ import (
 // is listed again where it is needed, and its error told there, as
 // before: a kind only prune needs never keeps the module's objects from
 // being written.
+//
+// Under Run, what a watch has whole comes from it (host/watchcache:
+// fromWatch, and watched for the reads) and only the rest makes a round
+// trip: in the MetalLB module's sync, the Secrets alone once the watches
+// have synced. A Service staged while a sync makes its round trips waits
+// for the next sync, so the fewer there are, the sooner its pool is
+// written.
 func (r *Reconciler) readAndList(ctx context.Context, d sdk.Description) ([]sdk.Object, *listed, error) {
 	reads, err := r.readJobs(d)
 	if err != nil {
 		return nil, nil, err
 	}
 	var lists []listJob
+	l := newListed()
 	// Without the record (a failed read of it), apply's recordKinds
 	// reads it again and says what is wrong.
 	if record, err := r.loadRecord(ctx); err == nil {
-		lists = r.knownListJobs(pruneKinds(record, d))
+		lists = r.fromWatch(l, r.knownListJobs(pruneKinds(record, d)))
+		if r.watch != nil {
+			r.watch.Sweep() // every selection a sync reads has been asked for
+		}
 	}
-	l := newListed()
 	var existing []sdk.Object
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -75,3 +87,40 @@ func (r *Reconciler) knownListJobs(keys []kindKey) []listJob {
 	}
 	return jobs
 }
+
+// fromWatch puts into l the kinds of jobs that r.watch has whole, and
+// returns the jobs left to list. The watch's copy may lag the last sync's
+// own writes by a moment: an object it wrote and the copy lacks is written
+// again (the same body: no change), one it deleted and the copy still has
+// is deleted again (a NotFound, which prune tolerates), and
+// version.unchanged tells the copy's older generation of an object from
+// another writer's change.
+func (r *Reconciler) fromWatch(l *listed, jobs []listJob) []listJob {
+	if r.watch == nil {
+		return jobs
+	}
+	var rest []listJob
+	for _, j := range jobs {
+		if j.m.Resource == secrets {
+			rest = append(rest, j)
+			continue
+		}
+		items, ok := r.watch.Metadata(watchcache.Selection{Resource: j.m.Resource, Namespace: j.k.Namespace})
+		if !ok {
+			rest = append(rest, j)
+			continue
+		}
+		live := make([]liveObject, len(items))
+		for i, o := range items {
+			live[i] = newLiveObject(o)
+		}
+		l.add(j.k, live)
+	}
+	return rest
+}
+
+// secrets are never watched: the chart lets the CCM list and write the
+// Secrets of the BGP password in its load balancer's namespace, not watch
+// them (a watch would be sent every Secret there as it changes), so each
+// sync lists them.
+var secrets = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/watchcache"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
@@ -127,6 +128,9 @@ type Reconciler struct {
 	applied map[objectKey]appliedObject
 	// next is a module to use from the next sync on (SetModule).
 	next atomic.Pointer[wasmhost.Module]
+	// watch serves the sync's reads and lists from watches (readAndList);
+	// nil outside Run (plan, the tests that call Sync), which list.
+	watch *watchcache.Cache
 
 	// doneMu guards the rest (AwaitSync): snapped numbers the syncs as
 	// they take their snapshot; reading says a sync has begun and not
@@ -158,9 +162,13 @@ type version struct {
 	generation int64
 }
 
-// unchanged reports whether live is still the object as applied.
+// unchanged reports whether live is still the object as applied. A live
+// generation below the applied one, of the same object, is a watched copy
+// that has not yet seen this process's write (fromWatch): the object is at
+// least as applied, and a change by another writer would have raised the
+// generation above it.
 func (v version) unchanged(live version) bool {
-	return live.rv == v.rv || (live.uid == v.uid && v.generation > 0 && live.generation == v.generation)
+	return live.rv == v.rv || (live.uid == v.uid && v.generation > 0 && live.generation > 0 && live.generation <= v.generation)
 }
 
 // NewReconciler checks cfg and builds a Reconciler; call Run to start it.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/watchcache"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
@@ -146,10 +147,13 @@ func (r *Reconciler) read(ctx context.Context, d sdk.Description) ([]sdk.Object,
 	return runReads(ctx, jobs)
 }
 
-// readJob is one declared read, its mapping resolved.
+// readJob is one declared read, its mapping resolved, and what the watch
+// (r.watch) had of it, if it had it (watched).
 type readJob struct {
-	rd  sdk.ObjectRead
-	res dynamic.ResourceInterface
+	rd      sdk.ObjectRead
+	res     dynamic.ResourceInterface
+	watched []unstructured.Unstructured
+	served  bool
 }
 
 // readJobs resolves the declared reads' mappings, in the sync goroutine
@@ -163,9 +167,29 @@ func (r *Reconciler) readJobs(d sdk.Description) ([]readJob, error) {
 		} else if err != nil {
 			return nil, err
 		}
-		jobs = append(jobs, readJob{rd, r.resource(m, rd.Namespace)})
+		j := readJob{rd: rd, res: r.resource(m, rd.Namespace)}
+		j.watched, j.served = r.watched(m, rd)
+		jobs = append(jobs, j)
 	}
 	return jobs, nil
+}
+
+// watched is a declared read from r.watch, if the watch has it whole. A
+// read by name is never watched: the CCM may be allowed that one object
+// alone (the legacy MetalLB ConfigMap), and a get is one small round trip.
+func (r *Reconciler) watched(m *meta.RESTMapping, rd sdk.ObjectRead) ([]unstructured.Unstructured, bool) {
+	if r.watch == nil || rd.Name != "" {
+		return nil, false
+	}
+	objs, ok := r.watch.Objects(watchcache.Selection{Resource: m.Resource, Namespace: rd.Namespace, LabelSelector: rd.LabelSelector})
+	if !ok {
+		return nil, false
+	}
+	out := make([]unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		out[i] = *o
+	}
+	return out, true
 }
 
 // runReads makes the reads, listWorkers at a time.
@@ -174,6 +198,10 @@ func runReads(ctx context.Context, jobs []readJob) ([]sdk.Object, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(listWorkers)
 	for i, j := range jobs {
+		if j.served {
+			found[i] = j.watched
+			continue
+		}
 		g.Go(func() error {
 			var err error
 			found[i], err = readOne(gctx, j.res, j.rd)
