@@ -93,11 +93,9 @@ func (c *Cache) Objects(sel Selection) ([]*unstructured.Unstructured, bool) {
 	if !ok {
 		return nil, false
 	}
-	out := make([]*unstructured.Unstructured, 0, len(items))
-	for _, o := range items {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			out = append(out, u.DeepCopy())
-		}
+	out := typed[*unstructured.Unstructured](items)
+	for i, u := range out {
+		out[i] = u.DeepCopy()
 	}
 	sortByName(out, func(u *unstructured.Unstructured) string { return u.GetName() })
 	return out, true
@@ -113,12 +111,7 @@ func (c *Cache) Metadata(sel Selection) ([]*metav1.PartialObjectMetadata, bool) 
 	if !ok {
 		return nil, false
 	}
-	out := make([]*metav1.PartialObjectMetadata, 0, len(items))
-	for _, o := range items {
-		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-			out = append(out, m)
-		}
-	}
+	out := typed[*metav1.PartialObjectMetadata](items)
 	sortByName(out, func(m *metav1.PartialObjectMetadata) string { return m.Name })
 	return out, true
 }
@@ -245,6 +238,18 @@ func dropManagedFields(obj any) (any, error) {
 		u.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// typed keeps the items of a store that are Ts (a store holds only its
+// informer's type; anything else is skipped, never a panic).
+func typed[T any](items []any) []T {
+	out := make([]T, 0, len(items))
+	for _, o := range items {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func sortByName[T any](s []T, name func(T) string) {
