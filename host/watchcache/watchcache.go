@@ -21,6 +21,9 @@
 // latency (milliseconds; longer on a loaded server): the caller must
 // tolerate a list a moment old, as it tolerates a change made between its
 // list and its write.
+//
+// Like every package under host/, it belongs to this repository alone:
+// its API carries no compatibility promise to code outside it.
 package watchcache
 
 import (
@@ -104,7 +107,7 @@ func (c *Cache) Objects(sel Selection) ([]*unstructured.Unstructured, bool) {
 // Metadata returns the metadata of the objects of sel and true, when its
 // watch is whole; otherwise false (the caller lists). It keeps only the
 // name, namespace, UID, resourceVersion, generation and labels of each
-// object (Slim), and the objects are the cache's own: read them, never
+// object (slim), and the objects are the cache's own: read them, never
 // change them.
 func (c *Cache) Metadata(sel Selection) ([]*metav1.PartialObjectMetadata, bool) {
 	items, ok := c.list(key{sel, false})
@@ -184,7 +187,7 @@ func (c *Cache) start(k key) *watch {
 		_ = inf.SetTransform(dropManagedFields)
 	case !k.full && c.md != nil:
 		inf = metadatainformer.NewFilteredMetadataInformer(c.md, k.Resource, k.Namespace, 0, cache.Indexers{}, tweak).Informer()
-		_ = inf.SetTransform(Slim)
+		_ = inf.SetTransform(slim)
 	default:
 		return nil
 	}
@@ -215,11 +218,11 @@ func (c *Cache) refuse(k key, err error) {
 	}
 }
 
-// Slim is the transform of the metadata watches: what the caller reads of
+// slim is the transform of the metadata watches: what the caller reads of
 // an object (name, namespace, UID, resourceVersion, generation, labels),
 // without its managed fields and annotations, most of its metadata's size:
 // at 10,000 Services the pools' whole metadata is tens of MB.
-func Slim(obj any) (any, error) {
+func slim(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil // a tombstone: its object was slimmed when it came
