@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/watchcache"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk/wasmhost"
 )
 
@@ -103,7 +104,8 @@ const gatherDelay = 50 * time.Millisecond
 // Its syncs read from watches (host/watchcache) what they read again and
 // again, once each watch is whole.
 func (r *Reconciler) Run(ctx context.Context) {
-	r.watch = watchcache.New(ctx, r.cfg.Dynamic, r.cfg.Metadata, r.log)
+	// The sync reads one label of what it lists: whether the CCM owns it.
+	r.watch = watchcache.New(ctx, r.cfg.Dynamic, r.cfg.Metadata, r.log, sdk.OwnedLabel)
 	go func() {
 		<-ctx.Done()
 		r.queue.ShutDown()

@@ -29,6 +29,7 @@ package watchcache
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -59,6 +60,10 @@ type Cache struct {
 	dyn dynamic.Interface
 	md  metadata.Interface
 	log klog.Logger
+	// keep are the labels the metadata copies keep (slim), and labels the
+	// kept label sets, one map for each distinct set, shared by the copies.
+	keep   []string
+	labels sync.Map // string (the set, encoded) → map[string]string
 
 	mu      sync.Mutex
 	watches map[key]*watch
@@ -84,9 +89,10 @@ type watch struct {
 }
 
 // New returns a Cache whose watches run until ctx ends. Either client may
-// be nil: its kind of selection is then never served.
-func New(ctx context.Context, dyn dynamic.Interface, md metadata.Interface, log klog.Logger) *Cache {
-	return &Cache{ctx: ctx, dyn: dyn, md: md, log: log, watches: map[key]*watch{}, refused: map[schema.GroupVersionResource]bool{}}
+// be nil: its kind of selection is then never served. keepLabels are the
+// labels the caller reads of a metadata copy; the copies keep no other.
+func New(ctx context.Context, dyn dynamic.Interface, md metadata.Interface, log klog.Logger, keepLabels ...string) *Cache {
+	return &Cache{ctx: ctx, dyn: dyn, md: md, log: log, keep: keepLabels, watches: map[key]*watch{}, refused: map[schema.GroupVersionResource]bool{}}
 }
 
 // Objects returns the objects of sel, deep copies without managedFields,
@@ -106,9 +112,9 @@ func (c *Cache) Objects(sel Selection) ([]*unstructured.Unstructured, bool) {
 
 // Metadata returns the metadata of the objects of sel and true, when its
 // watch is whole; otherwise false (the caller lists). It keeps only the
-// name, namespace, UID, resourceVersion, generation and labels of each
-// object (slim), and the objects are the cache's own: read them, never
-// change them.
+// name, namespace, UID, resourceVersion, generation and the labels New was
+// told to keep of each object (slim), and the objects are the cache's
+// own, their label maps shared with others: read them, never change them.
 func (c *Cache) Metadata(sel Selection) ([]*metav1.PartialObjectMetadata, bool) {
 	items, ok := c.list(key{sel, false})
 	if !ok {
@@ -187,7 +193,7 @@ func (c *Cache) start(k key) *watch {
 		_ = inf.SetTransform(dropManagedFields)
 	case !k.full && c.md != nil:
 		inf = metadatainformer.NewFilteredMetadataInformer(c.md, k.Resource, k.Namespace, 0, cache.Indexers{}, tweak).Informer()
-		_ = inf.SetTransform(slim)
+		_ = inf.SetTransform(func(obj any) (any, error) { return c.slim(obj, k.Namespace), nil })
 	default:
 		return nil
 	}
@@ -219,21 +225,54 @@ func (c *Cache) refuse(k key, err error) {
 }
 
 // slim is the transform of the metadata watches: what the caller reads of
-// an object (name, namespace, UID, resourceVersion, generation, labels),
-// without its managed fields and annotations, most of its metadata's size:
-// at 10,000 Services the pools' whole metadata is tens of MB.
-func slim(obj any) (any, error) {
+// an object (name, namespace, UID, resourceVersion, generation and the
+// labels it named), without its managed fields, annotations and other
+// labels, most of its metadata's size. At 10,000 Services the pools'
+// whole metadata is tens of MB; their labels alone, one of them unique to
+// each pool's Service, were a few MB more than the sync reads (the one
+// label that says the CCM owns the object), which a 256Mi container at
+// that size did not have to spare. ns, the selection's namespace, is
+// every object's: one string for all of them.
+func (c *Cache) slim(obj any, ns string) any {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
-		return obj, nil // a tombstone: its object was slimmed when it came
+		return obj // a tombstone: its object was slimmed when it came
+	}
+	if m.Namespace != ns {
+		ns = m.Namespace
 	}
 	return &metav1.PartialObjectMetadata{
-		TypeMeta: m.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-			Generation: m.Generation, Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp,
+			Name: m.Name, Namespace: ns, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			Generation: m.Generation, Labels: c.keptLabels(m.Labels), DeletionTimestamp: m.DeletionTimestamp,
 		},
-	}, nil
+	}
+}
+
+// keptLabels is the subset of labels New was told to keep, as a map shared
+// by every copy with the same subset (nil when none is set): the kept
+// labels say what kind of object it is, and take few values.
+func (c *Cache) keptLabels(labels map[string]string) map[string]string {
+	var enc strings.Builder
+	for _, k := range c.keep {
+		if v, ok := labels[k]; ok {
+			enc.WriteString(k + "=" + v + "\x00")
+		}
+	}
+	if enc.Len() == 0 {
+		return nil
+	}
+	if m, ok := c.labels.Load(enc.String()); ok {
+		return m.(map[string]string)
+	}
+	m := make(map[string]string, len(c.keep))
+	for _, k := range c.keep {
+		if v, ok := labels[k]; ok {
+			m[k] = v
+		}
+	}
+	got, _ := c.labels.LoadOrStore(enc.String(), m)
+	return got.(map[string]string)
 }
 
 func dropManagedFields(obj any) (any, error) {

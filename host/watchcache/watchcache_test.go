@@ -63,14 +63,15 @@ func TestCache(t *testing.T) {
 		}
 	}
 	mine := map[string]string{"owner": "ccm"}
-	create("b", mine)
-	create("a", mine)
+	// A label unique to each object, as a pool's Service's is: not kept.
+	create("b", map[string]string{"owner": "ccm", "service-b": "default"})
+	create("a", map[string]string{"owner": "ccm", "service-a": "default"})
 	create("other", nil)
 	sel := watchcache.Selection{Resource: configMaps, Namespace: "w", LabelSelector: "owner=ccm"}
 	newCache := func(t *testing.T) *watchcache.Cache {
 		ctx, cancel := context.WithCancel(ctx)
 		t.Cleanup(cancel)
-		return watchcache.New(ctx, dynamic.NewForConfigOrDie(env.Config), metadata.NewForConfigOrDie(env.Config), klog.Background())
+		return watchcache.New(ctx, dynamic.NewForConfigOrDie(env.Config), metadata.NewForConfigOrDie(env.Config), klog.Background(), "owner")
 	}
 
 	t.Run("metadata: served once synced, slim, and following changes", func(t *testing.T) {
@@ -84,9 +85,13 @@ func TestCache(t *testing.T) {
 		})
 		items, _ := c.Metadata(sel)
 		for _, m := range items {
-			if m.ManagedFields != nil || m.Annotations != nil || m.UID == "" || m.ResourceVersion == "" || m.Labels["owner"] != "ccm" {
-				t.Errorf("%s: want name, UID, resourceVersion and labels only, got %+v", m.Name, m.ObjectMeta)
+			if m.ManagedFields != nil || m.Annotations != nil || m.UID == "" || m.ResourceVersion == "" || !reflect.DeepEqual(m.Labels, mine) {
+				t.Errorf("%s: want name, UID, resourceVersion and the kept label only, got %+v", m.Name, m.ObjectMeta)
 			}
+		}
+		// Equal kept labels are one map: 10,000 pools hold one.
+		if len(items) == 2 && reflect.ValueOf(items[0].Labels).UnsafePointer() != reflect.ValueOf(items[1].Labels).UnsafePointer() {
+			t.Error("a and b have the same kept labels in two maps: want one, shared")
 		}
 		create("c", mine)
 		if err := kube.CoreV1().ConfigMaps("w").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
