@@ -303,8 +303,15 @@ func rollingUpgrade(t *testing.T, c *Cluster, m *Monitor) {
 	if err := waitRolledOut(ctx, c, 2); err != nil {
 		t.Fatal(err)
 	}
-	w.end()
+	// The Deployment counts itself rolled out once the old leader is
+	// terminating, which may be before it has released the Lease and a
+	// new replica taken it (seen once, 2026-12-01): the watch stays until
+	// a new holder is seen, for as long as a Lease runs (15 s) and more.
 	acquired, holder := w.holderAfter(began, old)
+	for end := time.Now().Add(30 * time.Second); acquired.IsZero() && time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		acquired, holder = w.holderAfter(began, old)
+	}
+	w.end()
 	m.QuietFor(began, 5*time.Second, time.Minute)
 	t.Logf("helm upgrade of the CCM (both replicas replaced) took %s; a Service created as it began: %v", time.Since(began).Round(100*time.Millisecond), took)
 	sigterm, deleted := w.deleted[leader.Name]
