@@ -180,6 +180,12 @@ func speakerCheck(t *testing.T, c *Cluster) {
 
 	// 20 Service changes reset no session at the routers.
 	serviceChurnKeepsSessions(t, c, 10)
+	// The way from creation to the first answer, stage by stage, for 50
+	// Services at once with this speaker (TestCloudTraffic's table is
+	// MetalLB 0.15.3 native's). Not in make ci, for its time budget.
+	if fullRun() {
+		stageTable(t, c, 50)
+	}
 
 	m := c.Monitor()
 	defer m.Stop()
