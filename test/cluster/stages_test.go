@@ -40,6 +40,8 @@ var stageNames = []string{
 	"address in the Service's status (CCM)",
 	"IPAddressPool written (CCM's module)",
 	"allocated by MetalLB's controller",
+	"in FRR's file (first node)",
+	"applied by frr-reload.py (first node)",
 	"route at router-1",
 	"route at router-2",
 	"kube-proxy's rule at every node",
@@ -52,9 +54,11 @@ const (
 	stageStatus
 	stagePool
 	stageAllocated
-	stageRouter1 // and router-2 after it
-	stageProxied = stageRouter1 + 2
-	stageAnswer  = stageRouter1 + 3
+	stageFRRFile    // FRR's speakers only
+	stageFRRApplied // FRR's speakers only
+	stageRouter1    // and router-2 after it
+	stageProxied    = stageRouter1 + 2
+	stageAnswer     = stageRouter1 + 3
 )
 
 var ipAddressPools = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
@@ -405,6 +409,9 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 		if at, ok := reserved[s.ip]; ok {
 			w.seen(s, stageReserved, at)
 		}
+		if s.ip != "" {
+			frrStages(c, s)
+		}
 	}
 	t.Logf("speaker %s: %s", c.cloud.Speaker(), formatStages(svcs))
 	t.Log(formatSlowest(svcs, 3))
@@ -413,6 +420,24 @@ func stageTable(t *testing.T, c *Cluster, n int) {
 	for _, s := range svcs {
 		if s.at[stageAnswer].IsZero() {
 			t.Errorf("%s (%s) never answered at the client; stages seen: %v", s.name, s.ip, s.at)
+		}
+	}
+}
+
+// frrStages sets s's FRR stages (a cluster whose speakers write FRR's
+// file: FRR mode, FRR-K8s): when the first node's file held s's
+// address, as this process read it at the speaker's SIGHUP, and when
+// frr-reload.py first finished applying a file that held it. Between
+// allocation and the first is the speaker's debounce (MetalLB's and
+// FRR-K8s' default 3 s); between the two, reloads queued and run.
+func frrStages(c *Cluster, s *serviceStages) {
+	for _, f := range c.frrs {
+		read, applied := f.FirstWith(" "+s.ip+"/32", s.start())
+		if !read.IsZero() && (s.at[stageFRRFile].IsZero() || read.Before(s.at[stageFRRFile])) {
+			s.at[stageFRRFile] = read
+		}
+		if !applied.IsZero() && (s.at[stageFRRApplied].IsZero() || applied.Before(s.at[stageFRRApplied])) {
+			s.at[stageFRRApplied] = applied
 		}
 	}
 }

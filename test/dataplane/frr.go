@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,9 @@ import (
 //     namespace, and only the node dials), its vty socket in its own
 //     directory;
 //   - this test process as its reloader: the speaker's PID file names it,
-//     and on SIGHUP every node whose file changed gets it applied with
-//     frr-reload.py, as MetalLB's reloader does.
+//     and on SIGHUP every node whose file changed gets it checked and
+//     applied with frr-reload.py (--test, then --reload), as MetalLB's
+//     reloader does.
 //
 // One line is added to what the speaker wrote: bgp router-id, the node's
 // IPv4 address. zebra would give bgpd one from the node's interfaces; bgpd
@@ -67,6 +69,81 @@ type FRR struct {
 
 	mu      sync.Mutex // one reload at a time
 	applied []byte     // the speaker's file as last applied
+
+	// versions are the speaker's files as this process saw them, the
+	// latest last (at most maxVersions): what the stage table reads to
+	// split a speaker's way to its routers into writing and reloading.
+	vmu      sync.Mutex
+	versions []ConfigVersion
+}
+
+// A ConfigVersion is one content of the speaker's file: when this process
+// first read it (at the speaker's SIGHUP, or when a reload began) and
+// when frr-reload.py finished applying it (zero: never, a later version
+// came first).
+type ConfigVersion struct {
+	Read, Applied time.Time
+	conf          []byte
+}
+
+// maxVersions bounds the history: a 50-Service burst makes a few dozen.
+const maxVersions = 400
+
+// note records conf as read at t, unless it is the latest version
+// already, and returns the version's index.
+func (f *FRR) note(conf []byte, t time.Time) int {
+	f.vmu.Lock()
+	defer f.vmu.Unlock()
+	if n := len(f.versions); n > 0 && bytes.Equal(f.versions[n-1].conf, conf) {
+		return n - 1
+	}
+	if len(f.versions) == maxVersions {
+		f.versions = slices.Delete(f.versions, 0, maxVersions/4)
+	}
+	f.versions = append(f.versions, ConfigVersion{Read: t, conf: conf})
+	return len(f.versions) - 1
+}
+
+// noteApplied marks the latest version with conf applied at t.
+func (f *FRR) noteApplied(conf []byte, t time.Time) {
+	f.vmu.Lock()
+	defer f.vmu.Unlock()
+	for i := len(f.versions) - 1; i >= 0; i-- {
+		if bytes.Equal(f.versions[i].conf, conf) {
+			if f.versions[i].Applied.IsZero() {
+				f.versions[i].Applied = t
+			}
+			return
+		}
+	}
+}
+
+// FirstWith is when the speaker's file first held line (read), and when
+// a file holding it was first applied, among the versions read at or
+// after since. A zero time: not (yet).
+func (f *FRR) FirstWith(line string, since time.Time) (read, applied time.Time) {
+	f.vmu.Lock()
+	defer f.vmu.Unlock()
+	for _, v := range f.versions {
+		if v.Read.Before(since) || !bytes.Contains(v.conf, []byte(line)) {
+			continue
+		}
+		if read.IsZero() {
+			read = v.Read
+		}
+		if !v.Applied.IsZero() && (applied.IsZero() || v.Applied.Before(applied)) {
+			applied = v.Applied
+		}
+	}
+	return read, applied
+}
+
+// noteWritten reads the speaker's file as it is now: its time is the
+// speaker's SIGHUP's.
+func (f *FRR) noteWritten(t time.Time) {
+	if conf, err := os.ReadFile(f.configFile()); err == nil {
+		f.note(conf, t)
+	}
 }
 
 // CheckFRR says what is missing for FRR mode, naming the fix.
@@ -261,7 +338,11 @@ func (f *FRR) reload() {
 	if err != nil || bytes.Equal(conf, f.applied) {
 		return // not written yet, or applied already
 	}
+	f.note(conf, time.Now())
 	err = f.apply(conf)
+	if err == nil {
+		f.noteApplied(conf, time.Now())
+	}
 	logf, lerr := os.OpenFile(filepath.Join(f.Dir, "frr-reload.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if lerr == nil {
 		defer logf.Close()
@@ -294,8 +375,8 @@ func (f *FRR) apply(conf []byte) error {
 	if err := os.MkdirAll(run, 0o700); err != nil {
 		return err
 	}
-	args := []string{filepath.Join(f.bins.FRR, "frr-reload.py"), "--reload", "--stdout",
-		"--vty_socket", f.vty, "--bindir", filepath.Dir(vtysh), "--confdir", f.vty, "--rundir", run, withID}
+	args := []string{filepath.Join(f.bins.FRR, "frr-reload.py"), "--stdout",
+		"--vty_socket", f.vty, "--bindir", filepath.Dir(vtysh), "--confdir", f.vty, "--rundir", run}
 	// Reloading every daemon, frr-reload.py ends with vtysh's write, which
 	// saves the running configuration as <confdir>/frr.conf: with BFD the
 	// confdir is the sockets' directory, not the one where the speaker
@@ -303,15 +384,24 @@ func (f *FRR) apply(conf []byte) error {
 	if f.bfdd == nil {
 		args = append(args, "--daemon", "bgpd")
 	}
-	cmd := exec.CommandContext(ctx, "python3", args...)
-	out, err := cmd.CombinedOutput()
+	// MetalLB's reloader (frr-tools/reloader/frr-reloader.sh) checks the
+	// file with --test before it applies it with --reload, and so does
+	// the stand-in: the check's time is part of every reload's.
+	var out []byte
+	var err error
+	for _, mode := range []string{"--test", "--reload"} {
+		var o []byte
+		o, err = exec.CommandContext(ctx, "python3", append(slices.Clone(args), mode, withID)...).CombinedOutput()
+		out = append(out, o...)
+		if err != nil {
+			err = fmt.Errorf("frr-reload.py %s: %v (output in %s)", mode, err, filepath.Join(f.Dir, "frr-reload.out"))
+			break
+		}
+	}
 	// frr-reload.py prints the lines it applies, the BGP password's too;
 	// MetalLB's reloader blanks it the same way.
 	_ = os.WriteFile(filepath.Join(f.Dir, "frr-reload.out"), passwordLine.ReplaceAll(out, []byte("password <retracted>")), 0o600)
-	if err != nil {
-		return fmt.Errorf("frr-reload.py: %v (output in %s)", err, filepath.Join(f.Dir, "frr-reload.out"))
-	}
-	return nil
+	return err
 }
 
 var passwordLine = regexp.MustCompile(`password .*`)
@@ -361,8 +451,10 @@ func (r *hupReloaders) add(f *FRR) {
 		signal.Notify(ch, syscall.SIGHUP)
 		go func() {
 			for range ch {
+				now := time.Now()
 				r.mu.Lock()
 				for f := range r.frrs {
+					f.noteWritten(now)
 					go f.reload()
 				}
 				r.mu.Unlock()
