@@ -689,6 +689,21 @@ func TestIntegration(t *testing.T) {
 		if pool.Spec.Addresses[0] != "145.40.1.11/32" {
 			t.Errorf("the edited pool was not put back: %v", pool.Spec.Addresses)
 		}
+		// A pool deleted by hand is put back with nothing else asking for
+		// a sync: the watch that saw the delete asks.
+		old := get(t, c, poolsGVR, "metallb-system", "shop.db", nil)
+		if err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").Delete(ctx, "shop.db", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			back, err := c.dyn.Resource(poolsGVR).Namespace("metallb-system").Get(ctx, "shop.db", metav1.GetOptions{})
+			if err == nil && back.GetUID() != old.GetUID() {
+				break
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Fatal("a pool deleted by hand is not back 20s later: its delete asked for no sync")
+			}
+		}
 	})
 
 	t.Run("legacy ConfigMap keeps the user's entries", func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 )
 
 func TestSlim(t *testing.T) {
-	c := New(t.Context(), nil, nil, klog.Background(), "owned", "kind")
+	c := New(t.Context(), nil, nil, klog.Background(), nil, "owned", "kind")
 	for _, tc := range []struct {
 		name   string
 		labels map[string]string

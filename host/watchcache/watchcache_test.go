@@ -3,6 +3,8 @@ package watchcache_test
 import (
 	"context"
 	"reflect"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +73,7 @@ func TestCache(t *testing.T) {
 	newCache := func(t *testing.T) *watchcache.Cache {
 		ctx, cancel := context.WithCancel(ctx)
 		t.Cleanup(cancel)
-		return watchcache.New(ctx, dynamic.NewForConfigOrDie(env.Config), metadata.NewForConfigOrDie(env.Config), klog.Background(), "owner")
+		return watchcache.New(ctx, dynamic.NewForConfigOrDie(env.Config), metadata.NewForConfigOrDie(env.Config), klog.Background(), nil, "owner")
 	}
 
 	t.Run("metadata: served once synced, slim, and following changes", func(t *testing.T) {
@@ -128,6 +130,31 @@ func TestCache(t *testing.T) {
 		}
 	})
 
+	t.Run("a deleted owned object is told, another is not", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var deletes atomic.Int32
+		c := watchcache.New(ctx, nil, metadata.NewForConfigOrDie(env.Config), klog.Background(), func() { deletes.Add(1) }, "owner")
+		all := watchcache.Selection{Resource: configMaps, Namespace: "w"} // as the sync's metadata lists: no selector
+		create("mine", mine)
+		create("theirs", nil)
+		eventually(t, "the watch serves mine and theirs", func() bool {
+			names, ok := metadataNames(c, all)
+			return ok && slices.Contains(names, "mine") && slices.Contains(names, "theirs")
+		})
+		// One watch delivers its events in order: theirs is seen before
+		// mine, so once mine is told, theirs was not.
+		for _, name := range []string{"theirs", "mine"} {
+			if err := kube.CoreV1().ConfigMaps("w").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, "the owned object's delete is told", func() bool { return deletes.Load() > 0 })
+		if n := deletes.Load(); n != 1 {
+			t.Errorf("told %d deletes, want 1 (mine; theirs has no kept label)", n)
+		}
+	})
+
 	t.Run("a resource whose watch is refused is never served", func(t *testing.T) {
 		// lister may list ConfigMaps in w, not watch them (as the chart
 		// lets the CCM list Secrets).
@@ -148,7 +175,7 @@ func TestCache(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		c := watchcache.New(ctx, nil, metadata.NewForConfigOrDie(cfg), klog.Background())
+		c := watchcache.New(ctx, nil, metadata.NewForConfigOrDie(cfg), klog.Background(), nil)
 		if _, ok := c.Metadata(sel); ok {
 			t.Fatal("served on the first ask")
 		}
@@ -188,7 +215,7 @@ func TestCache(t *testing.T) {
 
 	t.Run("nothing is served once its context has ended", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctx)
-		c := watchcache.New(ctx, nil, metadata.NewForConfigOrDie(env.Config), klog.Background())
+		c := watchcache.New(ctx, nil, metadata.NewForConfigOrDie(env.Config), klog.Background(), nil)
 		eventually(t, "served", func() bool { _, ok := c.Metadata(sel); return ok })
 		cancel()
 		if _, ok := c.Metadata(sel); ok {
