@@ -144,8 +144,10 @@ func nexthops(t *testing.T, c *Cluster, ip string) []string {
 // behind the routers reaches the pods through it over HTTP and UDP; an
 // externalTrafficPolicy Local Service is announced only from the node with
 // its pod and sees the client's address. Then, under a client that never
-// stops asking (Monitor), the CCM is upgraded, its leader killed, and it
-// is scaled to 0 and back, each costing no request; a worker falls off
+// stops asking (Monitor), the CCM is upgraded, its leader killed, it is
+// scaled to 0 and back, Equinix's API and kube-apiserver go away, each
+// costing no request; a Service's IPAddressPool deleted by hand is put
+// back and what the client lost is printed; a worker falls off
 // the network with the default BGP timers and with the fastest, and the
 // time its clients failed is printed; a worker is drained.
 func TestCloudTraffic(t *testing.T) {
@@ -284,6 +286,10 @@ func TestCloudTraffic(t *testing.T) {
 	killLeader(t, c, m)
 	scaledToZero(t, c, m, outage(t), map[string]string{"web": ip, "web-local": lip})
 	equinixDown(t, c, m, outage(t), "during-upgrade")
+	// Not the CCM's failure: a user deleting what it wrote. Before
+	// kube-apiserver's restart, after which the leader, unable to renew
+	// its Lease for half a minute, exits and hands over.
+	poolDeleted(t, c, m, "web")
 	apiserverRestart(t, c, m)
 
 	// A node falls off the network, with the speakers' default BGP
