@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/metal-ccm/cloud-provider-equinix-metal/sdk"
 )
 
 // cloudOptions reads what make cluster-test passes: the CCM's image, and
@@ -146,8 +148,8 @@ func nexthops(t *testing.T, c *Cluster, ip string) []string {
 // its pod and sees the client's address. Then, under a client that never
 // stops asking (Monitor), the CCM is upgraded, its leader killed, it is
 // scaled to 0 and back, Equinix's API and kube-apiserver go away, each
-// costing no request; a Service's IPAddressPool deleted by hand is put
-// back and what the client lost is printed; a worker falls off
+// costing no request; a Service's IPAddressPool and the BGPAdvertisements
+// deleted by hand are put back and what the client lost is printed; a worker falls off
 // the network with the default BGP timers and with the fastest, and the
 // time its clients failed is printed; a worker is drained.
 func TestCloudTraffic(t *testing.T) {
@@ -289,7 +291,8 @@ func TestCloudTraffic(t *testing.T) {
 	// Not the CCM's failure: a user deleting what it wrote. Before
 	// kube-apiserver's restart, after which the leader, unable to renew
 	// its Lease for half a minute, exits and hands over.
-	poolDeleted(t, c, m, "web")
+	ownedDeleted(t, c, m, ipAddressPools, "service-web=namespace-default")
+	ownedDeleted(t, c, m, bgpAdvertisements, sdk.OwnedLabel+"="+sdk.OwnedValue)
 	apiserverRestart(t, c, m)
 
 	// A node falls off the network, with the speakers' default BGP

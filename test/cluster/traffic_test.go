@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -729,47 +730,61 @@ func lastCCMLogLines(c *Cluster, keep int, words ...string) string {
 	return strings.Join(lines, "\n")
 }
 
-// poolDeleted deletes a Service's IPAddressPool by hand, as a user cleaning
-// up metallb-system might. MetalLB stops announcing an address that is in
-// no pool; the CCM puts the pool back when its watch sees the delete, not
-// at its next periodic sync, a minute later at most. The requests lost
-// meanwhile are printed, not asserted: the delete is the user's, and
-// MetalLB's reaction to it is MetalLB's. The pool must come back.
-func poolDeleted(t *testing.T, c *Cluster, m *Monitor, service string) {
+var bgpAdvertisements = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"}
+
+// ownedDeleted deletes what the CCM wrote of one kind in metallb-system
+// (selector: which of them; the CCM owns them all), as a user cleaning up
+// by hand might, and waits for the CCM to put it back (failing after 2
+// minutes). What the client lost meanwhile is printed, not asserted: the
+// delete is the user's, and MetalLB's reaction to it is MetalLB's. A pool
+// deleted makes MetalLB clear its Service's status, a change the CCM
+// acts on anyway; the BGPAdvertisements deleted change no Service, and
+// before the CCM's watches asked for a sync on a delete, nothing put them
+// back until something else changed.
+func ownedDeleted(t *testing.T, c *Cluster, m *Monitor, res schema.GroupVersionResource, selector string) {
 	t.Helper()
 	ctx := context.Background()
 	dyn, err := dynamic.NewForConfig(c.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools := dyn.Resource(ipAddressPools).Namespace(metallbNamespace)
-	name := metav1.NamespaceDefault + "." + service // the module's name for the Service's pool
-	old, err := pools.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("%s's IPAddressPool: %v", service, err)
+	objs := dyn.Resource(res).Namespace(metallbNamespace)
+	list, err := objs.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil || len(list.Items) == 0 {
+		t.Fatalf("the CCM's %s (%s): %v, %d found", res.Resource, selector, err, len(list.Items))
 	}
+	old := map[string]types.UID{}
+	for _, o := range list.Items {
+		old[o.GetName()] = o.GetUID()
+	}
+	what := fmt.Sprintf("%s %s", res.Resource, strings.Join(slices.Sorted(maps.Keys(old)), ", "))
 	began := m.Mark()
-	if err := pools.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// gone: when the old pool was no longer there (a finalizer would
-	// hold it after the delete); back: when the new one was.
-	var gone, back time.Duration
-	for end := began.Add(2 * time.Minute); back == 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		p, err := pools.Get(ctx, name, metav1.GetOptions{})
-		if gone == 0 && (err != nil || p.GetUID() != old.GetUID()) {
-			gone = time.Since(began)
+	for name := range old {
+		if err := objs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		if err == nil && p.GetUID() != old.GetUID() {
+	}
+	// back: when every one was there again, as a new object.
+	var back time.Duration
+	for end := began.Add(2 * time.Minute); back == 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		renewed := 0
+		for name, uid := range old {
+			if o, err := objs.Get(ctx, name, metav1.GetOptions{}); err == nil && o.GetUID() != uid {
+				renewed++
+			}
+		}
+		if renewed == len(old) {
 			back = time.Since(began)
 		}
 	}
 	if back == 0 {
-		t.Fatalf("IPAddressPool %s deleted by hand: not put back within 2 minutes; the module's syncs meanwhile:\n%s", name, lastCCMLogLines(c, 20, "sync.go", "failures.go"))
+		for _, tl := range m.Since(began) {
+			t.Logf("%s deleted by hand, not put back: %s", what, tl.Window(began))
+		}
+		t.Fatalf("%s deleted by hand: not put back within 2 minutes; the module's syncs meanwhile:\n%s", what, lastCCMLogLines(c, 20, "sync.go", "failures.go"))
 	}
 	m.QuietFor(began, 5*time.Second, time.Minute)
 	for _, tl := range m.Since(began) {
-		t.Logf("IPAddressPool %s deleted by hand, gone after %s, put back after %s: %s", name, gone.Round(10*time.Millisecond), back.Round(10*time.Millisecond), tl.Window(began))
+		t.Logf("%s deleted by hand, put back after %s: %s", what, back.Round(10*time.Millisecond), tl.Window(began))
 	}
-	t.Logf("the module's syncs around it (the CCM's log):\n%s", lastCCMLogLines(c, 8, "sync.go", "failures.go"))
 }
