@@ -105,10 +105,11 @@ const gatherDelay = 50 * time.Millisecond
 // again, once each watch is whole.
 func (r *Reconciler) Run(ctx context.Context) {
 	// The sync reads one label of what it lists: whether the CCM owns it.
-	// An owned object deleted by someone else is put back by a sync now,
-	// not at the next resync: MetalLB stops announcing an address whose
-	// pool is gone. (The sync's own prunes ask for one more sync, which
-	// finds nothing to do.)
+	// An owned object deleted by someone else is put back by the sync its
+	// delete asks for: syncs run on changes, and a deleted BGPAdvertisement
+	// changes nothing else the sync reads, while MetalLB stops announcing
+	// what it advertised. (The sync's own prunes ask for one more sync,
+	// which finds nothing to do.)
 	r.watch = watchcache.New(ctx, r.cfg.Dynamic, r.cfg.Metadata, r.log, r.MarkDirty, sdk.OwnedLabel)
 	go func() {
 		<-ctx.Done()

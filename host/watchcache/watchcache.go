@@ -23,9 +23,10 @@
 // list and its write.
 //
 // The watches also tell the caller when something it owns is deleted
-// (New's onDelete): the objects it wrote are watched anyway, and a sync
-// that puts a deleted pool back at once instead of at the next periodic
-// sync (a minute) is traffic that stops for a second instead of a minute.
+// (New's onDelete): the objects it wrote are watched anyway. The module
+// sync runs on changes, not on a timer, and a deleted object that changes
+// nothing else it reads (MetalLB's BGPAdvertisements) otherwise stayed
+// deleted until something else changed.
 //
 // Like every package under host/, it belongs to this repository alone:
 // its API carries no compatibility promise to code outside it.

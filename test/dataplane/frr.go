@@ -74,14 +74,14 @@ type FRR struct {
 	// latest last (at most maxVersions): what the stage table reads to
 	// split a speaker's way to its routers into writing and reloading.
 	vmu      sync.Mutex
-	versions []ConfigVersion
+	versions []configVersion
 }
 
-// A ConfigVersion is one content of the speaker's file: when this process
+// A configVersion is one content of the speaker's file: when this process
 // first read it (at the speaker's SIGHUP, or when a reload began) and
 // when frr-reload.py finished applying it (zero: never, a later version
 // came first).
-type ConfigVersion struct {
+type configVersion struct {
 	Read, Applied time.Time
 	conf          []byte
 }
@@ -100,7 +100,7 @@ func (f *FRR) note(conf []byte, t time.Time) int {
 	if len(f.versions) == maxVersions {
 		f.versions = slices.Delete(f.versions, 0, maxVersions/4)
 	}
-	f.versions = append(f.versions, ConfigVersion{Read: t, conf: conf})
+	f.versions = append(f.versions, configVersion{Read: t, conf: conf})
 	return len(f.versions) - 1
 }
 
