@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
@@ -30,12 +31,19 @@ func initFuncConstructors() map[string]app.ControllerInitFuncConstructor {
 }
 
 // startServiceController is the framework's own start of the service
-// controller (k8s.io/cloud-provider/app), with lbhosts.NewInformer for nodes.
+// controller (k8s.io/cloud-provider/app), with lbhosts.NewInformer for
+// nodes, and for Services the informer the provider gives (a failed
+// Service synced again when the Equinix Metal API answers again:
+// host/lbretry).
 func startServiceController(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, cc genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		var services coreinformers.ServiceInformer = completed.SharedInformers.Core().V1().Services()
+		if p, ok := cloud.(serviceInformerer); ok {
+			services = p.ServiceInformer(services)
+		}
 		sc, err := servicecontroller.New(cloud,
 			completed.ClientBuilder.ClientOrDie(initContext.ClientName),
-			completed.SharedInformers.Core().V1().Services(),
+			services,
 			lbhosts.NewInformer(completed.SharedInformers.Core().V1().Nodes()),
 			completed.ComponentConfig.KubeCloudShared.ClusterName,
 			utilfeature.DefaultFeatureGate,
@@ -48,4 +56,10 @@ func startServiceController(initContext app.ControllerInitContext, completed *cl
 		go sc.Run(ctx, int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs), cc.ControllerManagerMetrics)
 		return nil, true, nil
 	}
+}
+
+// serviceInformerer is the provider's part in starting the service
+// controller (provider.Cloud.ServiceInformer).
+type serviceInformerer interface {
+	ServiceInformer(coreinformers.ServiceInformer) coreinformers.ServiceInformer
 }

@@ -217,8 +217,10 @@ func (c *Client) call(ctx context.Context, op operation) (context.Context, conte
 
 // Run re-reads the device and reservation caches every RefreshPeriod (with
 // 10% jitter), starting now, until ctx ends. A failed re-read keeps the
-// previous contents and is logged; the next period tries again.
+// previous contents and is logged; the next period tries again. While
+// calls fail, it also probes the API (see OnAnswersAgain).
 func (c *Client) Run(ctx context.Context) {
+	go c.probeWhileFailing(ctx)
 	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.RefreshDevices(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "Equinix Metal device cache not refreshed; keeping the previous contents")

@@ -110,7 +110,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	h.cloud.initialize(ctx, h.ccm)
 	h.cloud.SetInformers(factory)
 	metrics := controllersmetrics.NewControllerManagerMetrics("test")
-	svc, err := servicecontroller.New(h.cloud, kube, factory.Core().V1().Services(), lbhosts.NewInformer(factory.Core().V1().Nodes()), "test", utilfeature.DefaultFeatureGate)
+	svc, err := servicecontroller.New(h.cloud, kube, h.cloud.ServiceInformer(factory.Core().V1().Services()), lbhosts.NewInformer(factory.Core().V1().Nodes()), "test", utilfeature.DefaultFeatureGate)
 	if err != nil {
 		t.Fatal(err)
 	}

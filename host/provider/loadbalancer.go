@@ -10,6 +10,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/eip"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbretry"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 )
 
@@ -32,6 +33,24 @@ type loadBalancer struct {
 	// sync (lbmodule.Reconciler.AwaitSync), set once the loop runs.
 	staged    stagedAddresses
 	awaitSync atomic.Pointer[func(context.Context) bool]
+	// retry keeps the Services whose last call here failed, to hand them
+	// back to the service controller when the Equinix Metal API answers
+	// again (host/lbretry).
+	retry *lbretry.Retrier
+}
+
+// outcome records whether the call for svc failed, for retry, and
+// returns err.
+func (lb *loadBalancer) outcome(svc *v1.Service, err error) error {
+	if lb.retry == nil {
+		return err
+	}
+	if err != nil {
+		lb.retry.Failed(svc)
+	} else {
+		lb.retry.Succeeded(svc)
+	}
+	return err
 }
 
 // dirty asks the module loop, if it runs, to regenerate.
@@ -86,8 +105,12 @@ func (lb *loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.S
 		return nil, false, err
 	}
 	ips, ok, err := m.Current(ctx, svc)
-	if err != nil || !ok {
-		return nil, false, err
+	if err != nil {
+		// Asked before a delete: the delete's retry waits on this too.
+		return nil, false, lb.outcome(svc, err)
+	}
+	if !ok {
+		return nil, false, nil
 	}
 	if len(ips) == 0 {
 		// A reservation without an address for the Service yet (pending
@@ -116,7 +139,7 @@ func (lb *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v
 		return nil, err
 	}
 	ips, err := m.Ensure(ctx, svc)
-	if err != nil {
+	if lb.outcome(svc, err) != nil {
 		return nil, err
 	}
 	lb.announceIPv6(ips)
@@ -144,7 +167,7 @@ func (lb *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 	if err != nil {
 		return err
 	}
-	if err := m.Release(ctx, svc); err != nil {
+	if err := lb.outcome(svc, m.Release(ctx, svc)); err != nil {
 		return err
 	}
 	lb.dirty()

@@ -37,6 +37,7 @@ import (
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/informertrim"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/instances"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbmodule"
+	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbretry"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/lbsnapshot"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/metal"
 	"github.com/metal-ccm/cloud-provider-equinix-metal/host/policy"
@@ -164,7 +165,12 @@ func newCloud(cfg *config.Config, readOnly bool) (*Cloud, error) {
 			return nil, err
 		}
 		c.policies = engine
-		c.lb = &loadBalancer{}
+		c.lb = &loadBalancer{retry: lbretry.New()}
+		mc.OnAnswersAgain(func() {
+			if n := c.lb.retry.Retry(); n > 0 {
+				klog.InfoS("The Equinix Metal API answers again: syncing now the Services whose sync failed meanwhile", "services", n)
+			}
+		})
 		if err := c.setupModule(cfg, readOnly); err != nil {
 			return nil, err
 		}
@@ -214,6 +220,18 @@ func (c *Cloud) SetInformers(f informers.SharedInformerFactory) {
 }
 
 var _ cloudprovider.InformerUser = (*Cloud)(nil)
+
+// ServiceInformer is the Service informer to give k8s.io/cloud-provider's
+// service controller: inf, whose handlers the provider keeps so that the
+// Services whose sync failed while the Equinix Metal API did not answer
+// are synced again as soon as it answers, not after the controller's
+// backoff of up to 5 minutes (host/lbretry). Without load balancing, inf.
+func (c *Cloud) ServiceInformer(inf coreinformers.ServiceInformer) coreinformers.ServiceInformer {
+	if c.lb == nil {
+		return inf
+	}
+	return c.lb.retry.Wrap(inf)
+}
 
 // start runs the provider's loops with a client config, on the framework's
 // informer factory f. It does not start f: the framework starts its factory
