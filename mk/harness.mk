@@ -127,7 +127,7 @@ CLUSTER_ENV = METAL_CCM_CLUSTER_CCM_IMAGE=$(abspath $(CLUSTER_CCM_IMAGE)) \
 # default BGP timers and after a timer upgrade, minute-long outages).
 cluster-test: $(CLUSTER_PREREQS) cluster-image $(E2E_WRONG_ASN) ## every real-cluster test (root): nodes, pods, kube-proxy, every speaker's traffic through its Elastic IPs
 	@mkdir -p $(TEST_LOG_DIR)
-	$(CLUSTER_ENV) METAL_CCM_CLUSTER_FULL=1 METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 60m ./test/cluster/ \
+	$(CLUSTER_ENV) METAL_CCM_CLUSTER_FULL=1 METAL_CCM_CLUSTER_WRONG_MODULE=$(abspath $(E2E_WRONG_ASN)) $(GO) test -tags cluster -count=1 -v -timeout 90m ./test/cluster/ \
 	  $(call with-digest,cluster-test)
 
 # The short real-cluster check of make ci: Services answered through

@@ -318,14 +318,16 @@ func TestCloudTraffic(t *testing.T) {
 func fullRun() bool { return os.Getenv("METAL_CCM_CLUSTER_FULL") == "1" }
 
 // outage is how long scaledToZero keeps the CCM away and equinixDown
-// Equinix's API: METAL_CCM_CLUSTER_OUTAGE (a Go duration, such as 5m);
-// unless set, 1 minute in a full run and 45 s in make ci, for its time
-// budget (longer than readinessAsked).
+// Equinix's API: METAL_CCM_CLUSTER_OUTAGE (a Go duration, such as 2m);
+// unless set, 5 minutes in a full run (long enough for anything the CCM
+// retries on a backoff to reach its longest step, and for the Services
+// made meanwhile to wait it out) and 45 s in make ci, for its time budget
+// (longer than readinessAsked).
 func outage(t *testing.T) time.Duration {
 	t.Helper()
 	v := os.Getenv("METAL_CCM_CLUSTER_OUTAGE")
 	if v == "" && fullRun() {
-		return time.Minute
+		return 5 * time.Minute
 	}
 	if v == "" {
 		return 45 * time.Second
