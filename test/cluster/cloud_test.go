@@ -60,7 +60,12 @@ func waitAvailable(t *testing.T, c *Cluster, name string, want int32) {
 }
 
 func serviceIngress(c *Cluster, name string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return serviceIngressWithin(c, name, 2*time.Minute)
+}
+
+// serviceIngressWithin is serviceIngress waiting up to within.
+func serviceIngressWithin(c *Cluster, name string, within time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	ip, err := c.ServiceIngress(ctx, metav1.NamespaceDefault, name)
 	if err != nil {

@@ -261,8 +261,14 @@ func churnDuringEvents() bool { return fullRun() }
 
 // createForAddress creates a Cluster-policy Service (the web pods) in a
 // goroutine and returns a channel that gets how long it took to have its
-// address (skipped unless churnDuringEvents).
+// address (skipped unless churnDuringEvents), waiting up to 2 minutes.
 func createForAddress(c *Cluster, name string) <-chan addressed {
+	return createForAddressWithin(c, name, 2*time.Minute)
+}
+
+// createForAddressWithin is createForAddress waiting up to within: a
+// Service created as an outage begins waits for all of it.
+func createForAddressWithin(c *Cluster, name string, within time.Duration) <-chan addressed {
 	out := make(chan addressed, 1)
 	if !churnDuringEvents() {
 		out <- addressed{skipped: true}
@@ -275,9 +281,9 @@ func createForAddress(c *Cluster, name string) <-chan addressed {
 			out <- addressed{err: err}
 			return
 		}
-		ip, err := serviceIngress(c, name)
+		ip, err := serviceIngressWithin(c, name, within)
 		if err != nil {
-			err = fmt.Errorf("Service %s: no address: %w", name, err)
+			err = fmt.Errorf("Service %s: no address within %s: %w", name, within, err)
 		}
 		out <- addressed{took: time.Since(began), ip: ip, err: err}
 	}()
@@ -542,7 +548,7 @@ func equinixDown(t *testing.T, c *Cluster, m *Monitor, away time.Duration, gone 
 	began := m.Mark()
 	c.Emu.SetFault(emulator.AllRoutes, emulator.Fault{ResetShare: 1})
 	defer c.Emu.ClearFaults()
-	added := createForAddress(c, "while-equinix-down")
+	added := createForAddressWithin(c, "while-equinix-down", away+2*time.Minute)
 	if churn {
 		if err := c.Client.CoreV1().Services(ns).Delete(ctx, gone, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
