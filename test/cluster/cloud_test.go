@@ -324,10 +324,10 @@ func fullRun() bool { return os.Getenv("METAL_CCM_CLUSTER_FULL") == "1" }
 
 // outage is how long scaledToZero keeps the CCM away and equinixDown
 // Equinix's API: METAL_CCM_CLUSTER_OUTAGE (a Go duration, such as 2m);
-// unless set, 5 minutes in a full run (long enough for anything the CCM
-// retries on a backoff to reach its longest step, and for the Services
-// made meanwhile to wait it out) and 45 s in make ci, for its time budget
-// (longer than readinessAsked).
+// unless set, 5 minutes in a full run (long enough for the service
+// controller's backoff on a Service made meanwhile to reach its longest
+// step, 5 minutes) and 45 s in make ci, for its time budget (longer than
+// readinessAsked).
 func outage(t *testing.T) time.Duration {
 	t.Helper()
 	v := os.Getenv("METAL_CCM_CLUSTER_OUTAGE")
